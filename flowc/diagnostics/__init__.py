@@ -1,0 +1,148 @@
+"""Diagnostics as data.
+
+A `Diagnostic` is a frozen record: a registered kebab-case `code` (see `codes.py`), a severity,
+a message, an optional `Location` and optional notes and help. Stages build them with `error()` /
+`warning()`, which refuse an unregistered code (that is a compiler bug, so it raises), collect them
+and carry on. Nothing here writes prose, colour or carets: `render.py` is the one place that turns
+diagnostics into human text (`render`) or JSON (`render_json`); `suggest.py` holds the one
+"did you mean" helper.
+
+Locations use 1-based lines and 1-based columns counted in code points; `end_column` is exclusive,
+so a one-character span has `end_column == column + 1`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flowc.diagnostics.codes import REGISTRY, SEVERITIES, Code, UnknownCodeError, lookup
+
+__all__ = [
+    "REGISTRY",
+    "Code",
+    "Diagnostic",
+    "Location",
+    "UnknownCodeError",
+    "error",
+    "sort_key",
+    "warning",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    file: str  # path as given by the user (display form)
+    line: int  # 1-based
+    column: int  # 1-based, in code points
+    end_line: int
+    end_column: int  # exclusive (1-based): a one-character span has end_column == column + 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Location:
+        return cls(
+            file=data["file"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str  # kebab-case, registered in codes.py
+    severity: str  # "error" | "warning"
+    message: str
+    location: Location | None
+    notes: tuple[str, ...] = ()
+    help: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"diagnostic severity {self.severity!r} is not one of {SEVERITIES}")
+        if not isinstance(self.notes, tuple):  # accept any iterable, store a tuple (hashable, frozen)
+            object.__setattr__(self, "notes", tuple(self.notes))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "location": None if self.location is None else self.location.to_json(),
+            "notes": list(self.notes),
+            "help": self.help,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Diagnostic:
+        location = data.get("location")
+        return cls(
+            code=data["code"],
+            severity=data["severity"],
+            message=data["message"],
+            location=None if location is None else Location.from_json(location),
+            notes=tuple(data.get("notes", ())),
+            help=data.get("help"),
+        )
+
+
+def _make(
+    code: str,
+    severity: str | None,
+    message: str,
+    location: Location | None,
+    notes: Iterable[str],
+    help: str | None,
+) -> Diagnostic:
+    registered = lookup(code)  # raises UnknownCodeError for an unregistered code
+    return Diagnostic(
+        code=code,
+        severity=registered.severity if severity is None else severity,
+        message=message,
+        location=location,
+        notes=tuple(notes),
+        help=help,
+    )
+
+
+def error(
+    code: str,
+    message: str,
+    location: Location | None,
+    *,
+    notes: Iterable[str] = (),
+    help: str | None = None,
+) -> Diagnostic:
+    """A diagnostic for a registered `code`, with the code's registered (default) severity."""
+    return _make(code, None, message, location, notes, help)
+
+
+def warning(
+    code: str,
+    message: str,
+    location: Location | None,
+    *,
+    notes: Iterable[str] = (),
+    help: str | None = None,
+) -> Diagnostic:
+    """A diagnostic for a registered `code`, with severity "warning" whatever the code's default."""
+    return _make(code, "warning", message, location, notes, help)
+
+
+def sort_key(d: Diagnostic) -> tuple[Any, ...]:
+    """Deterministic order: by file, line, column, code (then message); no location first."""
+    loc = d.location
+    if loc is None:
+        return (0, "", 0, 0, d.code, d.message)
+    return (1, loc.file, loc.line, loc.column, d.code, d.message)

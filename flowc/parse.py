@@ -1,0 +1,988 @@
+"""Parse one Flow module: text in, a `syntax.Module` and diagnostics out.
+
+The grammar is LALR(1) with lark's contextual lexer, and the tree is built while parsing (an inline
+transformer), so no intermediate lark tree is made and a deeply nested input costs no Python
+recursion here. Comments are collected by a lexer callback: `///` comments become the `doc` of the
+declaration, field or constructor on the next line, and all comments are kept for the formatter.
+
+Error recovery works at the level of top-level items: when a module does not parse, it is cut at
+every line that starts a declaration in column 1 and each piece is parsed alone, so each broken
+declaration reports its own first error while the others still parse.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import lark
+from lark import Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from flowc import syntax as S
+from flowc.diagnostics import Diagnostic, Location, error
+
+GRAMMAR_PATH = Path(__file__).with_name("grammar") / "flow.lark"
+
+#: Brackets may nest this deep; deeper input is refused with `nesting-too-deep` before any later
+#: stage walks it (later stages recurse, and no Flow program needs more).
+MAX_NESTING = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A parsed module. `module` holds every item that parsed, even when there are errors."""
+
+    file: str
+    source: str
+    module: S.Module
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+
+def parse(source: str, file: str = "<input>") -> Parsed:
+    """Parse the text of one module."""
+    state = _State(file, source)
+    _local.state = state
+    try:
+        module = _parse_module(source, state)
+    finally:
+        _local.state = None
+    return Parsed(file, source, module, tuple(state.diagnostics))
+
+
+def parse_expression(source: str, file: str = "<input>") -> tuple[S.Expr | None, tuple[Diagnostic, ...]]:
+    """Parse a single expression (used by tests and tools)."""
+    state = _State(file, source)
+    _local.state = state
+    try:
+        expr = _parse_chunk(source, "expr_s", state, 1)
+    finally:
+        _local.state = None
+    return expr, tuple(state.diagnostics)
+
+
+# ---- parser construction -----------------------------------------------------------------------
+
+
+class _State:
+    def __init__(self, file: str, source: str) -> None:
+        self.file = file
+        self.source = source
+        self.lines: list[str] | None = None
+        self.comments: list[Token] = []
+        self.diagnostics: list[Diagnostic] = []
+
+    def line_text(self, line: int) -> str:
+        if self.lines is None:
+            self.lines = self.source.split("\n")
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+
+    def location(self, line: int, column: int, end_line: int, end_column: int) -> Location:
+        return Location(self.file, line, column, end_line, end_column)
+
+
+_local = threading.local()
+
+
+def _collect_comment(token: Token) -> Token:
+    state: _State | None = getattr(_local, "state", None)
+    if state is not None:
+        state.comments.append(token)
+    return token
+
+
+class _Postlex:
+    """Marks a `(` that starts a line, so that it begins a new expression instead of calling the
+    previous line's, and refuses nesting deeper than MAX_NESTING."""
+
+    always_accept = ()
+
+    def process(self, stream):
+        prev_end_line = 0
+        depth = 0
+        for token in stream:
+            kind = token.type
+            if kind == "_LPAR" and token.line > prev_end_line:
+                token = Token.new_borrow_pos("_NL_LPAR", token.value, token)
+            if kind in ("_LPAR", "LSQB", "LBRACE"):
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise _TooDeep(token)
+            elif kind in ("RPAR", "RSQB", "RBRACE"):
+                depth -= 1
+            prev_end_line = token.end_line
+            yield token
+
+
+class _TooDeep(Exception):
+    def __init__(self, token: Token) -> None:
+        super().__init__("nesting too deep")
+        self.token = token
+
+
+_parser_lock = threading.Lock()
+_parser: lark.Lark | None = None
+
+
+def _get_parser() -> lark.Lark:
+    global _parser
+    with _parser_lock:
+        if _parser is None:
+            _parser = lark.Lark(
+                GRAMMAR_PATH.read_text(encoding="utf-8"),
+                parser="lalr",
+                lexer="contextual",
+                start=["module", "expr_s"],
+                maybe_placeholders=True,
+                keep_all_tokens=True,
+                transformer=_BUILD,
+                postlex=_Postlex(),
+                lexer_callbacks={"COMMENT": _collect_comment},
+                cache=_cache_path(),
+            )
+        return _parser
+
+
+def _cache_path() -> str | bool:
+    """The built parser is cached beside the user's other caches (start-up matters for `flow check`)."""
+    import hashlib
+    import os
+    import tempfile
+
+    digest = hashlib.sha256(GRAMMAR_PATH.read_bytes() + lark.__version__.encode()).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for folder in (os.path.join(base, "flow"), tempfile.gettempdir()):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if os.access(folder, os.W_OK):
+                return os.path.join(folder, f"flow-parser-{digest}.lark-cache")
+        except OSError:
+            continue
+    return False
+
+
+# ---- driving the parser and recovering ---------------------------------------------------------
+
+
+_ITEM_START = re.compile(r"^(?:use\b|pub\b|type\b|flow\b|@|///)", re.MULTILINE)
+
+
+def _parse_module(source: str, state: _State) -> S.Module:
+    before = len(state.diagnostics)
+    module = _parse_chunk(source, "module", state, 1)
+    if module is not None:
+        return _with_comments(module, state)
+    # Recover: parse each top-level declaration alone, keeping what parses.
+    del state.diagnostics[before:]
+    state.comments.clear()
+    starts = _chunk_starts(source)
+    items: list[S.Item] = []
+    for index, start in enumerate(starts):
+        end = starts[index + 1] if index + 1 < len(starts) else len(source)
+        chunk = source[start:end]
+        if not chunk.strip():
+            continue
+        first_line = source.count("\n", 0, start) + 1
+        part = _parse_chunk(chunk, "module", state, first_line)
+        if part is not None:
+            items.extend(part.items)
+    if len(state.diagnostics) == before:
+        # Cutting at column-1 keywords can split an item whose body starts a line with one; the
+        # whole-module error is then the honest report.
+        _parse_chunk(source, "module", state, 1)
+    span = S.Span(1, 1, source.count("\n") + 1, 1)
+    return _with_comments(S.Module(tuple(items), (), span), state)
+
+
+def _chunk_starts(source: str) -> list[int]:
+    starts = [0]
+    previous_doc = False
+    for match in _ITEM_START.finditer(source):
+        is_doc = match.group(0) == "///"
+        if match.start() != 0 and not previous_doc:
+            starts.append(match.start())
+        # A doc comment belongs to the declaration after it: do not cut between them.
+        previous_doc = is_doc and _line_end_is_comment(source, match.start())
+    return starts
+
+
+def _line_end_is_comment(source: str, start: int) -> bool:
+    return source.startswith("///", start)
+
+
+def _with_comments(module: S.Module, state: _State) -> S.Module:
+    comments = tuple(S.Comment(t.value, _token_span(t)) for t in state.comments)
+    return S.Module(module.items, comments, module.span)
+
+
+def _parse_chunk(text: str, start: str, state: _State, first_line: int):
+    padded = "\n" * (first_line - 1) + text if first_line > 1 else text
+    try:
+        return _get_parser().parse(padded, start=start)
+    except _TooDeep as too_deep:
+        token = too_deep.token
+        state.diagnostics.append(error(
+            "nesting-too-deep",
+            f"brackets are nested more than {MAX_NESTING} levels deep",
+            _token_location(state, token),
+            help="split the expression with `let` bindings or helper functions",
+        ))
+    except VisitError as visit:
+        if isinstance(visit.orig_exc, _TooDeep):
+            token = visit.orig_exc.token
+            state.diagnostics.append(error(
+                "nesting-too-deep", f"brackets are nested more than {MAX_NESTING} levels deep",
+                _token_location(state, token)))
+        else:
+            raise
+    except UnexpectedInput as problem:
+        state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
+    except RecursionError:
+        state.diagnostics.append(error(
+            "nesting-too-deep", "the expression is nested too deeply to compile",
+            state.location(first_line, 1, first_line, 2)))
+    return None
+
+
+# ---- syntax error messages ---------------------------------------------------------------------
+
+_TOKEN_NAMES = {
+    "NAME": "a name", "UPPER": "a type or constructor name", "QUPPER": "a qualified name",
+    "INT": "an integer", "DECIMAL": "a decimal", "DURATION": "a duration", "TEXT": "text",
+    "LPAR": "`(`", "_LPAR": "`(`", "_NL_LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`",
+    "LBRACE": "`{`", "RBRACE": "`}`", "COMMA": "`,`", "COLON": "`:`", "DOT": "`.`", "EQUAL": "`=`",
+    "MORETHAN": "`>`", "LESSTHAN": "`<`", "__ANON_0": "`->`", "$END": "the end of the file",
+    "CMP": "a comparison", "PLUS": "`+`", "MINUS": "`-`", "STAR": "`*`", "SLASH": "`/`",
+    "PERCENT": "`%`", "CONCAT": "`++`", "OROR": "`||`", "ANDAND": "`&&`", "BANG": "`!`",
+    "DOTDOT": "`..`", "QMARK": "`?`", "AT": "`@`", "VBAR": "`|`", "WILD": "`_`",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TOKEN_NAMES:
+        return _TOKEN_NAMES[name]
+    terminal = _terminal_patterns().get(name)
+    if terminal is not None:
+        return f"`{terminal}`"
+    return name.lower()
+
+
+_patterns_cache: dict[str, str] = {}
+
+
+def _terminal_patterns() -> dict[str, str]:
+    if not _patterns_cache:
+        for t in _get_parser().terminals:
+            if t.pattern.type == "str":
+                _patterns_cache[t.name] = t.pattern.value
+    return _patterns_cache
+
+
+def _syntax_diagnostic(problem: UnexpectedInput, state: _State, text: str) -> Diagnostic:
+    if isinstance(problem, UnexpectedCharacters):
+        line, column = problem.line, problem.column
+        char = text[problem.pos_in_stream] if problem.pos_in_stream < len(text) else ""
+        loc = state.location(line, column, line, column + 1)
+        if char == '"':
+            return error("text-unterminated", "this text literal is never closed", loc,
+                         help='end it with `"`; inside `${...}` use no `{` or `}`')
+        shown = char if char.isprintable() else f"U+{ord(char):04X}"
+        return error("syntax-error", f"unexpected character `{shown}`", loc)
+    if isinstance(problem, UnexpectedEOF):
+        line = text.count("\n") + 1
+        column = len(text) - (text.rfind("\n") + 1) + 1
+        expected = sorted({_describe_terminal(t) for t in problem.expected})
+        return error("syntax-error", "unexpected end of file", state.location(line, column, line, column + 1),
+                     help=_expected_help(expected))
+    assert isinstance(problem, UnexpectedToken)
+    token = problem.token
+    expected = sorted({_describe_terminal(t) for t in problem.expected if not t.startswith("_NL")})
+    if token.type == "$END":
+        line = text.count("\n") + 1
+        column = len(text) - (text.rfind("\n") + 1) + 1
+        return error("syntax-error", "unexpected end of file", state.location(line, column, line, column + 1),
+                     help=_expected_help(expected))
+    what = _describe_token(token)
+    help_text = _expected_help(expected)
+    if token.type == "NAME" and "a type or constructor name" in expected and len(expected) <= 2:
+        help_text = "type and constructor names start with an upper-case letter"
+    elif token.type == "UPPER" and expected == ["a name"]:
+        help_text = "value, function and field names start with a lower-case letter"
+    return error("syntax-error", f"unexpected {what}", _token_location(state, token), help=help_text)
+
+
+def _describe_token(token: Token) -> str:
+    value = str(token.value)
+    if len(value) > 40:
+        value = value[:37] + "..."
+    return f"`{value}`"
+
+
+def _expected_help(expected: list[str]) -> str | None:
+    if not expected:
+        return None
+    if len(expected) <= 8:
+        return "expected " + ", ".join(expected[:-1]) + (" or " if len(expected) > 1 else "") + expected[-1]
+    return None
+
+
+def _token_location(state: _State, token: Token) -> Location:
+    return state.location(token.line, token.column, token.end_line or token.line,
+                          token.end_column or token.column + 1)
+
+
+def _token_span(token: Token) -> S.Span:
+    return S.Span(token.line, token.column, token.end_line, token.end_column)
+
+
+# ---- building the tree -------------------------------------------------------------------------
+#
+# The parser calls a builder method at each reduction (lark's inline transformer), so no lark tree
+# is built. Every token is kept (`keep_all_tokens`) so that a node's span runs from its first token
+# to its last, brackets and keywords included; `_wrap` computes the span and drops punctuation
+# before the method sees the children.
+
+#: Token kinds that carry meaning; every other token is punctuation or a keyword.
+_MEANINGFUL = frozenset({
+    "NAME", "UPPER", "QUPPER", "INT", "DECIMAL", "DURATION", "TEXT", "PUB", "TRUE", "FALSE", "WILD",
+    "OROR", "ANDAND", "CMP", "CONCAT", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "BANG", "DOTDOT",
+})
+
+
+def _start_of(item):
+    if isinstance(item, Token):
+        return (item.line, item.column)
+    span = getattr(item, "span", None)
+    return (span.line, span.column) if span is not None and span is not S.NO_SPAN else None
+
+
+def _end_of(item):
+    if isinstance(item, Token):
+        return (item.end_line, item.end_column)
+    span = getattr(item, "span", None)
+    return (span.end_line, span.end_column) if span is not None and span is not S.NO_SPAN else None
+
+
+def _wrap(method):
+    def callback(children):
+        start = end = None
+        for child in children:
+            start = _start_of(child)
+            if start is not None:
+                break
+        for child in reversed(children):
+            end = _end_of(child)
+            if end is not None:
+                break
+        span = S.Span(start[0], start[1], end[0], end[1]) if start and end else S.NO_SPAN
+        kept = [c for c in children if not isinstance(c, Token) or c.type in _MEANINGFUL]
+        return method(span, kept)
+
+    return callback
+
+
+def _state() -> _State:
+    return _local.state
+
+
+def _doc_before(line: int) -> str | None:
+    """The `///` lines directly above `line` (each alone on its line), joined."""
+    state = _state()
+    if state is None:
+        return None
+    docs: list[str] = []
+    current = line - 1
+    while current >= 1:
+        text = state.line_text(current).strip()
+        if not text.startswith("///"):
+            break
+        body = text[3:]
+        docs.append(body[1:] if body.startswith(" ") else body)
+        current -= 1
+    if not docs:
+        return None
+    return "\n".join(reversed(docs))
+
+
+def _tokens(children, kind: str) -> list[Token]:
+    return [c for c in children if isinstance(c, Token) and c.type == kind]
+
+
+def _split_qualified(token: Token) -> tuple[str | None, str]:
+    text = str(token)
+    if token.type == "QUPPER":
+        qualifier, name = text.split(".", 1)
+        return qualifier, name
+    return None, text
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "$": "$", "0": "\0"}
+_DURATION_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
+                   "h": 3_600_000_000_000, "d": 86_400_000_000_000}
+_DURATION_RE = re.compile(r"([0-9_.]+)(ns|us|ms|s|m|h|d)$")
+
+#: Binding power of each binary operator; comparisons do not chain.
+_PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
+               "+": 4, "-": 4, "++": 4, "*": 5, "/": 5, "%": 5}
+
+
+class _Builder:
+    """Builds syntax nodes; the grammar's aliases name these methods one to one."""
+
+    # -- module and declarations
+
+    def module(self, span, items):
+        return S.Module(tuple(items), (), span)
+
+    def use_decl(self, span, children):
+        text, alias = children[0], (str(children[1]) if len(children) > 1 else None)
+        return S.Use(_decode_plain_text(text), alias, span)
+
+    def attrs(self, span, children):
+        return _Group(tuple(children), span)
+
+    def attr_plain(self, span, children):
+        return S.Attr(str(children[0]), None, span)
+
+    def attr_target(self, span, children):
+        names = _tokens(children, "NAME")
+        return S.Attr(str(names[0]), tuple(str(c) for c in names[1:]), span)
+
+    def type_decl(self, span, children):
+        attrs = children[0].items
+        pub = bool(_tokens(children, "PUB"))
+        name_token = _tokens(children, "UPPER")[0]
+        params: tuple = ()
+        kind, fields, ctors = "host", (), ()
+        for child in children[1:]:
+            if isinstance(child, _Group):
+                params = child.items
+            elif isinstance(child, _Body):
+                kind, fields, ctors = child.kind, child.fields, child.ctors
+        return S.TypeDecl(str(name_token), params, kind, fields, ctors, pub, attrs,
+                          _doc_before(span.line), span, _token_span(name_token))
+
+    def type_params(self, span, children):
+        return _Group(tuple(children), span)
+
+    def type_param(self, span, children):
+        names = _tokens(children, "UPPER")
+        return S.TypeParam(str(names[0]), tuple(str(c) for c in names[1:]), span)
+
+    def empty_body(self, span, children):
+        return _Body("record", (), (), span)
+
+    def record_body(self, span, children):
+        return _Body("record", tuple(children), (), span)
+
+    def enum_body(self, span, children):
+        return _Body("enum", (), tuple(children), span)
+
+    def field_decl(self, span, children):
+        pub = bool(_tokens(children, "PUB"))
+        name = _tokens(children, "NAME")[0]
+        return S.FieldDecl(str(name), children[-1], pub, _doc_before(span.line), span)
+
+    def named_field(self, span, children):
+        return S.FieldDecl(str(children[0]), children[1], True, _doc_before(span.line), span)
+
+    def ctor_bare(self, span, children):
+        return S.CtorDecl(str(children[0]), "bare", (), (), _doc_before(span.line), span)
+
+    def ctor_positional(self, span, children):
+        return S.CtorDecl(str(children[0]), "positional", tuple(children[1:]), (), _doc_before(span.line), span)
+
+    def ctor_named(self, span, children):
+        return S.CtorDecl(str(children[0]), "named", (), tuple(children[1:]), _doc_before(span.line), span)
+
+    def fn_decl(self, span, children):
+        attrs = children[0].items
+        pub = bool(_tokens(children, "PUB"))
+        head: _FnHead = next(c for c in children if isinstance(c, _FnHead))
+        last = children[-1]
+        body = None if last is head or last is None or isinstance(last, Token) else last
+        return S.FnDecl(head.name, head.type_params, head.params, head.ret, head.effect, body, pub, attrs,
+                        _doc_before(span.line), span, head.name_span)
+
+    def fn_head(self, span, children):
+        name = children[0]
+        rest = [c for c in children[1:] if c is not None]
+        type_params: tuple = ()
+        if rest and isinstance(rest[0], _Group):
+            type_params = rest[0].items
+            rest = rest[1:]
+        effect = None
+        if rest and isinstance(rest[-1], _Effect):
+            effect = rest[-1].name
+            rest = rest[:-1]
+        return _FnHead(str(name), type_params, tuple(rest[:-1]), rest[-1], effect, _token_span(name), span)
+
+    def param(self, span, children):
+        return S.Param(str(children[0]), children[1], span)
+
+    def effect(self, span, children):
+        return _Effect(str(_tokens(children, "NAME")[0]), span)
+
+    # -- types
+
+    def t_named(self, span, children):
+        args = children[1].items if len(children) > 1 and children[1] is not None else ()
+        return S.TNamed(str(children[0]), None, args, span)
+
+    def t_qualified(self, span, children):
+        qualifier, name = _split_qualified(children[0])
+        args = children[1].items if len(children) > 1 and children[1] is not None else ()
+        return S.TNamed(name, qualifier, args, span)
+
+    def type_args(self, span, children):
+        return _Group(tuple(children), span)
+
+    def t_fn(self, span, children):
+        children = [c for c in children if c is not None]
+        effect = None
+        if children and isinstance(children[-1], _Effect):
+            effect = children[-1].name
+            children = children[:-1]
+        return S.TFn(tuple(children[:-1]), children[-1], effect, span)
+
+    def t_unit(self, span, children):
+        return S.TTuple((), span)
+
+    def t_paren(self, span, children):
+        return children[0]
+
+    def t_tuple(self, span, children):
+        return S.TTuple(tuple(children), span)
+
+    # -- statements
+
+    def block(self, span, children):
+        return S.Block(tuple(children), span)
+
+    def let_stmt(self, span, children):
+        type_ = children[1] if len(children) == 3 else None
+        return S.Let(children[0], type_, children[-1], span)
+
+    def guard_stmt(self, span, children):
+        return S.Guard(children[0], children[1], span)
+
+    def local_fn(self, span, children):
+        head, body = children
+        return S.FnDecl(head.name, head.type_params, head.params, head.ret, head.effect, body, False, (),
+                        _doc_before(span.line), span, head.name_span)
+
+    def expr_stmt(self, span, children):
+        return S.ExprStmt(children[0], span)
+
+    # -- expressions
+
+    def return_expr(self, span, children):
+        return S.Return(children[0], span)
+
+    def binchain(self, span, children):
+        return _precedence(children)
+
+    def unop(self, span, children):
+        op, operand = children
+        return S.Unary(str(op), operand, span)
+
+    def member(self, span, children):
+        return S.Member(children[0], str(children[1]), span)
+
+    def call(self, span, children):
+        return S.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
+
+    def try_expr(self, span, children):
+        return S.Try(children[0], span)
+
+    def int_lit(self, span, children):
+        return S.Lit("int", str(children[0]).replace("_", ""), span)
+
+    def decimal_lit(self, span, children):
+        return S.Lit("decimal", str(children[0]).replace("_", ""), span)
+
+    def duration_lit(self, span, children):
+        return _duration(children[0], span)
+
+    def text_lit(self, span, children):
+        return _text(children[0], span)
+
+    def bool_lit(self, span, children):
+        return S.Lit("bool", str(children[0]), span)
+
+    def var(self, span, children):
+        return S.Var(str(children[0]), span)
+
+    def ctor_ref(self, span, children):
+        qualifier, name = _split_qualified(children[0])
+        return S.CtorRef(name, qualifier, span)
+
+    def unit_lit(self, span, children):
+        return S.Lit("unit", "", span)
+
+    def paren(self, span, children):
+        return children[0]
+
+    def tuple_lit(self, span, children):
+        return S.TupleLit(tuple(children), span)
+
+    def list_lit(self, span, children):
+        return S.ListLit(tuple(c for c in children if c is not None), span)
+
+    def if_expr(self, span, children):
+        else_ = children[2] if len(children) > 2 else None
+        return S.If(children[0], children[1], else_, span)
+
+    def match_expr(self, span, children):
+        return S.Match(children[0], tuple(c for c in children[1:] if c is not None), span)
+
+    def arm(self, span, children):
+        if len(children) == 3:
+            return S.Arm(children[0], children[1], children[2], span)
+        return S.Arm(children[0], None, children[1], span)
+
+    def lambda_param(self, span, children):
+        return S.Param(str(children[0]), children[1] if len(children) > 1 else None, span)
+
+    def record_lit(self, span, children):
+        token = children[0]
+        qualifier, name = _split_qualified(token)
+        ctor = S.CtorRef(name, qualifier, _token_span(token))
+        items = children[1]
+        fields, base = (items.items if items is not None else ((), None))
+        return S.RecordLit(ctor, fields, base, span)
+
+    def record_items(self, span, children):
+        fields = tuple(c for c in children if isinstance(c, S.FieldInit))
+        base = None
+        for index, child in enumerate(children):
+            if isinstance(child, Token) and child.type == "DOTDOT":
+                base = children[index + 1]
+        return _Group((fields, base), span)
+
+    def field_init(self, span, children):
+        return S.FieldInit(str(children[0]), children[1], span)
+
+    def field_short(self, span, children):
+        return S.FieldInit(str(children[0]), None, span)
+
+    # -- patterns
+
+    def p_or(self, span, children):
+        return S.POr(tuple(children), span)
+
+    def p_wild(self, span, children):
+        return S.PWild(span)
+
+    def p_bind(self, span, children):
+        return S.PBind(str(children[0]), span)
+
+    def p_int(self, span, children):
+        text = "".join(str(c) for c in children).replace("_", "")
+        return S.PLit(S.Lit("int", text, span), span)
+
+    def p_decimal(self, span, children):
+        text = "".join(str(c) for c in children).replace("_", "")
+        return S.PLit(S.Lit("decimal", text, span), span)
+
+    def p_duration(self, span, children):
+        return S.PLit(_duration(children[0], span), span)
+
+    def p_text(self, span, children):
+        lit = _text(children[0], span)
+        if isinstance(lit, S.Interp):
+            _state().diagnostics.append(error(
+                "syntax-error", "a pattern cannot interpolate", _location_of(span),
+                help="match the text with a plain literal and test the rest in an arm guard"))
+            lit = S.Lit("text", "", span)
+        return S.PLit(lit, span)
+
+    def p_bool(self, span, children):
+        return S.PLit(S.Lit("bool", str(children[0]), span), span)
+
+    def p_unit(self, span, children):
+        return S.PLit(S.Lit("unit", "", span), span)
+
+    def p_paren(self, span, children):
+        return children[0]
+
+    def p_ctor_bare(self, span, children):
+        qualifier, name = _split_qualified(children[0])
+        return S.PCtor(name, qualifier, "bare", (), (), False, span)
+
+    def p_ctor_positional(self, span, children):
+        qualifier, name = _split_qualified(children[0])
+        return S.PCtor(name, qualifier, "positional", tuple(children[1:]), (), False, span)
+
+    def p_ctor_named(self, span, children):
+        qualifier, name = _split_qualified(children[0])
+        fields, rest = children[1].items if children[1] is not None else ((), False)
+        return S.PCtor(name, qualifier, "named", (), fields, rest, span)
+
+    def p_fields(self, span, children):
+        fields = tuple(c for c in children if isinstance(c, S.PField))
+        rest = any(isinstance(c, Token) and c.type == "DOTDOT" for c in children)
+        return _Group((fields, rest), span)
+
+    def p_field(self, span, children):
+        return S.PField(str(children[0]), children[1], span)
+
+    def p_field_short(self, span, children):
+        return S.PField(str(children[0]), None, span)
+
+    def p_tuple(self, span, children):
+        return S.PTuple(tuple(children), span)
+
+    def p_list(self, span, children):
+        items, rest = children[0].items if children and children[0] is not None else ((), None)
+        return S.PList(items, rest, span)
+
+    def p_items(self, span, children):
+        items = tuple(c for c in children if not isinstance(c, _Rest))
+        rests = [c for c in children if isinstance(c, _Rest)]
+        return _Group((items, rests[0].name if rests else None), span)
+
+    def p_rest(self, span, children):
+        names = _tokens(children, "NAME")
+        return _Rest(str(names[0]) if names else "", span)
+
+    def lambda_(self, span, children):
+        params = []
+        ret = None
+        effect = None
+        for child in children[:-1]:
+            if isinstance(child, S.Param):
+                params.append(child)
+            elif isinstance(child, _Effect):
+                effect = child.name
+            elif child is not None:
+                ret = child
+        return S.Lambda(tuple(params), ret, effect, children[-1], span)
+
+
+def _precedence(chain: list) -> S.Expr:
+    """Fold `operand (op operand)*` into a tree by precedence climbing. Every operator is
+    left-associative; a comparison may not be an operand of another comparison."""
+    operands = chain[0::2]
+    operators = chain[1::2]
+    position = 0
+
+    def climb(min_power: int) -> S.Expr:
+        nonlocal position
+        left = operands[position]
+        while position < len(operators):
+            op = operators[position]
+            power = _PRECEDENCE[str(op)]
+            if power < min_power:
+                break
+            position += 1
+            right = climb(power + 1)
+            left = S.Binary(str(op), left, right, S.Span(left.span.line, left.span.column,
+                                                          right.span.end_line, right.span.end_column))
+            if power == 3 and position < len(operators) and _PRECEDENCE[str(operators[position])] == 3:
+                state = _state()
+                state.diagnostics.append(error(
+                    "syntax-error", f"comparisons do not chain: `{op}` then `{operators[position]}`",
+                    _token_location(state, operators[position]), help="join the comparisons with `&&`"))
+        return left
+
+    return climb(1)
+
+
+class _BuildTable:
+    """The object lark calls: one wrapped callback per grammar alias."""
+
+
+_BUILD = _BuildTable()
+for _name, _method in list(vars(_Builder).items()):
+    if not _name.startswith("__") and callable(_method):
+        setattr(_BUILD, "lambda" if _name == "lambda_" else _name, _wrap(_method.__get__(_Builder())))
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    items: tuple
+    span: S.Span
+
+
+@dataclass(frozen=True, slots=True)
+class _Body:
+    kind: str
+    fields: tuple
+    ctors: tuple
+    span: S.Span
+
+
+@dataclass(frozen=True, slots=True)
+class _FnHead:
+    name: str
+    type_params: tuple
+    params: tuple
+    ret: object
+    effect: str | None
+    name_span: S.Span
+    span: S.Span
+
+
+@dataclass(frozen=True, slots=True)
+class _Effect:
+    name: str
+    span: S.Span
+
+
+@dataclass(frozen=True, slots=True)
+class _Rest:
+    name: str
+    span: S.Span
+
+
+def _location_of(span: S.Span) -> Location:
+    return _state().location(span.line, span.column, span.end_line, span.end_column)
+
+
+def _duration(token: Token, span: S.Span) -> S.Lit:
+    match = _DURATION_RE.match(str(token))
+    assert match is not None
+    number, unit = match.group(1).replace("_", ""), match.group(2)
+    try:
+        nanos = Decimal(number) * _DURATION_UNITS[unit]
+    except InvalidOperation:  # pragma: no cover - the token's pattern admits only numbers
+        nanos = Decimal(0)
+    if nanos != nanos.to_integral_value():
+        _state().diagnostics.append(error(
+            "literal-invalid", f"`{token}` is not a whole number of nanoseconds", _location_of(span)))
+        nanos = Decimal(0)
+    return S.Lit("duration", str(int(nanos)), span)
+
+
+def _decode_plain_text(token: Token) -> str:
+    lit = _text(token, _token_span(token))
+    if isinstance(lit, S.Interp):
+        _state().diagnostics.append(error("syntax-error", "a module path cannot interpolate",
+                                          _location_of(_token_span(token))))
+        return ""
+    return lit.value
+
+
+def _text(token: Token, span: S.Span) -> S.Lit | S.Interp:
+    """Decode a text literal: escapes, and `${expr}` parts parsed as expressions in place."""
+    raw = str(token)
+    body = raw[1:-1]
+    parts: list[str | S.Expr] = []
+    buffer: list[str] = []
+    index = 0
+    line, column = token.line, token.column + 1  # position of body[0]
+    length = len(body)
+    while index < length:
+        char = body[index]
+        if char == "\\":
+            nxt = body[index + 1] if index + 1 < length else ""
+            if nxt in _ESCAPES:
+                buffer.append(_ESCAPES[nxt])
+                index += 2
+                column += 2
+                continue
+            if nxt == "u" and index + 2 < length and body[index + 2] == "{":
+                close = body.find("}", index + 3)
+                digits = body[index + 3:close] if close != -1 else ""
+                if close != -1 and 1 <= len(digits) <= 6 and all(c in "0123456789abcdefABCDEF" for c in digits) \
+                        and int(digits, 16) <= 0x10FFFF and not 0xD800 <= int(digits, 16) <= 0xDFFF:
+                    buffer.append(chr(int(digits, 16)))
+                    column += close + 1 - index
+                    index = close + 1
+                    continue
+            _state().diagnostics.append(error(
+                "escape-invalid", f"`\\{nxt}` is not an escape",
+                _state().location(line, column, line, column + 2),
+                help='escapes are \\n \\t \\r \\0 \\\\ \\" \\$ and \\u{hex}'))
+            index += 2
+            column += 2
+            continue
+        if char == "$" and index + 1 < length and body[index + 1] == "{":
+            close = _interpolation_end(body, index + 2)
+            inner = body[index + 2:close]
+            if buffer:
+                parts.append("".join(buffer))
+                buffer = []
+            parts.append(_parse_interpolation(inner, line, column + 2))
+            consumed = body[index:close + 1]
+            newlines = consumed.count("\n")
+            if newlines:
+                line += newlines
+                column = len(consumed) - consumed.rfind("\n")
+            else:
+                column += len(consumed)
+            index = close + 1
+            continue
+        buffer.append(char)
+        if char == "\n":
+            line += 1
+            column = 1
+        else:
+            column += 1
+        index += 1
+    if buffer or not parts:
+        parts.append("".join(buffer))
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return S.Lit("text", parts[0], span)
+    return S.Interp(tuple(parts), span)
+
+
+def _interpolation_end(body: str, start: int) -> int:
+    """The index of the `}` closing an interpolation; strings inside it are skipped whole."""
+    index = start
+    while index < len(body):
+        char = body[index]
+        if char == '"':
+            index += 1
+            while index < len(body) and body[index] != '"':
+                index += 2 if body[index] == "\\" else 1
+        elif char == "}":
+            return index
+        index += 1
+    return len(body)  # pragma: no cover - the token's pattern guarantees a closing brace
+
+
+def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
+    state = _state()
+    if not inner.strip():
+        state.diagnostics.append(error("syntax-error", "an interpolation needs an expression",
+                                       state.location(line, column - 2, line, column + 1)))
+        return S.Lit("text", "", S.Span(line, column, line, column))
+    padded = "\n" * (line - 1) + " " * (column - 1) + inner
+    try:
+        return _get_parser().parse(padded, start="expr_s")
+    except UnexpectedInput as problem:
+        state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
+    except _TooDeep as too_deep:
+        state.diagnostics.append(error("nesting-too-deep", "brackets are nested too deeply",
+                                       _token_location(state, too_deep.token)))
+    return S.Lit("text", "", S.Span(line, column, line, column))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m flowc.parse FILE...`: parse files and print OK or their diagnostics."""
+    from flowc.diagnostics.render import render
+
+    status = 0
+    for path in (argv if argv is not None else sys.argv[1:]):
+        source = Path(path).read_text(encoding="utf-8")
+        parsed = parse(source, path)
+        if parsed.diagnostics:
+            status = 2
+            print(render(parsed.diagnostics, {path: source}, color=False))
+        else:
+            print(f"{path}: OK ({len(parsed.module.items)} items)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
