@@ -1,0 +1,1193 @@
+"""Check function bodies: types, constructor resolution, effects, patterns and exhaustiveness.
+
+Checking is bidirectional: `expr(e, expected)` infers the type of `e` while pushing down the type
+the context wants, which is how a bare constructor (`Search(q)`) finds its enum and a lambda
+(`flow(x) = x + 1`) finds its parameter types. Generic calls instantiate their type parameters
+(and effect variables) with unification variables; requirements (`T: Ord`) are checked once the
+call's types are known. Each function records whether it needed `!tool`; the mark must be there
+exactly when it did.
+
+The results the code generator needs (the type of every expression, what each name resolved to,
+which calls are in tail position) are recorded in `Facts`, keyed by node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowc import exhaust as X
+from flowc import syntax as S
+from flowc import types as T
+from flowc.diagnostics import Location, error, warning
+from flowc.diagnostics.suggest import did_you_mean
+from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope, loc, signature
+from flowc.typeinfo import holds_function, is_data, is_ord, satisfies
+
+ARITHMETIC = {"+", "-", "*", "/", "%"}
+COMPARISON = {"<", "<=", ">", ">="}
+EQUALITY = {"==", "!="}
+
+
+@dataclass(slots=True)
+class Local:
+    type: T.Type
+    span: S.Span
+    kind: str  # param | let | fn
+    used: bool = False
+    fn: "LocalFn | None" = None
+
+
+@dataclass(slots=True)
+class LocalFn:
+    decl: S.FnDecl
+    owner: str
+    sig: T.TFun
+
+
+@dataclass(slots=True)
+class FnCtx:
+    """The function whose body is being checked (a lambda has its own)."""
+
+    owner: str
+    ret: T.Type
+    effect: T.Effect | None  # None: a lambda, whose effect is inferred
+    allow_tools: bool  # @test and @fake functions call Tools without the mark
+    inferred: T.Effect = T.PURE
+    used_tool: bool = False
+    obligations: list[tuple[T.Type, str, S.Span]] = field(default_factory=list)
+    generic_tool_calls: list[tuple[T.Type, S.Span, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A tail call to a top-level function: where a checkpoint can be taken."""
+
+    file: str
+    span: S.Span
+    caller: str
+    callee: str
+    marked: bool  # an argument may hold a function: decided as the run goes
+
+
+@dataclass(slots=True)
+class Checked:
+    env: Env
+    places: list[Place]
+
+
+def check(env: Env) -> Checked:
+    places: list[Place] = []
+    for identity in sorted(env.modules):
+        menv = env.modules[identity]
+        if menv.broken:
+            continue
+        checker = _ModuleChecker(env, menv, places)
+        checker.run()
+    return Checked(env, places)
+
+
+class _Scope:
+    __slots__ = ("names", "parent")
+
+    def __init__(self, parent: "_Scope | None" = None) -> None:
+        self.names: dict[str, Local] = {}
+        self.parent = parent
+
+    def lookup(self, name: str) -> Local | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            found = scope.names.get(name)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
+
+    def all_names(self) -> list[str]:
+        out: list[str] = []
+        scope: _Scope | None = self
+        while scope is not None:
+            out.extend(scope.names)
+            scope = scope.parent
+        return out
+
+
+class _ModuleChecker:
+    def __init__(self, env: Env, menv: ModuleEnv, places: list[Place]) -> None:
+        self.env = env
+        self.menv = menv
+        self.places = places
+        self.s = T.Subst()
+        self.ctx: FnCtx = FnCtx("", T.UNIT, T.PURE, False)
+        self.type_params: dict[str, T.Type] = {}
+        self.effect_params: dict[str, T.Effect] = {}
+        self.current_fn = ""
+
+    # ---- reporting
+
+    def report(self, code: str, message: str, span: S.Span, **extra: Any) -> None:
+        self.env.diagnostics.append(error(code, message, loc(self.menv, span), **extra))
+
+    def warn(self, code: str, message: str, span: S.Span, **extra: Any) -> None:
+        self.env.diagnostics.append(warning(code, message, loc(self.menv, span), **extra))
+
+    def show(self, t: T.Type) -> str:
+        return T.show(t, self.s)
+
+    def expect(self, actual: T.Type, expected: T.Type | None, span: S.Span, what: str = "") -> T.Type:
+        if expected is None:
+            return actual
+        try:
+            T.unify(self.s, actual, expected)
+        except T.Mismatch:
+            a, e = self.s.apply(actual), self.s.apply(expected)
+            if isinstance(a, T.TFun) and isinstance(e, T.TFun) and self._only_effect_differs(a, e):
+                self.report("type-mismatch", "this function can make Tool calls, but a pure function is expected here",
+                            span, help="the parameter's type would need `!tool`")
+            else:
+                self.report("type-mismatch", f"expected `{self.show(e)}`{what}, found `{self.show(a)}`", span)
+            return T.ERROR
+        return expected
+
+    def _only_effect_differs(self, a: T.TFun, e: T.TFun) -> bool:
+        return T.show(T.TFun(a.params, a.ret, T.PURE)) == T.show(T.TFun(e.params, e.ret, T.PURE))
+
+    # ---- driving
+
+    def run(self) -> None:
+        for fn in self.menv.fns.values():
+            if fn.decl.body is None:
+                continue
+            self.check_function(fn)
+        root = self.env.program.root
+        main = self.menv.fns.get("main")
+        if self.menv.identity == root and main is not None and main.pub:
+            self._check_entry(main)
+
+    def _check_entry(self, fn: FnInfo) -> None:
+        for p, t in zip(fn.decl.params, fn.sig.params):
+            if not is_data(self.env, t):
+                self.report("not-data", f"entry parameter `{p.name}` has type `{T.show(t)}`, which is not data",
+                            p.span, help="a run's input is JSON: functions and tasks cannot be given")
+        if not is_data(self.env, fn.sig.ret):
+            self.report("not-data", f"the entry's result `{T.show(fn.sig.ret)}` is not data", fn.decl.ret.span)
+
+    def check_function(self, fn: FnInfo) -> None:
+        decl = fn.decl
+        self.s = T.Subst()
+        self.type_params = {p.name: T.TParam(p.name, fn.identity) for p in decl.type_params}
+        self.effect_params = _effect_params(fn.sig)
+        self.current_fn = fn.identity
+        allow = fn.test or fn.fake_target is not None or decl.attr("fake") is not None
+        self.ctx = FnCtx(fn.identity, fn.sig.ret, fn.sig.effect, allow)
+        scope = _Scope()
+        for p, t in zip(decl.params, fn.sig.params):
+            scope.names[p.name] = Local(t, p.span, "param", used=True)
+        assert decl.body is not None
+        self.expr(decl.body, fn.sig.ret, scope, tail=True)
+        self._finish_ctx(decl, fn.sig.effect)
+
+    def _finish_ctx(self, decl: S.FnDecl, declared: T.Effect) -> None:
+        ctx = self.ctx
+        for t, requirement, span in ctx.obligations:
+            resolved = self.s.apply(t)
+            if not satisfies(self.env, resolved, requirement):
+                self.report("requirement-unmet", f"`{self.show(resolved)}` does not satisfy `{requirement}`", span,
+                            help=_requirement_help(requirement))
+        for t, span, tool in ctx.generic_tool_calls:
+            if _has_unknown(self.s.apply(t)):
+                self.report("cannot-infer", f"the type argument of the generic Tool `{tool}` cannot be inferred",
+                            span, help="annotate the result, e.g. `let plan: Plan = ...`")
+        if declared == T.TOOL and not ctx.used_tool and not ctx.allow_tools:
+            self.report("unneeded-tool-mark", f"`{decl.name}` is marked `!tool` but makes no Tool call", decl.name_span,
+                        help="remove `!tool`")
+
+    # ---- effects
+
+    def use_effect(self, effect: T.Effect, span: S.Span, what: str) -> None:
+        effect = self.s.effect(effect)
+        if effect == T.PURE:
+            return
+        ctx = self.ctx
+        if ctx.effect is None:  # a lambda: its effect grows
+            ctx.inferred = T.effect_join(ctx.inferred, effect)
+            ctx.used_tool = True
+            return
+        if ctx.allow_tools or ctx.effect == T.TOOL:
+            ctx.used_tool = True
+            return
+        if isinstance(effect, T.EffParam) and ctx.effect == effect:
+            ctx.used_tool = True
+            return
+        name = self.current_fn.rsplit(".", 1)[-1]
+        self.report("missing-tool-mark", f"{what} can make a Tool call, but `{name}` is not marked `!tool`", span,
+                    help=f"mark the function: `-> ... !tool`")
+        ctx.used_tool = True
+
+    # ---- expressions
+
+    def expr(self, e: S.Expr, expected: T.Type | None, scope: _Scope, tail: bool = False) -> T.Type:
+        method = getattr(self, "e_" + type(e).__name__)
+        return method(e, expected, scope, tail)
+
+    def e_Lit(self, e: S.Lit, expected, scope, tail) -> T.Type:
+        t = {"int": T.INT, "decimal": T.DECIMAL, "text": T.TEXT, "bool": T.BOOL, "unit": T.UNIT,
+             "duration": T.DURATION}[e.kind]
+        if e.kind == "decimal" and not _decimal_in_range(e.value):
+            self.report("literal-invalid", "this decimal's exponent is outside the signed 64-bit range", e.span)
+        return self.expect(t, expected, e.span)
+
+    def e_Interp(self, e: S.Interp, expected, scope, tail) -> T.Type:
+        for part in e.parts:
+            if isinstance(part, str):
+                continue
+            t = self.expr(part, None, scope)
+            if not is_data(self.env, self.s.apply(t)):
+                self.report("not-data", f"`{self.show(t)}` cannot be shown in text", part.span)
+        return self.expect(T.TEXT, expected, e.span)
+
+    def e_Var(self, e: S.Var, expected, scope: _Scope, tail) -> T.Type:
+        local = scope.lookup(e.name)
+        if local is not None:
+            local.used = True
+            if local.fn is not None:
+                return self.expect(self._instantiate_local(local.fn, e.span), expected, e.span)
+            return self.expect(local.type, expected, e.span)
+        fn = self.menv.fns.get(e.name)
+        if fn is not None:
+            return self.expect(self.instantiate(fn, e.span), expected, e.span)
+        if e.name in self.menv.imports:
+            self.report("not-callable", f"`{e.name}` is a module, not a value", e.span,
+                        help=f"name one of its members: `{e.name}.name`")
+            return T.ERROR
+        candidates = scope.all_names() + list(self.menv.fns)
+        guess = did_you_mean(e.name, candidates)
+        self.report("name-undefined", f"`{e.name}` is not defined", e.span,
+                    help=f"did you mean `{guess}`?" if guess else None)
+        return T.ERROR
+
+    def instantiate(self, fn: FnInfo, span: S.Span) -> T.Type:
+        base = fn.call_type()
+        if not fn.decl.type_params and not self._has_effect_params(base):
+            return base
+        mapping = {p.name: self.s.fresh() for p in fn.decl.type_params}
+        effects = {name: self.s.fresh_effect() for name in _effect_param_names(base)}
+        for p in fn.decl.type_params:
+            for bound in p.bounds:
+                self.ctx.obligations.append((mapping[p.name], bound, span))
+        if fn.tool and fn.decl.type_params:
+            self.ctx.generic_tool_calls.append((T.TTuple(tuple(mapping.values())), span, fn.identity))
+        return T.substitute(base, mapping, effects)
+
+    def _instantiate_local(self, local: LocalFn, span: S.Span) -> T.Type:
+        if not local.decl.type_params:
+            return local.sig
+        mapping = {p.name: self.s.fresh() for p in local.decl.type_params}
+        for p in local.decl.type_params:
+            for bound in p.bounds:
+                self.ctx.obligations.append((mapping[p.name], bound, span))
+        return T.substitute(local.sig, mapping)
+
+    def _has_effect_params(self, t: T.TFun) -> bool:
+        return bool(_effect_param_names(t))
+
+    def e_CtorRef(self, e: S.CtorRef, expected, scope, tail) -> T.Type:
+        ctor, enum_type = self.find_ctor(e.name, e.qualifier, expected, e.span)
+        if ctor is None:
+            return T.ERROR
+        if ctor.form == "bare":
+            return self.expect(enum_type, expected, e.span)
+        if ctor.form == "named":
+            self.report("type-mismatch", f"`{e.name}` has named fields: write `{e.name} {{ ... }}`", e.span)
+            return T.ERROR
+        payload = self.payload_types(ctor, enum_type)
+        return self.expect(T.TFun(tuple(payload), enum_type, T.PURE), expected, e.span)
+
+    def e_Member(self, e: S.Member, expected, scope: _Scope, tail) -> T.Type:
+        if isinstance(e.obj, S.Var) and scope.lookup(e.obj.name) is None and e.obj.name in self.menv.imports:
+            fn = self.module_fn(e.obj.name, e.name, e.span)
+            if fn is None:
+                return T.ERROR
+            return self.expect(self.instantiate(fn, e.span), expected, e.span)
+        obj_t = self.s.resolve(self.expr(e.obj, None, scope))
+        return self.expect(self.member_type(obj_t, e.name, e.span), expected, e.span)
+
+    def module_fn(self, alias: str, name: str, span: S.Span) -> FnInfo | None:
+        target = self.env.modules.get(self.menv.imports[alias])
+        if target is None:
+            return None
+        fn = target.fns.get(name)
+        if fn is None:
+            if not target.broken:
+                guess = did_you_mean(name, [n for n, f in target.fns.items() if f.pub])
+                self.report("member-undefined", f"module `{alias}` has no function `{name}`", span,
+                            help=f"did you mean `{alias}.{guess}`?" if guess else None)
+            return None
+        if not fn.pub and target.identity != self.menv.identity:
+            self.report("name-private", f"`{alias}.{name}` is private to its module", span,
+                        help="mark it `pub` where it is declared to use it here")
+        return fn
+
+    def member_type(self, obj_t: T.Type, name: str, span: S.Span) -> T.Type:
+        obj_t = self.s.resolve(obj_t)
+        if isinstance(obj_t, T.TError):
+            return T.ERROR
+        if isinstance(obj_t, T.TTuple):
+            if name.isdigit():
+                index = int(name)
+                if index < len(obj_t.items):
+                    return obj_t.items[index]
+                self.report("field-undefined", f"a {len(obj_t.items)}-tuple has no element {index}", span)
+                return T.ERROR
+        if isinstance(obj_t, T.TVar):
+            self.report("cannot-infer", f"the type of this value must be known to read `.{name}`", span,
+                        help="annotate the value's type")
+            return T.ERROR
+        if isinstance(obj_t, T.TCon):
+            info = self.env.types.get(obj_t.name)
+            if info is not None and info.kind == "record":
+                f = info.field(name)
+                if f is None:
+                    guess = did_you_mean(name, [x.name for x in info.fields])
+                    self.report("field-undefined", f"`{info.name}` has no field `{name}`", span,
+                                help=f"did you mean `{guess}`?" if guess else None)
+                    return T.ERROR
+                if not f.pub and info.module != self.menv.identity:
+                    self.report("field-private", f"field `{name}` of `{info.name}` is private to its module", span)
+                mapping = {p.name: a for p, a in zip(info.params, obj_t.args)}
+                return T.substitute(f.type, mapping)
+        self.report("not-a-record", f"`{self.show(obj_t)}` has no fields; `.{name}` cannot be read", span)
+        return T.ERROR
+
+    # -- calls
+
+    def e_Call(self, e: S.Call, expected, scope: _Scope, tail) -> T.Type:
+        if isinstance(e.fn, S.CtorRef):
+            return self.ctor_call(e, expected, scope)
+        direct = self._direct_target(e.fn, scope)
+        fn_t = self.s.resolve(self.expr(e.fn, None, scope))
+        if isinstance(fn_t, T.TError):
+            for a in e.args:
+                self.expr(a, None, scope)
+            return T.ERROR
+        if isinstance(fn_t, T.TVar):
+            self.report("cannot-infer", "the type of this function must be known to call it", e.fn.span)
+            for a in e.args:
+                self.expr(a, None, scope)
+            return T.ERROR
+        if not isinstance(fn_t, T.TFun):
+            self.report("not-callable", f"`{self.show(fn_t)}` is not a function", e.fn.span)
+            for a in e.args:
+                self.expr(a, None, scope)
+            return T.ERROR
+        if len(e.args) != len(fn_t.params):
+            self.report("arity-mismatch", f"this function takes {len(fn_t.params)} argument"
+                        f"{'s' if len(fn_t.params) != 1 else ''}, found {len(e.args)}", e.span,
+                        help=f"its type is `{self.show(fn_t)}`")
+            for a in e.args:
+                self.expr(a, None, scope)
+            return self.s.resolve(fn_t.ret)
+        # Arguments that are not lambdas first, then the expected result, then lambdas: lambda
+        # parameters take the types the other arguments and the context have fixed.
+        lambdas = []
+        for arg, param in zip(e.args, fn_t.params):
+            if isinstance(arg, S.Lambda):
+                lambdas.append((arg, param))
+            else:
+                self.expr(arg, param, scope)
+        if expected is not None and lambdas:
+            try:
+                snapshot = (dict(self.s.types), dict(self.s.effects))
+                T.unify(self.s, fn_t.ret, expected)
+            except T.Mismatch:
+                self.s.types, self.s.effects = snapshot
+        for arg, param in lambdas:
+            self.expr(arg, param, scope)
+        what = f"`{direct}`" if direct else "this call"
+        self.use_effect(fn_t.effect, e.span, what)
+        if tail:
+            self._maybe_place(e, scope)
+        return self.expect(fn_t.ret, expected, e.span)
+
+    def _direct_target(self, fn: S.Expr, scope: _Scope) -> str | None:
+        if isinstance(fn, S.Var) and scope.lookup(fn.name) is None:
+            return fn.name
+        if isinstance(fn, S.Member) and isinstance(fn.obj, S.Var) and scope.lookup(fn.obj.name) is None \
+                and fn.obj.name in self.menv.imports:
+            return f"{fn.obj.name}.{fn.name}"
+        return None
+
+    def _maybe_place(self, call: S.Call, scope: _Scope) -> None:
+        """A tail call to a top-level, non-Tool function is a checkpoint place."""
+        target: FnInfo | None = None
+        fn = call.fn
+        if isinstance(fn, S.Var) and scope.lookup(fn.name) is None:
+            target = self.menv.fns.get(fn.name)
+        elif isinstance(fn, S.Member) and isinstance(fn.obj, S.Var) and scope.lookup(fn.obj.name) is None \
+                and fn.obj.name in self.menv.imports:
+            module = self.env.modules.get(self.menv.imports[fn.obj.name])
+            target = module.fns.get(fn.name) if module else None
+        if target is None or target.tool or target.intrinsic or target.decl.body is None:
+            return
+        if self.ctx.effect is None:
+            return  # inside a lambda: not the task's outermost function
+        verdicts = [holds_function(self.env, self.s.apply(t)) for t in target.sig.params]
+        if "always" in verdicts:
+            return
+        self.places.append(Place(self.menv.file, call.span, self.current_fn, target.identity, "maybe" in verdicts))
+
+    def ctor_call(self, e: S.Call, expected, scope: _Scope) -> T.Type:
+        ref = e.fn
+        assert isinstance(ref, S.CtorRef)
+        ctor, enum_type = self.find_ctor(ref.name, ref.qualifier, expected, ref.span)
+        if ctor is None:
+            for a in e.args:
+                self.expr(a, None, scope)
+            return T.ERROR
+        if ctor.form != "positional":
+            for a in e.args:
+                self.expr(a, None, scope)
+            if ctor.form == "bare":
+                self.report("arity-mismatch", f"`{ref.name}` takes no payload", e.span,
+                            help=f"write `{ref.name}` alone")
+            else:
+                self.report("type-mismatch", f"`{ref.name}` has named fields: write `{ref.name} {{ ... }}`", e.span)
+            return T.ERROR
+        payload = self.payload_types(ctor, enum_type)
+        if expected is not None:
+            try:
+                snapshot = (dict(self.s.types), dict(self.s.effects))
+                T.unify(self.s, enum_type, expected)
+            except T.Mismatch:
+                self.s.types, self.s.effects = snapshot
+        if len(e.args) != len(payload):
+            self.report("arity-mismatch", f"`{ref.name}` takes {len(payload)} value"
+                        f"{'s' if len(payload) != 1 else ''}, found {len(e.args)}", e.span)
+            for a in e.args:
+                self.expr(a, None, scope)
+            return self.expect(enum_type, expected, e.span)
+        for arg, t in zip(e.args, payload):
+            self.expr(arg, t, scope)
+        return self.expect(enum_type, expected, e.span)
+
+    def payload_types(self, ctor: CtorInfo, enum_type: T.Type) -> list[T.Type]:
+        enum_type = self.s.resolve(enum_type)
+        info = self.env.types[ctor.type_identity]
+        args = enum_type.args if isinstance(enum_type, T.TCon) else ()
+        mapping = {p.name: a for p, a in zip(info.params, args)}
+        return [T.substitute(t, mapping) for t in ctor.payload_types()]
+
+    def find_ctor(self, name: str, qualifier: str | None, expected: T.Type | None,
+                  span: S.Span) -> tuple[CtorInfo | None, T.Type]:
+        """Resolve a constructor: by the expected type when known, else by scope."""
+        if qualifier is not None:
+            target = self._module(qualifier, span)
+            if target is None:
+                return None, T.ERROR
+            found = [c for info in target.types.values() for c in info.ctors if c.name == name]
+            if not found:
+                if not target.broken:
+                    guess = did_you_mean(name, sorted({c.name for i in target.types.values() if i.pub for c in i.ctors}))
+                    self.report("ctor-undefined", f"module `{qualifier}` has no constructor `{name}`", span,
+                                help=f"did you mean `{qualifier}.{guess}`?" if guess else None)
+                return None, T.ERROR
+            wanted = self._expected_info(expected)
+            choice = next((c for c in found if wanted and c.type_identity == wanted.identity), found[0])
+            info = self.env.types[choice.type_identity]
+            if not info.pub and info.module != self.menv.identity:
+                self.report("name-private", f"type `{info.name}` of `{name}` is private to its module", span)
+            return choice, self._fresh_instance(info)
+        wanted = self._expected_info(expected)
+        if wanted is not None and wanted.kind == "enum":
+            ctor = wanted.ctor(name)
+            if ctor is not None:
+                return ctor, self._fresh_instance(wanted)
+        candidates = [c for info in self.menv.types.values() for c in info.ctors if c.name == name]
+        candidates += [c for info in self.env.prelude().types.values() for c in info.ctors if c.name == name]
+        if len(candidates) == 1:
+            ctor = candidates[0]
+            return ctor, self._fresh_instance(self.env.types[ctor.type_identity])
+        if len(candidates) > 1:
+            types = ", ".join(sorted(T.display_name(c.type_identity) for c in candidates))
+            self.report("cannot-infer", f"`{name}` could be a constructor of {types}", span,
+                        help="give the expected type, e.g. with a `let` annotation")
+            return None, T.ERROR
+        if wanted is not None and wanted.kind == "enum":
+            guess = did_you_mean(name, [c.name for c in wanted.ctors])
+            self.report("ctor-undefined", f"`{wanted.name}` has no constructor `{name}`", span,
+                        help=f"did you mean `{guess}`?" if guess else
+                        "its constructors are " + ", ".join(f"`{c.name}`" for c in wanted.ctors))
+            return None, T.ERROR
+        known = sorted({c.name for info in self.menv.types.values() for c in info.ctors} |
+                       {c.name for info in self.env.prelude().types.values() for c in info.ctors})
+        guess = did_you_mean(name, known)
+        other = self._ctor_elsewhere(name)
+        self.report("ctor-undefined", f"there is no constructor `{name}` here", span,
+                    help=f"did you mean `{guess}`?" if guess else
+                    (f"it is declared in module `{other}`: write `{other}.{name}`" if other else None))
+        return None, T.ERROR
+
+    def _ctor_elsewhere(self, name: str) -> str | None:
+        for alias, identity in sorted(self.menv.imports.items()):
+            target = self.env.modules.get(identity)
+            if target and any(c.name == name for i in target.types.values() if i.pub for c in i.ctors):
+                return alias
+        return None
+
+    def _expected_info(self, expected: T.Type | None) -> TypeInfo | None:
+        if expected is None:
+            return None
+        t = self.s.resolve(expected)
+        if isinstance(t, T.TCon):
+            return self.env.types.get(t.name)
+        return None
+
+    def _fresh_instance(self, info: TypeInfo) -> T.TCon:
+        return T.TCon(info.identity, tuple(self.s.fresh() for _ in info.params))
+
+    def _module(self, alias: str, span: S.Span) -> ModuleEnv | None:
+        return TypeScope(self.env, self.menv).module_for(alias, span)
+
+    # -- operators
+
+    def e_Binary(self, e: S.Binary, expected, scope, tail) -> T.Type:
+        op = e.op
+        if op in ("&&", "||"):
+            self.expr(e.left, T.BOOL, scope)
+            self.expr(e.right, T.BOOL, scope)
+            return self.expect(T.BOOL, expected, e.span)
+        left = self.s.resolve(self.expr(e.left, None, scope))
+        right_expected = left if not isinstance(left, (T.TVar, T.TError)) else None
+        if op == "++":
+            right = self.expr(e.right, right_expected, scope)
+            t = self.s.resolve(left)
+            if isinstance(t, T.TVar):
+                t = self.s.resolve(right)
+            if not (t == T.TEXT or (isinstance(t, T.TCon) and t.name == "List") or isinstance(t, (T.TError, T.TVar))):
+                self.report("operator-mismatch", f"`++` joins Text or Lists, not `{self.show(t)}`", e.span)
+                return T.ERROR
+            return self.expect(t, expected, e.span)
+        if op in ARITHMETIC:
+            if left not in (T.INT, T.DECIMAL) and not isinstance(left, (T.TError, T.TVar)):
+                self.expr(e.right, None, scope)
+                self.report("operator-mismatch", f"`{op}` works on Int or Decimal, not `{self.show(left)}`", e.span,
+                            help=_arith_help(left))
+                return T.ERROR
+            right = self.s.resolve(self.expr(e.right, None, scope))
+            if left != right and not isinstance(right, (T.TError, T.TVar)) and not isinstance(left, (T.TError, T.TVar)):
+                self.report("operator-mismatch", f"`{op}` needs both sides of one type: "
+                            f"`{self.show(left)}` and `{self.show(right)}`", e.span,
+                            help="convert explicitly, e.g. `decimal.from_int(n)`")
+                return T.ERROR
+            if right not in (T.INT, T.DECIMAL) and not isinstance(right, (T.TError, T.TVar)):
+                self.report("operator-mismatch", f"`{op}` works on Int or Decimal, not `{self.show(right)}`", e.span)
+                return T.ERROR
+            result = left if not isinstance(left, T.TVar) else right
+            return self.expect(result, expected, e.span)
+        # comparisons
+        self.expr(e.right, right_expected, scope)
+        t = self.s.apply(left)
+        if op in EQUALITY:
+            if not is_data(self.env, t):
+                self.report("not-comparable", f"`{self.show(t)}` values cannot be compared with `{op}`", e.span,
+                            help="only data types (no functions or tasks) have equality")
+        elif not is_ord(self.env, t):
+            self.report("not-comparable", f"`{self.show(t)}` has no order; `{op}` needs an Ord type", e.span,
+                        help="Int, Decimal, Text, Bool, Bytes, Duration, Instant and lists or tuples of them are ordered")
+        return self.expect(T.BOOL, expected, e.span)
+
+    def e_Unary(self, e: S.Unary, expected, scope, tail) -> T.Type:
+        if e.op == "!":
+            self.expr(e.operand, T.BOOL, scope)
+            return self.expect(T.BOOL, expected, e.span)
+        t = self.s.resolve(self.expr(e.operand, expected if expected in (T.INT, T.DECIMAL) else None, scope))
+        if t not in (T.INT, T.DECIMAL) and not isinstance(t, (T.TError, T.TVar)):
+            self.report("operator-mismatch", f"`-` works on Int or Decimal, not `{self.show(t)}`", e.span)
+            return T.ERROR
+        return self.expect(t, expected, e.span)
+
+    def e_Try(self, e: S.Try, expected, scope, tail) -> T.Type:
+        t = self.s.resolve(self.expr(e.expr, None, scope))
+        if isinstance(t, T.TError):
+            return T.ERROR
+        if not (isinstance(t, T.TCon) and t.name == T.RESULT):
+            self.report("type-mismatch", f"`?` needs a Result, found `{self.show(t)}`", e.span)
+            return T.ERROR
+        ok, err = t.args
+        ret = self.s.resolve(self.ctx.ret)
+        if not (isinstance(ret, T.TCon) and ret.name == T.RESULT):
+            if isinstance(ret, T.TVar):
+                T.unify(self.s, T.result_of(self.s.fresh(), err), ret)
+            else:
+                self.report("try-outside-result", f"`?` returns the error early, but this function returns "
+                            f"`{self.show(ret)}`, not a Result", e.span, help="match on the Result instead")
+                return self.expect(ok, expected, e.span)
+        else:
+            try:
+                T.unify(self.s, err, ret.args[1])
+            except T.Mismatch:
+                self.report("try-error-mismatch", f"`?` would return `{self.show(err)}`, but this function's error "
+                            f"type is `{self.show(ret.args[1])}`", e.span,
+                            help="convert the error first, e.g. with `result.map_err`")
+        return self.expect(ok, expected, e.span)
+
+    # -- literals of structure
+
+    def e_ListLit(self, e: S.ListLit, expected, scope, tail) -> T.Type:
+        want = self.s.resolve(expected) if expected is not None else None
+        if isinstance(want, T.TCon) and want.name == "List":
+            elem: T.Type = want.args[0]
+        else:
+            elem = self.s.fresh()
+        for item in e.items:
+            self.expr(item, elem, scope)
+        return self.expect(T.list_of(elem), expected, e.span)
+
+    def e_TupleLit(self, e: S.TupleLit, expected, scope, tail) -> T.Type:
+        want = self.s.resolve(expected) if expected is not None else None
+        wanted = want.items if isinstance(want, T.TTuple) and len(want.items) == len(e.items) else None
+        items = tuple(self.expr(item, wanted[i] if wanted else None, scope) for i, item in enumerate(e.items))
+        return self.expect(T.TTuple(items), expected, e.span)
+
+    def e_RecordLit(self, e: S.RecordLit, expected, scope, tail) -> T.Type:
+        info, instance, fields, ctor = self._record_target(e.ctor, expected)
+        if info is None:
+            for f in e.fields:
+                if f.value is not None:
+                    self.expr(f.value, None, scope)
+                else:
+                    self.e_Var(S.Var(f.name, f.span), None, scope, False)
+            if e.base is not None:
+                self.expr(e.base, None, scope)
+            return T.ERROR
+        if expected is not None:
+            try:
+                snapshot = (dict(self.s.types), dict(self.s.effects))
+                T.unify(self.s, instance, expected)
+            except T.Mismatch:
+                self.s.types, self.s.effects = snapshot
+        mapping = {p.name: a for p, a in zip(info.params, instance.args)}
+        given: set[str] = set()
+        for f in e.fields:
+            decl = next((x for x in fields if x.name == f.name), None)
+            if decl is None:
+                guess = did_you_mean(f.name, [x.name for x in fields])
+                self.report("field-undefined", f"`{e.ctor.name}` has no field `{f.name}`", f.span,
+                            help=f"did you mean `{guess}`?" if guess else None)
+                if f.value is not None:
+                    self.expr(f.value, None, scope)
+                continue
+            if f.name in given:
+                self.report("field-duplicate", f"field `{f.name}` is given twice", f.span)
+            given.add(f.name)
+            if not decl.pub and info.module != self.menv.identity:
+                self.report("field-private", f"field `{f.name}` of `{info.name}` is private to its module", f.span)
+            want = T.substitute(decl.type, mapping)
+            if f.value is None:
+                self.e_Var(S.Var(f.name, f.span), want, scope, False)
+            else:
+                self.expr(f.value, want, scope)
+        if e.base is not None:
+            if ctor is not None:
+                self.report("type-mismatch", "`..base` updates a record; a constructor is built whole", e.base.span)
+            self.expr(e.base, instance, scope)
+        else:
+            absent = [x.name for x in fields if x.name not in given]
+            if absent:
+                self.report("field-missing", f"`{e.ctor.name}` is missing field{'s' if len(absent) > 1 else ''} "
+                            + ", ".join(f"`{n}`" for n in absent), e.span)
+        return self.expect(instance, expected, e.span)
+
+    def _record_target(self, ref: S.CtorRef, expected):
+        """A record type by name, or an enum constructor with named fields (type-directed)."""
+        info: TypeInfo | None = None
+        if ref.qualifier is not None:
+            target = self._module(ref.qualifier, ref.span)
+            if target is None:
+                return None, None, (), None
+            info = target.types.get(ref.name)
+            if info is not None and not info.pub and info.module != self.menv.identity:
+                self.report("name-private", f"type `{ref.qualifier}.{ref.name}` is private to its module", ref.span)
+        else:
+            info = self.menv.types.get(ref.name)
+        if info is not None:
+            if info.kind != "record":
+                self.report("not-a-record", f"`{ref.name}` is not a record type", ref.span,
+                            help="an enum value is built with one of its constructors")
+                return None, None, (), None
+            return info, self._fresh_instance(info), info.fields, None
+        ctor, instance = self.find_ctor(ref.name, ref.qualifier, expected, ref.span)
+        if ctor is None:
+            return None, None, (), None
+        if ctor.form != "named":
+            self.report("not-a-record", f"`{ref.name}` has no named fields", ref.span,
+                        help=f"write `{ref.name}(...)`" if ctor.form == "positional" else f"write `{ref.name}`")
+            return None, None, (), None
+        return self.env.types[ctor.type_identity], instance, ctor.fields, ctor
+
+    # -- functions
+
+    def e_Lambda(self, e: S.Lambda, expected, scope: _Scope, tail) -> T.Type:
+        want = self.s.resolve(expected) if expected is not None else None
+        want_fn = want if isinstance(want, T.TFun) and len(want.params) == len(e.params) else None
+        if isinstance(want, T.TFun) and want_fn is None:
+            self.report("arity-mismatch", f"a function taking {len(want.params)} parameter"
+                        f"{'s' if len(want.params) != 1 else ''} is expected here, this one takes {len(e.params)}",
+                        e.span)
+        tscope = TypeScope(self.env, self.menv, self.type_params, dict(self.effect_params), self.current_fn)
+        inner = _Scope(scope)
+        params: list[T.Type] = []
+        for i, p in enumerate(e.params):
+            if p.type is not None:
+                t = tscope.resolve(p.type)
+                if want_fn is not None:
+                    self.expect(want_fn.params[i], t, p.span)
+            elif want_fn is not None:
+                t = want_fn.params[i]
+            else:
+                self.report("cannot-infer", f"the type of parameter `{p.name}` cannot be inferred", p.span,
+                            help=f"write it: `{p.name}: Type`")
+                t = T.ERROR
+            inner.names[p.name] = Local(t, p.span, "param", used=True)
+            params.append(t)
+        ret: T.Type = tscope.resolve(e.ret) if e.ret is not None else (want_fn.ret if want_fn else self.s.fresh())
+        outer_ctx = self.ctx
+        self.ctx = FnCtx(outer_ctx.owner, ret, None, outer_ctx.allow_tools,
+                         obligations=outer_ctx.obligations, generic_tool_calls=outer_ctx.generic_tool_calls)
+        self.expr(e.body, ret, inner, tail=True)
+        inferred = self.ctx.inferred
+        self.ctx = outer_ctx
+        declared = tscope.effect(e.effect, e.span) if e.effect else None
+        effect = declared if declared is not None else inferred
+        if declared is not None and not T.effect_leq(inferred, declared):
+            self.report("missing-tool-mark", "this function makes Tool calls but is not marked `!tool`", e.span)
+        fn_t = T.TFun(tuple(params), ret, effect)
+        if want_fn is not None and not T.effect_leq(self.s.effect(effect), self.s.effect(want_fn.effect)) \
+                and not isinstance(want_fn.effect, T.EffVar):
+            self.report("tool-in-pure-context", "this function makes Tool calls, but a pure function is expected here",
+                        e.span, help="the expected function type would need `!tool`")
+            return want_fn
+        return self.expect(fn_t, expected, e.span)
+
+    # -- control
+
+    def e_If(self, e: S.If, expected, scope, tail) -> T.Type:
+        self.expr(e.cond, T.BOOL, scope)
+        if e.else_ is None:
+            self.expr(e.then, T.UNIT, scope, tail)
+            return self.expect(T.UNIT, expected, e.span)
+        branches = [e.then, e.else_]
+        return self.join(branches, expected, scope, tail, e.span)
+
+    def join(self, bodies: list[S.Expr], expected, scope, tail: bool, span: S.Span,
+             scopes: list[_Scope] | None = None) -> T.Type:
+        if expected is not None:
+            for i, body in enumerate(bodies):
+                self.expr(body, expected, scopes[i] if scopes else scope, tail)
+            return expected
+        result: T.Type | None = None
+        for i, body in enumerate(bodies):
+            t = self.expr(body, result, scopes[i] if scopes else scope, tail)
+            if result is None and self.s.resolve(t) != T.NEVER:
+                result = t
+        return result if result is not None else T.NEVER
+
+    def e_Match(self, e: S.Match, expected, scope: _Scope, tail) -> T.Type:
+        scrutinee = self.expr(e.scrutinee, None, scope)
+        rows: list[list[X.Pat]] = []
+        arm_scopes: list[_Scope] = []
+        for arm in e.arms:
+            inner = _Scope(scope)
+            bindings: dict[str, Local] = {}
+            pat = self.pattern(arm.pattern, scrutinee, bindings)
+            inner.names.update(bindings)
+            if arm.guard is not None:
+                self.expr(arm.guard, T.BOOL, inner)
+            if rows is not None and not X.useful([r for r in rows], [pat], [self.s.apply(scrutinee)], self.signature):
+                self.warn("match-unreachable-arm", "no value reaches this arm: the arms above match everything it does",
+                          arm.pattern.span, help="remove it or move it above the arm that covers it")
+            if arm.guard is None:
+                rows.append([pat])
+            arm_scopes.append(inner)
+        result = self.join([a.body for a in e.arms], expected, scope, tail, e.span, arm_scopes)
+        scrut_t = self.s.apply(scrutinee)
+        if not isinstance(scrut_t, T.TError):
+            gaps = X.missing(rows, [scrut_t], self.signature)
+            if gaps:
+                shown = [X.show(g[0]) for g in gaps]
+                more = " and more" if len(gaps) >= X.MAX_WITNESSES else ""
+                self.report("match-not-exhaustive", "this match does not cover " + ", ".join(f"`{s}`" for s in shown)
+                            + more, _head_span(e), help="add an arm for each missing case, or a `_` arm")
+        if not e.arms:
+            return self.expect(T.NEVER, expected, e.span)
+        return result
+
+    def e_Return(self, e: S.Return, expected, scope, tail) -> T.Type:
+        self.expr(e.value, self.ctx.ret, scope, tail=True)
+        return T.NEVER
+
+    def e_Block(self, e: S.Block, expected, scope: _Scope, tail) -> T.Type:
+        inner = _Scope(scope)
+        result: T.Type = T.UNIT
+        last = len(e.stmts) - 1
+        for i, stmt in enumerate(e.stmts):
+            is_last = i == last
+            if isinstance(stmt, S.ExprStmt):
+                if is_last:
+                    result = self.expr(stmt.expr, expected, inner, tail)
+                    self._unused(inner)
+                    return result
+                self.expr(stmt.expr, None, inner)
+            elif isinstance(stmt, S.Let):
+                self.s_let(stmt, inner)
+            elif isinstance(stmt, S.Guard):
+                self.expr(stmt.cond, T.BOOL, inner)
+                t = self.expr(stmt.else_, None, inner)
+                if self.s.resolve(t) != T.NEVER:
+                    self.report("guard-must-leave", "the `else` block of a `guard` must leave: end it with `return`",
+                                stmt.else_.span)
+            elif isinstance(stmt, S.FnDecl):
+                self.s_local_fn(stmt, inner)
+        self._unused(inner)
+        return self.expect(T.UNIT, expected, e.span)
+
+    def _unused(self, scope: _Scope) -> None:
+        for name, local in scope.names.items():
+            if local.kind == "let" and not local.used and not name.startswith("_"):
+                self.warn("unused-variable", f"`{name}` is never used", local.span,
+                          help=f"remove it, or name it `_{name}`")
+
+    def s_let(self, stmt: S.Let, scope: _Scope) -> None:
+        declared = None
+        if stmt.type is not None:
+            declared = TypeScope(self.env, self.menv, self.type_params, dict(self.effect_params),
+                                 self.current_fn).resolve(stmt.type)
+        t = self.expr(stmt.value, declared, scope)
+        bindings: dict[str, Local] = {}
+        pat = self.pattern(stmt.pattern, declared or t, bindings, kind="let")
+        gaps = X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
+        if gaps and not isinstance(self.s.apply(t), T.TError):
+            self.report("let-refutable", "this pattern does not match every value: `" + X.show(gaps[0][0])
+                        + "` is not covered", stmt.pattern.span, help="use `match` for a pattern that can fail")
+        scope.names.update(bindings)
+
+    def s_local_fn(self, decl: S.FnDecl, scope: _Scope) -> None:
+        owner = f"{self.current_fn}/{decl.name}"
+        self.env.local_params[owner] = decl.type_params
+        sig = signature(self.env, self.menv, decl, owner, self.type_params, self.effect_params)
+        local = LocalFn(decl, owner, sig)
+        scope.names[decl.name] = Local(sig, decl.name_span, "fn", used=True, fn=local)
+        saved = (self.ctx, self.type_params, self.effect_params, self.current_fn)
+        self.type_params = dict(self.type_params)
+        self.type_params.update({p.name: T.TParam(p.name, owner) for p in decl.type_params})
+        self.effect_params = {**self.effect_params, **_effect_params(sig)}
+        self.current_fn = owner
+        self.ctx = FnCtx(owner, sig.ret, sig.effect, saved[0].allow_tools,
+                         obligations=saved[0].obligations, generic_tool_calls=saved[0].generic_tool_calls)
+        inner = _Scope(scope)
+        for p, t in zip(decl.params, sig.params):
+            inner.names[p.name] = Local(t, p.span, "param", used=True)
+        assert decl.body is not None
+        self.expr(decl.body, sig.ret, inner, tail=True)
+        if sig.effect == T.TOOL and not self.ctx.used_tool and not self.ctx.allow_tools:
+            self.report("unneeded-tool-mark", f"`{decl.name}` is marked `!tool` but makes no Tool call",
+                        decl.name_span, help="remove `!tool`")
+        uses_tool = self.ctx.used_tool
+        self.ctx, self.type_params, self.effect_params, self.current_fn = saved
+        if uses_tool and sig.effect == T.TOOL:
+            pass  # calling it is what uses the effect
+
+    # ---- patterns
+
+    def pattern(self, p: S.Pattern, t: T.Type, bindings: dict[str, Local], kind: str = "match") -> X.Pat:
+        method = getattr(self, "p_" + type(p).__name__)
+        return method(p, t, bindings, kind)
+
+    def p_PWild(self, p, t, bindings, kind) -> X.Pat:
+        return X.WILD
+
+    def p_PBind(self, p: S.PBind, t, bindings, kind) -> X.Pat:
+        if p.name in bindings:
+            self.report("definition-duplicate", f"`{p.name}` is bound twice in this pattern", p.span)
+        bindings[p.name] = Local(t, p.span, "let" if kind == "let" else "param", used=kind != "let")
+        return X.WILD
+
+    def p_PLit(self, p: S.PLit, t, bindings, kind) -> X.Pat:
+        lit = p.lit
+        lt = {"int": T.INT, "decimal": T.DECIMAL, "text": T.TEXT, "bool": T.BOOL, "unit": T.UNIT,
+              "duration": T.DURATION}[lit.kind]
+        try:
+            T.unify(self.s, lt, t)
+        except T.Mismatch:
+            self.report("pattern-mismatch", f"a {lit.kind} literal cannot match a value of type `{self.show(t)}`", p.span)
+            return X.WILD
+        if lit.kind == "bool":
+            return X.Con(lit.value, ())
+        if lit.kind == "unit":
+            return X.Con("()", ())
+        if lit.kind == "text":
+            return X.Con(_quote(lit.value), ())
+        if lit.kind == "decimal":
+            from decimal import Decimal
+            return X.Con(str(Decimal(lit.value).normalize()), ())
+        return X.Con(lit.value if lit.kind == "int" else lit.value + "ns", ())
+
+    def p_PTuple(self, p: S.PTuple, t, bindings, kind) -> X.Pat:
+        want = self.s.resolve(t)
+        if isinstance(want, T.TVar):
+            want = T.TTuple(tuple(self.s.fresh() for _ in p.items))
+            T.unify(self.s, want, t)
+        if not isinstance(want, T.TTuple) or len(want.items) != len(p.items):
+            if not isinstance(want, T.TError):
+                self.report("pattern-mismatch", f"a {len(p.items)}-tuple pattern cannot match `{self.show(t)}`", p.span)
+            for item in p.items:
+                self.pattern(item, T.ERROR, bindings, kind)
+            return X.WILD
+        args = tuple(self.pattern(item, it, bindings, kind) for item, it in zip(p.items, want.items))
+        return X.Con("tuple", args, "tuple")
+
+    def p_PList(self, p: S.PList, t, bindings, kind) -> X.Pat:
+        want = self.s.resolve(t)
+        if isinstance(want, T.TVar):
+            want = T.list_of(self.s.fresh())
+            T.unify(self.s, want, t)
+        if not (isinstance(want, T.TCon) and want.name == "List"):
+            if not isinstance(want, T.TError):
+                self.report("pattern-mismatch", f"a list pattern cannot match `{self.show(t)}`", p.span)
+            for item in p.items:
+                self.pattern(item, T.ERROR, bindings, kind)
+            return X.WILD
+        elem = want.args[0]
+        items = [self.pattern(item, elem, bindings, kind) for item in p.items]
+        if p.rest is not None:
+            if p.rest:
+                bindings[p.rest] = Local(want, p.span, "let" if kind == "let" else "param", used=kind != "let")
+            tail: X.Pat = X.WILD
+        else:
+            tail = X.Con("[]", (), "list")
+        for item in reversed(items):
+            tail = X.Con("::", (item, tail), "list")
+        return tail
+
+    def p_POr(self, p: S.POr, t, bindings, kind) -> X.Pat:
+        alts: list[X.Pat] = []
+        first: dict[str, Local] | None = None
+        for alt in p.alternatives:
+            own: dict[str, Local] = {}
+            alts.append(self.pattern(alt, t, own, kind))
+            if first is None:
+                first = own
+                continue
+            if set(own) != set(first):
+                self.report("pattern-bindings-differ", "every alternative must bind the same names: "
+                            f"{_names(first)} and {_names(own)}", alt.span)
+                continue
+            for name in own:
+                try:
+                    T.unify(self.s, own[name].type, first[name].type)
+                except T.Mismatch:
+                    self.report("pattern-bindings-differ", f"`{name}` has different types in the alternatives",
+                                own[name].span)
+        for name, local in (first or {}).items():
+            if name in bindings:
+                self.report("definition-duplicate", f"`{name}` is bound twice in this pattern", local.span)
+            bindings[name] = local
+        return X.Or(tuple(alts))
+
+    def p_PCtor(self, p: S.PCtor, t, bindings, kind) -> X.Pat:
+        want = self.s.resolve(t)
+        info = self._expected_info(want)
+        # A record pattern: `Point { x, .. }`
+        record = None
+        if p.form == "named":
+            if p.qualifier is None:
+                record = self.menv.types.get(p.name)
+            else:
+                target = self._module(p.qualifier, p.span)
+                record = target.types.get(p.name) if target else None
+            if record is not None and record.kind != "record":
+                record = None
+        if record is not None:
+            instance = self._fresh_instance(record)
+            try:
+                T.unify(self.s, instance, t)
+            except T.Mismatch:
+                self.report("pattern-mismatch", f"a `{p.name}` pattern cannot match `{self.show(t)}`", p.span)
+                return X.WILD
+            mapping = {q.name: a for q, a in zip(record.params, instance.args)}
+            args = self._named_fields(p, record.fields, mapping, bindings, kind, record)
+            return X.Con(record.name, args, "named", tuple(f.name for f in record.fields))
+        if isinstance(want, T.TError):
+            ctor, instance = None, None
+        else:
+            ctor, instance = self.find_ctor(p.name, p.qualifier, want, p.span)
+        if ctor is None:
+            for sub in p.args:
+                self.pattern(sub, T.ERROR, bindings, kind)
+            for f in p.fields:
+                if f.pattern is not None:
+                    self.pattern(f.pattern, T.ERROR, bindings, kind)
+                else:
+                    bindings[f.name] = Local(T.ERROR, f.span, "param", used=True)
+            return X.WILD
+        try:
+            T.unify(self.s, instance, t)
+        except T.Mismatch:
+            self.report("pattern-mismatch", f"`{p.name}` is a constructor of `{T.display_name(ctor.type_identity)}`, "
+                        f"not of `{self.show(t)}`", p.span)
+            return X.WILD
+        payload = self.payload_types(ctor, instance)
+        enum_info = self.env.types[ctor.type_identity]
+        if ctor.form == "bare":
+            if p.form != "bare":
+                self.report("pattern-mismatch", f"`{p.name}` has no payload", p.span, help=f"write `{p.name}`")
+            return X.Con(ctor.name, ())
+        if ctor.form == "positional":
+            if p.form == "bare":
+                self.report("pattern-mismatch", f"`{p.name}` carries {len(payload)} value"
+                            f"{'s' if len(payload) != 1 else ''}", p.span,
+                            help=f"write `{p.name}(" + ", ".join("_" for _ in payload) + ")`")
+                return X.WILD
+            if p.form == "named" or len(p.args) != len(payload):
+                self.report("pattern-mismatch", f"`{p.name}` carries {len(payload)} value"
+                            f"{'s' if len(payload) != 1 else ''}, the pattern has {len(p.args)}", p.span)
+                return X.WILD
+            args = tuple(self.pattern(sub, pt, bindings, kind) for sub, pt in zip(p.args, payload))
+            return X.Con(ctor.name, args, "positional")
+        # named payload
+        if p.form != "named":
+            if p.form == "bare":
+                self.report("pattern-mismatch", f"`{p.name}` has named fields", p.span,
+                            help=f"write `{p.name} {{ .. }}`")
+            else:
+                self.report("pattern-mismatch", f"`{p.name}` has named fields: match them by name", p.span)
+            return X.WILD
+        mapping = {q.name: a for q, a in zip(enum_info.params, instance.args)}
+        args = self._named_fields(p, ctor.fields, mapping, bindings, kind, None)
+        return X.Con(ctor.name, args, "named", tuple(f.name for f in ctor.fields))
+
+    def _named_fields(self, p: S.PCtor, fields, mapping, bindings, kind, record: TypeInfo | None) -> tuple[X.Pat, ...]:
+        by_name: dict[str, X.Pat] = {}
+        for f in p.fields:
+            decl = next((x for x in fields if x.name == f.name), None)
+            if decl is None:
+                guess = did_you_mean(f.name, [x.name for x in fields])
+                self.report("field-undefined", f"`{p.name}` has no field `{f.name}`", f.span,
+                            help=f"did you mean `{guess}`?" if guess else None)
+                continue
+            if f.name in by_name:
+                self.report("field-duplicate", f"field `{f.name}` appears twice in this pattern", f.span)
+            if record is not None and not decl.pub and record.module != self.menv.identity:
+                self.report("field-private", f"field `{f.name}` of `{record.name}` is private to its module", f.span)
+            ft = T.substitute(decl.type, mapping)
+            if f.pattern is None:
+                by_name[f.name] = self.p_PBind(S.PBind(f.name, f.span), ft, bindings, kind)
+            else:
+                by_name[f.name] = self.pattern(f.pattern, ft, bindings, kind)
+        absent = [x.name for x in fields if x.name not in by_name]
+        if absent and not p.rest:
+            self.report("field-missing", "this pattern does not mention " + ", ".join(f"`{n}`" for n in absent),
+                        p.span, help="add the fields, or `..` to ignore the rest")
+        return tuple(by_name.get(x.name, X.WILD) for x in fields)
+
+    def signature(self, t: Any) -> list[X.Ctor] | None:
+        """The constructors of a type, for exhaustiveness."""
+        if t is None:
+            return None
+        t = self.s.resolve(t)
+        if isinstance(t, T.TTuple):
+            return [("tuple", t.items, "tuple", ())]
+        if not isinstance(t, T.TCon):
+            return None
+        if t.name == "Bool":
+            return [("true", (), "plain", ()), ("false", (), "plain", ())]
+        if t.name == "Unit":
+            return [("()", (), "plain", ())]
+        if t.name == "Never":
+            return []
+        if t.name == "List":
+            return [("[]", (), "list", ()), ("::", (t.args[0], t), "list", ())]
+        info = self.env.types.get(t.name)
+        if info is None or info.kind == "host":
+            return None
+        mapping = {p.name: a for p, a in zip(info.params, t.args)}
+        if info.kind == "record":
+            return [(info.name, tuple(T.substitute(f.type, mapping) for f in info.fields), "named",
+                     tuple(f.name for f in info.fields))]
+        out: list[X.Ctor] = []
+        for c in info.ctors:
+            types = tuple(T.substitute(x, mapping) for x in c.payload_types())
+            shape = {"bare": "plain", "positional": "positional", "named": "named"}[c.form]
+            out.append((c.name, types, shape, tuple(f.name for f in c.fields)))
+        return out
+
+
+def _effect_params(sig: T.TFun) -> dict[str, T.Effect]:
+    return {e.name: e for e in _collect_effects(sig) if isinstance(e, T.EffParam)}
+
+
+def _effect_param_names(t: T.Type) -> list[str]:
+    return sorted({e.name for e in _collect_effects(t) if isinstance(e, T.EffParam)})
+
+
+def _collect_effects(t: T.Type) -> list[T.Effect]:
+    out: list[T.Effect] = []
+    if isinstance(t, T.TFun):
+        out.append(t.effect)
+        for p in t.params:
+            out.extend(_collect_effects(p))
+        out.extend(_collect_effects(t.ret))
+    elif isinstance(t, T.TCon):
+        for a in t.args:
+            out.extend(_collect_effects(a))
+    elif isinstance(t, T.TTuple):
+        for a in t.items:
+            out.extend(_collect_effects(a))
+    return out
+
+
+def _has_unknown(t: T.Type) -> bool:
+    if isinstance(t, T.TVar):
+        return True
+    if isinstance(t, T.TCon):
+        return any(_has_unknown(a) for a in t.args)
+    if isinstance(t, T.TTuple):
+        return any(_has_unknown(a) for a in t.items)
+    if isinstance(t, T.TFun):
+        return any(_has_unknown(p) for p in t.params) or _has_unknown(t.ret)
+    return False
+
+
+def _requirement_help(requirement: str) -> str:
+    if requirement == "Ord":
+        return "Ord types: Int, Decimal, Text, Bool, Bytes, Duration, Instant, Unit, and lists or tuples of them"
+    return "data types hold no functions or tasks"
+
+
+def _arith_help(t: T.Type) -> str | None:
+    if t == T.TEXT:
+        return "join Text with `++`"
+    if t in (T.DURATION, T.INSTANT):
+        return "use `duration.add` / `instant.add`"
+    return None
+
+
+def _names(bindings: dict[str, Local]) -> str:
+    return "{" + ", ".join(sorted(bindings)) + "}"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _head_span(e: S.Match) -> S.Span:
+    """The `match` keyword and scrutinee: where a missing case is reported."""
+    s = e.scrutinee.span
+    return S.Span(e.span.line, e.span.column, s.end_line, s.end_column)
+
+
+def _decimal_in_range(text: str) -> bool:
+    from decimal import Decimal
+
+    exponent = Decimal(text).normalize().as_tuple().exponent
+    return isinstance(exponent, int) and -(2 ** 63) <= exponent < 2 ** 63

@@ -1,0 +1,100 @@
+"""The front end as one call: form the program, resolve, check, and compute its identity.
+
+`check_program(root, read)` is what `flow check` and every later stage start from. It never
+raises on bad input: every problem is a diagnostic. The checker recurses over the tree, so it runs
+on a thread with a large stack; input nested beyond what that allows is refused by the parser's
+nesting bound before it gets here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from dataclasses import dataclass
+
+from flowc import syntax as S
+from flowc.check import Place, check
+from flowc.diagnostics import Diagnostic, Location, error, sort_key
+from flowc.program import STD_VERSION, Program, Reader, load
+from flowc.resolve import Env, resolve
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    program: Program
+    env: Env | None
+    diagnostics: tuple[Diagnostic, ...]
+    places: tuple[Place, ...]
+    identity: str  # "sha256:<hex>"
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+    def sources(self) -> dict[str, str]:
+        return {m.file: m.source for m in self.program.modules}
+
+
+def check_program(root_file: str, read: Reader, parse_cache: dict | None = None) -> Checked:
+    result: list[Checked] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(_check(root_file, read, parse_cache))
+        except BaseException as problem:  # re-raised on the caller's thread
+            failure.append(problem)
+
+    _run_with_big_stack(work)
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+def _check(root_file: str, read: Reader, parse_cache: dict | None) -> Checked:
+    program = load(root_file, read, parse_cache=parse_cache)
+    diagnostics: list[Diagnostic] = list(program.diagnostics)
+    for module in program.modules:
+        diagnostics.extend(module.parsed.diagnostics)
+    env = resolve(program)
+    try:
+        checked = check(env)
+        places = tuple(checked.places)
+    except RecursionError:
+        env.diagnostics.append(error("nesting-too-deep", "the program is nested too deeply to check",
+                                     Location(root_file, 1, 1, 1, 2)))
+        places = ()
+    diagnostics.extend(env.diagnostics)
+    unique = sorted(set(diagnostics), key=sort_key)
+    return Checked(program, env, tuple(unique), places, program_identity(program))
+
+
+def program_identity(program: Program) -> str:
+    """SHA-256 over every module's parsed tree (no comments or layout), the pins and the std version."""
+    digest = hashlib.sha256()
+    digest.update(f"flow-program/1 std@{STD_VERSION}\n".encode())
+    for pin in program.pins:
+        digest.update(f"pin {pin.repo} {pin.commit or ''}\n".encode())
+    for module in program.modules:
+        digest.update(f"module {module.identity}\n".encode())
+        digest.update(S.dump(module.parsed.module).encode())
+        digest.update(b"\n")
+    return "sha256:" + digest.hexdigest()
+
+
+_STACK_BYTES = 512 * 1024 * 1024
+
+
+def _run_with_big_stack(work) -> None:
+    old_limit = sys.getrecursionlimit()
+    old_size = threading.stack_size()
+    try:
+        threading.stack_size(_STACK_BYTES)
+        sys.setrecursionlimit(max(old_limit, 60_000))
+        thread = threading.Thread(target=work, name="flowc")
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(old_size)
+        sys.setrecursionlimit(old_limit)

@@ -1,0 +1,285 @@
+"""Form a program: read the root module, follow every `use`, parse each module once.
+
+`load(root, read)` never touches the file system itself: the caller passes `read(path) -> str`
+(the CLI passes a file reader; tests pass a dict). Module identity is the path from the program
+root's directory without `.flow` (`planner`, `sub/util`), `std@v1/<name>` for std, and
+`<repo>@<version>/<path>` for a repository module resolved through `[pins]` in `flow.toml`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowc import syntax as S
+from flowc.diagnostics import Diagnostic, Location, error
+from flowc.parse import Parsed, parse
+
+STD_VERSION = "v1"
+STD_DIR = Path(__file__).with_name("std") / STD_VERSION
+PRELUDE = f"std@{STD_VERSION}/prelude"
+
+Reader = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    alias: str
+    identity: str
+    span: S.Span
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModule:
+    identity: str
+    file: str  # display path
+    source: str
+    parsed: Parsed
+    imports: tuple[Import, ...]
+
+    @property
+    def is_std(self) -> bool:
+        return self.identity.startswith("std@")
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    repo: str  # "acme@1.2"
+    path: str
+    commit: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    root: str  # identity of the root module
+    modules: tuple[LoadedModule, ...]  # sorted by identity
+    pins: tuple[Pin, ...]
+    diagnostics: tuple[Diagnostic, ...]  # loading diagnostics (parse diagnostics stay in modules)
+
+    def module(self, identity: str) -> LoadedModule | None:
+        for m in self.modules:
+            if m.identity == identity:
+                return m
+        return None
+
+
+def std_reader(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
+def load(root_file: str, read: Reader, *, std_read: Reader = std_reader,
+         parse_cache: dict[tuple[str, str], Parsed] | None = None) -> Program:
+    """Form the program rooted at `root_file`. `parse_cache` lets a caller that checks several
+    programs sharing modules parse each module text once."""
+    loader = _Loader(root_file, read, std_read, parse_cache if parse_cache is not None else {})
+    return loader.run()
+
+
+class _Loader:
+    def __init__(self, root_file: str, read: Reader, std_read: Reader,
+                 parse_cache: dict[tuple[str, str], Parsed]) -> None:
+        self.parse_cache = parse_cache
+        self.root_file = root_file
+        self.root_dir = posixpath.dirname(root_file.replace("\\", "/"))
+        self.read = read
+        self.std_read = std_read
+        self.diagnostics: list[Diagnostic] = []
+        self.modules: dict[str, LoadedModule] = {}
+        self.failed: set[str] = set()
+        self.pins = self._read_pins()
+
+    def run(self) -> Program:
+        root_identity = _strip_flow(posixpath.basename(self.root_file))
+        self._load(root_identity, self.root_file, None, None)
+        self._load(PRELUDE, str(STD_DIR / "prelude.flow"), None, None, std=True)
+        self._report_cycles()
+        modules = tuple(sorted(self.modules.values(), key=lambda m: m.identity))
+        return Program(root_identity, modules, tuple(sorted(self.pins.values(), key=lambda p: p.repo)),
+                       tuple(self.diagnostics))
+
+    # -- reading
+
+    def _read_pins(self) -> dict[str, Pin]:
+        manifest = posixpath.join(self.root_dir, "flow.toml") if self.root_dir else "flow.toml"
+        try:
+            text = self.read(manifest)
+        except (OSError, UnicodeDecodeError):
+            return {}
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as problem:
+            self.diagnostics.append(error("file-unreadable", f"flow.toml is not valid TOML: {problem}",
+                                          Location(manifest, 1, 1, 1, 2)))
+            return {}
+        pins: dict[str, Pin] = {}
+        table = data.get("pins", {})
+        if isinstance(table, dict):
+            for repo, spec in sorted(table.items()):
+                if isinstance(spec, dict) and isinstance(spec.get("path"), str):
+                    base = posixpath.normpath(posixpath.join(self.root_dir, spec["path"]))
+                    commit = spec.get("commit") if isinstance(spec.get("commit"), str) else None
+                    pins[repo] = Pin(repo, base, commit)
+        return pins
+
+    def _load(self, identity: str, path: str, via: Location | None, importer: str | None,
+              *, std: bool = False) -> bool:
+        if identity in self.modules:
+            return True
+        if identity in self.failed:
+            return False
+        display = f"{identity}.flow" if std else path
+        try:
+            source = (self.std_read if std else self.read)(path)
+        except UnicodeDecodeError as problem:
+            self.failed.add(identity)
+            self.diagnostics.append(error(
+                "file-not-utf8", f"`{display}` is not valid UTF-8 (byte {problem.start})",
+                via or Location(display, 1, 1, 1, 2)))
+            return False
+        except OSError as problem:
+            self.failed.add(identity)
+            reason = problem.strerror or type(problem).__name__
+            if via is not None and isinstance(problem, FileNotFoundError):
+                self.diagnostics.append(error(
+                    "module-not-found", f"no module `{identity}`: `{display}` does not exist", via))
+            else:
+                self.diagnostics.append(error(
+                    "file-unreadable", f"cannot read `{display}`: {reason}", via or Location(display, 1, 1, 1, 2)))
+            return False
+        parsed = self.parse_cache.get((display, source))
+        if parsed is None:
+            parsed = parse(source, display)
+            self.parse_cache[(display, source)] = parsed
+        imports = self._resolve_uses(identity, path, display, parsed, std)
+        self.modules[identity] = LoadedModule(identity, display, source, parsed, tuple(imports))
+        for imp in imports:
+            self._load_import(imp, display)
+        return True
+
+    def _resolve_uses(self, identity: str, path: str, display: str, parsed: Parsed, std: bool) -> list[Import]:
+        imports: list[Import] = []
+        bound: dict[str, S.Use] = {}
+        for item in parsed.module.items:
+            if not isinstance(item, S.Use):
+                continue
+            location = _loc(display, item.span)
+            target = self._target_identity(item.path, identity, location)
+            if target is None:
+                continue
+            alias = item.alias or target.rsplit("/", 1)[-1]
+            if alias in bound:
+                self.diagnostics.append(error(
+                    "import-duplicate", f"`{alias}` is already bound by another `use`", location,
+                    help=f'rename one: `use "{item.path}" as other_name`'))
+                continue
+            bound[alias] = item
+            imports.append(Import(alias, target, item.span))
+        return imports
+
+    def _target_identity(self, text: str, importer: str, location: Location) -> str | None:
+        if text.startswith("./") or text.startswith("../"):
+            base = posixpath.dirname(importer) if not importer.startswith("std@") else importer.rsplit("/", 1)[0]
+            joined = posixpath.normpath(posixpath.join(base, text))
+            if importer.startswith("std@"):
+                return joined
+            return joined
+        if "@" in text.split("/", 1)[0]:
+            head, _, rest = text.partition("/")
+            name, _, version = head.partition("@")
+            if name == "std":
+                if version != STD_VERSION:
+                    self.diagnostics.append(error(
+                        "std-version-unknown", f"there is no std `{version}`; this compiler ships std@{STD_VERSION}",
+                        location))
+                    return None
+                if not rest or not (STD_DIR / f"{rest}.flow").is_file() or rest == "prelude":
+                    known = sorted(p.stem for p in STD_DIR.glob("*.flow") if p.stem != "prelude")
+                    from flowc.diagnostics.suggest import did_you_mean
+                    guess = did_you_mean(rest, known)
+                    self.diagnostics.append(error(
+                        "std-module-unknown", f"std@{STD_VERSION} has no module `{rest}`", location,
+                        help=f"did you mean `std@{STD_VERSION}/{guess}`?" if guess else
+                        "std modules: " + ", ".join(known)))
+                    return None
+                return f"std@{STD_VERSION}/{rest}"
+            if head not in self.pins:
+                self.diagnostics.append(error(
+                    "repo-unpinned", f"`{head}` is not pinned", location,
+                    help=f'add `[pins] "{head}" = {{ path = "...", commit = "..." }}` to flow.toml'))
+                return None
+            return f"{head}/{rest}"
+        self.diagnostics.append(error(
+            "module-not-found", f'`{text}` is not a module path', location,
+            help='write "./name" for a file beside this one, or "std@v1/name"'))
+        return None
+
+    def _load_import(self, imp: Import, importer_display: str) -> None:
+        location = _loc(importer_display, imp.span)
+        identity = imp.identity
+        if identity.startswith("std@"):
+            self._load(identity, str(STD_DIR / f"{identity.split('/', 1)[1]}.flow"), location, None, std=True)
+            return
+        head = identity.split("/", 1)[0]
+        if "@" in head and head in self.pins:
+            pin = self.pins[head]
+            path = posixpath.join(pin.path, identity.split("/", 1)[1] + ".flow")
+        else:
+            path = posixpath.join(self.root_dir, identity + ".flow") if self.root_dir else identity + ".flow"
+        self._load(identity, path, location, None)
+
+    # -- cycles
+
+    def _report_cycles(self) -> None:
+        graph = {m.identity: [i.identity for i in m.imports] for m in self.modules.values()}
+        state: dict[str, int] = {}
+        stack: list[str] = []
+        reported: set[frozenset[str]] = set()
+
+        def visit(node: str) -> None:
+            # Iterative depth-first search; a module graph can be deep.
+            work = [(node, iter(sorted(graph.get(node, ()))))]
+            state[node] = 1
+            stack.append(node)
+            while work:
+                current, children = work[-1]
+                advanced = False
+                for child in children:
+                    if state.get(child) == 1:
+                        cycle = stack[stack.index(child):]
+                        key = frozenset(cycle)
+                        if key not in reported:
+                            reported.add(key)
+                            self._cycle_diagnostic(cycle + [child])
+                    elif child not in state and child in graph:
+                        state[child] = 1
+                        stack.append(child)
+                        work.append((child, iter(sorted(graph.get(child, ())))))
+                        advanced = True
+                        break
+                if not advanced:
+                    work.pop()
+                    stack.pop()
+                    state[current] = 2
+
+        for node in sorted(graph):
+            if node not in state:
+                visit(node)
+
+    def _cycle_diagnostic(self, cycle: list[str]) -> None:
+        first, second = cycle[0], cycle[1]
+        module = self.modules[first]
+        use = next(i for i in module.imports if i.identity == second)
+        self.diagnostics.append(error(
+            "import-cycle", "import cycle: " + " → ".join(cycle), _loc(module.file, use.span),
+            help="move what both modules need into a third module that both use"))
+
+
+def _strip_flow(name: str) -> str:
+    return name[:-5] if name.endswith(".flow") else name
+
+
+def _loc(file: str, span: S.Span) -> Location:
+    return Location(file, span.line, span.column, span.end_line, span.end_column)
