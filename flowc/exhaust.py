@@ -104,30 +104,34 @@ def useful(rows: list[list[Pat]], vector: list[Pat], types: list[Any], sig: Sign
 
 
 def missing(rows: list[list[Pat]], types: list[Any], sig: Signature) -> list[list[Pat]]:
-    """Values (as patterns) that no row matches; at most MAX_WITNESSES, in declaration order."""
+    """Values (as patterns) that no row matches; at most MAX_WITNESSES, in declaration order.
+
+    For a type with finitely many constructors every constructor is explored, so that a match
+    missing both `Err(Failed(X))` and `Err(BadReply(_))` names both."""
     if not types:
         return [] if rows else [[]]
     ctors = sig(types[0])
     present = _heads(rows)
-    if ctors is not None and ctors and all(c[0] in present for c in ctors):
-        found: list[list[Pat]] = []
-        for tag, arg_types, shape, names in ctors:
-            arity = len(arg_types)
+    if ctors is None or not ctors:
+        rest = missing(_default(rows), types[1:], sig)
+        return [[WILD] + r for r in rest][:MAX_WITNESSES]
+    found: list[list[Pat]] = []
+    default_rest: list[list[Pat]] | None = None
+    for tag, arg_types, shape, names in ctors:
+        arity = len(arg_types)
+        if tag in present:
             for w in missing(_specialize(rows, tag, arity), list(arg_types) + types[1:], sig):
                 found.append([Con(tag, tuple(w[:arity]), shape, names)] + w[arity:])
-                if len(found) >= MAX_WITNESSES:
-                    return found
-        return found
-    rest = missing(_default(rows), types[1:], sig)
-    if not rest:
-        return []
-    if ctors is None or not present:
-        heads: list[Pat] = [WILD]
-    else:
-        heads = [Con(tag, tuple(WILD for _ in arg_types), shape, names)
-                 for tag, arg_types, shape, names in ctors if tag not in present]
-    out = [[h] + r for h in heads for r in rest]
-    return out[:MAX_WITNESSES]
+        else:
+            if default_rest is None:
+                default_rest = missing(_default(rows), types[1:], sig)
+            for r in default_rest:
+                found.append([Con(tag, tuple(WILD for _ in arg_types), shape, names)] + r)
+        if len(found) >= MAX_WITNESSES:
+            break
+    if found and not present and len(ctors) > 1:
+        return [[WILD] + found[0][1:]]
+    return found[:MAX_WITNESSES]
 
 
 def _arg_types(ctors: list[Ctor] | None, tag: str, arity: int) -> list[Any]:

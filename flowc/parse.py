@@ -872,23 +872,39 @@ def _decode_plain_text(token: Token) -> str:
     return lit.value
 
 
+_TEXT_SPECIAL = re.compile(r"\\|\$\{")
+
+
 def _text(token: Token, span: S.Span) -> S.Lit | S.Interp:
-    """Decode a text literal: escapes, and `${expr}` parts parsed as expressions in place."""
+    """Decode a text literal: escapes, and `${expr}` parts parsed as expressions in place.
+
+    Plain runs are copied whole; only escapes and interpolations are looked at one by one."""
     raw = str(token)
     body = raw[1:-1]
     parts: list[str | S.Expr] = []
     buffer: list[str] = []
+    start_line, start_column = token.line, token.column + 1  # position of body[0]
+
+    def position(index: int) -> tuple[int, int]:
+        newlines = body.count("\n", 0, index)
+        if not newlines:
+            return start_line, start_column + index
+        return start_line + newlines, index - body.rfind("\n", 0, index)
+
     index = 0
-    line, column = token.line, token.column + 1  # position of body[0]
     length = len(body)
     while index < length:
-        char = body[index]
-        if char == "\\":
+        special = _TEXT_SPECIAL.search(body, index)
+        if special is None:
+            buffer.append(body[index:])
+            break
+        buffer.append(body[index:special.start()])
+        index = special.start()
+        if body[index] == "\\":
             nxt = body[index + 1] if index + 1 < length else ""
             if nxt in _ESCAPES:
                 buffer.append(_ESCAPES[nxt])
                 index += 2
-                column += 2
                 continue
             if nxt == "u" and index + 2 < length and body[index + 2] == "{":
                 close = body.find("}", index + 3)
@@ -896,41 +912,26 @@ def _text(token: Token, span: S.Span) -> S.Lit | S.Interp:
                 if close != -1 and 1 <= len(digits) <= 6 and all(c in "0123456789abcdefABCDEF" for c in digits) \
                         and int(digits, 16) <= 0x10FFFF and not 0xD800 <= int(digits, 16) <= 0xDFFF:
                     buffer.append(chr(int(digits, 16)))
-                    column += close + 1 - index
                     index = close + 1
                     continue
+            line, column = position(index)
             _state().diagnostics.append(error(
                 "escape-invalid", f"`\\{nxt}` is not an escape",
                 _state().location(line, column, line, column + 2),
                 help='escapes are \\n \\t \\r \\0 \\\\ \\" \\$ and \\u{hex}'))
             index += 2
-            column += 2
             continue
-        if char == "$" and index + 1 < length and body[index + 1] == "{":
-            close = _interpolation_end(body, index + 2)
-            inner = body[index + 2:close]
-            if buffer:
-                parts.append("".join(buffer))
-                buffer = []
-            parts.append(_parse_interpolation(inner, line, column + 2))
-            consumed = body[index:close + 1]
-            newlines = consumed.count("\n")
-            if newlines:
-                line += newlines
-                column = len(consumed) - consumed.rfind("\n")
-            else:
-                column += len(consumed)
-            index = close + 1
-            continue
-        buffer.append(char)
-        if char == "\n":
-            line += 1
-            column = 1
-        else:
-            column += 1
-        index += 1
+        close = _interpolation_end(body, index + 2)
+        if buffer:
+            parts.append("".join(buffer))
+            buffer = []
+        line, column = position(index + 2)
+        parts.append(_parse_interpolation(body[index + 2:close], line, column))
+        index = close + 1
     if buffer or not parts:
-        parts.append("".join(buffer))
+        text = "".join(buffer)
+        if text or not parts:
+            parts.append(text)
     if len(parts) == 1 and isinstance(parts[0], str):
         return S.Lit("text", parts[0], span)
     return S.Interp(tuple(parts), span)
