@@ -60,6 +60,32 @@ class FnCtx:
 
 
 @dataclass(frozen=True, slots=True)
+class CallFact:
+    """What a call is, for the code generator. `kind`: ctor | direct | localfn | value."""
+
+    kind: str
+    target: Any  # FnInfo, LocalFn, CtorInfo or None
+    effect: T.Effect  # resolved when the enclosing function is finished
+    type_args: tuple[T.Type, ...]  # the callee's type arguments (resolved), for generic Tools and intrinsics
+    tail: bool
+
+
+@dataclass(slots=True)
+class Facts:
+    """Results of checking that code generation needs, keyed by `id()` of the syntax node.
+
+    The tree is alive for the whole compilation, so the ids are stable; nothing iterates these
+    dicts, so their order cannot leak into output."""
+
+    refs: dict[int, tuple] = field(default_factory=dict)
+    calls: dict[int, CallFact] = field(default_factory=dict)
+    ctors: dict[int, tuple] = field(default_factory=dict)  # node -> (TypeInfo, CtorInfo | None)
+    types: dict[int, T.Type] = field(default_factory=dict)
+    lambdas: dict[int, T.Effect] = field(default_factory=dict)
+    bindings: dict[int, Local] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Place:
     """A tail call to a top-level function: where a checkpoint can be taken."""
 
@@ -74,17 +100,19 @@ class Place:
 class Checked:
     env: Env
     places: list[Place]
+    facts: Facts
 
 
 def check(env: Env) -> Checked:
     places: list[Place] = []
+    facts = Facts()
     for identity in sorted(env.modules):
         menv = env.modules[identity]
         if menv.broken:
             continue
-        checker = _ModuleChecker(env, menv, places)
+        checker = _ModuleChecker(env, menv, places, facts)
         checker.run()
-    return Checked(env, places)
+    return Checked(env, places, facts)
 
 
 class _Scope:
@@ -113,10 +141,13 @@ class _Scope:
 
 
 class _ModuleChecker:
-    def __init__(self, env: Env, menv: ModuleEnv, places: list[Place]) -> None:
+    def __init__(self, env: Env, menv: ModuleEnv, places: list[Place], facts: Facts) -> None:
         self.env = env
         self.menv = menv
         self.places = places
+        self.facts = facts
+        #: (table, key, raw type or effect) resolved when the current top-level function ends
+        self.pending: list[tuple[dict, int, Any]] = []
         self.s = T.Subst()
         self.ctx: FnCtx = FnCtx("", T.UNIT, T.PURE, False)
         self.type_params: dict[str, T.Type] = {}
@@ -182,10 +213,32 @@ class _ModuleChecker:
         self.ctx = FnCtx(fn.identity, fn.sig.ret, fn.sig.effect, allow)
         scope = _Scope()
         for p, t in zip(decl.params, fn.sig.params):
-            scope.names[p.name] = Local(t, p.span, "param", used=True)
+            scope.names[p.name] = self.bind_param(p, t)
         assert decl.body is not None
+        self.pending = []
         self.expr(decl.body, fn.sig.ret, scope, tail=True)
         self._finish_ctx(decl, fn.sig.effect)
+        self._resolve_pending()
+
+    def bind_param(self, p: S.Param, t: T.Type) -> Local:
+        local = Local(t, p.span, "param", used=True)
+        self.facts.bindings[id(p)] = local
+        return local
+
+    def later(self, table: dict, node: Any, raw: Any) -> None:
+        """Record a type or effect to resolve when the function's inference is complete."""
+        self.pending.append((table, id(node), raw))
+
+    def _resolve_pending(self) -> None:
+        for table, key, raw in self.pending:
+            if isinstance(raw, CallFact):
+                table[key] = CallFact(raw.kind, raw.target, self.s.effect(raw.effect),
+                                      tuple(self.s.apply(t) for t in raw.type_args), raw.tail)
+            elif isinstance(raw, (str, T.EffParam, T.EffVar)):
+                table[key] = self.s.effect(raw)
+            else:
+                table[key] = self.s.apply(raw)
+        self.pending = []
 
     def _finish_ctx(self, decl: S.FnDecl, declared: T.Effect) -> None:
         ctx = self.ctx
@@ -250,12 +303,14 @@ class _ModuleChecker:
         local = scope.lookup(e.name)
         if local is not None:
             local.used = True
+            self.facts.refs[id(e)] = ("local", local)
             if local.fn is not None:
                 return self.expect(self._instantiate_local(local.fn, e.span), expected, e.span)
             return self.expect(local.type, expected, e.span)
         fn = self.menv.fns.get(e.name)
         if fn is not None:
-            return self.expect(self.instantiate(fn, e.span), expected, e.span)
+            self.facts.refs[id(e)] = ("fn", fn)
+            return self.expect(self.instantiate(fn, e.span, e), expected, e.span)
         if e.name in self.menv.imports:
             self.report("not-callable", f"`{e.name}` is a module, not a value", e.span,
                         help=f"name one of its members: `{e.name}.name`")
@@ -266,11 +321,13 @@ class _ModuleChecker:
                     help=f"did you mean `{guess}`?" if guess else None)
         return T.ERROR
 
-    def instantiate(self, fn: FnInfo, span: S.Span) -> T.Type:
+    def instantiate(self, fn: FnInfo, span: S.Span, node: Any = None) -> T.Type:
         base = fn.call_type()
         if not fn.decl.type_params and not self._has_effect_params(base):
             return base
         mapping = {p.name: self.s.fresh() for p in fn.decl.type_params}
+        if node is not None and fn.decl.type_params:
+            self.later(self.facts.types, node, T.TTuple(tuple(mapping.values())))
         effects = {name: self.s.fresh_effect() for name in _effect_param_names(base)}
         for p in fn.decl.type_params:
             for bound in p.bounds:
@@ -295,6 +352,7 @@ class _ModuleChecker:
         ctor, enum_type = self.find_ctor(e.name, e.qualifier, expected, e.span)
         if ctor is None:
             return T.ERROR
+        self.facts.ctors[id(e)] = (self.env.types[ctor.type_identity], ctor)
         if ctor.form == "bare":
             return self.expect(enum_type, expected, e.span)
         if ctor.form == "named":
@@ -308,9 +366,10 @@ class _ModuleChecker:
             fn = self.module_fn(e.obj.name, e.name, e.span)
             if fn is None:
                 return T.ERROR
-            return self.expect(self.instantiate(fn, e.span), expected, e.span)
+            self.facts.refs[id(e)] = ("fn", fn)
+            return self.expect(self.instantiate(fn, e.span, e), expected, e.span)
         obj_t = self.s.resolve(self.expr(e.obj, None, scope))
-        return self.expect(self.member_type(obj_t, e.name, e.span), expected, e.span)
+        return self.expect(self.member_type(obj_t, e.name, e.span, e), expected, e.span)
 
     def module_fn(self, alias: str, name: str, span: S.Span) -> FnInfo | None:
         target = self.env.modules.get(self.menv.imports[alias])
@@ -328,7 +387,7 @@ class _ModuleChecker:
                         help="mark it `pub` where it is declared to use it here")
         return fn
 
-    def member_type(self, obj_t: T.Type, name: str, span: S.Span) -> T.Type:
+    def member_type(self, obj_t: T.Type, name: str, span: S.Span, node: Any = None) -> T.Type:
         obj_t = self.s.resolve(obj_t)
         if isinstance(obj_t, T.TError):
             return T.ERROR
@@ -336,6 +395,7 @@ class _ModuleChecker:
             if name.isdigit():
                 index = int(name)
                 if index < len(obj_t.items):
+                    self.facts.refs[id(node)] = ("field", index)
                     return obj_t.items[index]
                 self.report("field-undefined", f"a {len(obj_t.items)}-tuple has no element {index}", span)
                 return T.ERROR
@@ -354,6 +414,7 @@ class _ModuleChecker:
                     return T.ERROR
                 if not f.pub and info.module != self.menv.identity:
                     self.report("field-private", f"field `{name}` of `{info.name}` is private to its module", span)
+                self.facts.refs[id(node)] = ("field", info.fields.index(f))
                 mapping = {p.name: a for p, a in zip(info.params, obj_t.args)}
                 return T.substitute(f.type, mapping)
         self.report("not-a-record", f"`{self.show(obj_t)}` has no fields; `.{name}` cannot be read", span)
@@ -405,9 +466,24 @@ class _ModuleChecker:
             self.expr(arg, param, scope)
         what = f"`{direct}`" if direct else "this call"
         self.use_effect(fn_t.effect, e.span, what)
+        self._record_call(e, fn_t, scope, tail)
         if tail:
             self._maybe_place(e, scope)
         return self.expect(fn_t.ret, expected, e.span)
+
+    def _record_call(self, e: S.Call, fn_t: T.TFun, scope: _Scope, tail: bool) -> None:
+        ref = self.facts.refs.get(id(e.fn))
+        type_args: tuple[T.Type, ...] = ()
+        if ref is not None and ref[0] == "fn":
+            kind, target = "direct", ref[1]
+        elif ref is not None and ref[0] == "local" and ref[1].fn is not None:
+            kind, target = "localfn", ref[1]
+        else:
+            kind, target = "value", None
+        raw_targs = [entry for entry in self.pending if entry[1] == id(e.fn) and entry[0] is self.facts.types]
+        if raw_targs:
+            type_args = raw_targs[-1][2].items
+        self.later(self.facts.calls, e, CallFact(kind, target, fn_t.effect, type_args, tail))
 
     def _direct_target(self, fn: S.Expr, scope: _Scope) -> str | None:
         if isinstance(fn, S.Var) and scope.lookup(fn.name) is None:
@@ -454,6 +530,8 @@ class _ModuleChecker:
                 self.report("type-mismatch", f"`{ref.name}` has named fields: write `{ref.name} {{ ... }}`", e.span)
             return T.ERROR
         payload = self.payload_types(ctor, enum_type)
+        self.facts.ctors[id(e)] = (self.env.types[ctor.type_identity], ctor)
+        self.facts.calls[id(e)] = CallFact("ctor", ctor, T.PURE, (), False)
         if expected is not None:
             try:
                 snapshot = (dict(self.s.types), dict(self.s.effects))
@@ -557,6 +635,7 @@ class _ModuleChecker:
             self.expr(e.right, T.BOOL, scope)
             return self.expect(T.BOOL, expected, e.span)
         left = self.s.resolve(self.expr(e.left, None, scope))
+        self.later(self.facts.types, e, left)
         right_expected = left if not isinstance(left, (T.TVar, T.TError)) else None
         if op == "++":
             right = self.expr(e.right, right_expected, scope)
@@ -651,6 +730,8 @@ class _ModuleChecker:
 
     def e_RecordLit(self, e: S.RecordLit, expected, scope, tail) -> T.Type:
         info, instance, fields, ctor = self._record_target(e.ctor, expected)
+        if info is not None:
+            self.facts.ctors[id(e)] = (info, ctor)
         if info is None:
             for f in e.fields:
                 if f.value is not None:
@@ -684,7 +765,10 @@ class _ModuleChecker:
                 self.report("field-private", f"field `{f.name}` of `{info.name}` is private to its module", f.span)
             want = T.substitute(decl.type, mapping)
             if f.value is None:
-                self.e_Var(S.Var(f.name, f.span), want, scope, False)
+                shorthand = S.Var(f.name, f.span)
+                self.e_Var(shorthand, want, scope, False)
+                if id(shorthand) in self.facts.refs:
+                    self.facts.refs[id(f)] = self.facts.refs.pop(id(shorthand))
             else:
                 self.expr(f.value, want, scope)
         if e.base is not None:
@@ -748,7 +832,7 @@ class _ModuleChecker:
                 self.report("cannot-infer", f"the type of parameter `{p.name}` cannot be inferred", p.span,
                             help=f"write it: `{p.name}: Type`")
                 t = T.ERROR
-            inner.names[p.name] = Local(t, p.span, "param", used=True)
+            inner.names[p.name] = self.bind_param(p, t)
             params.append(t)
         ret: T.Type = tscope.resolve(e.ret) if e.ret is not None else (want_fn.ret if want_fn else self.s.fresh())
         outer_ctx = self.ctx
@@ -762,6 +846,7 @@ class _ModuleChecker:
         if declared is not None and not T.effect_leq(inferred, declared):
             self.report("missing-tool-mark", "this function makes Tool calls but is not marked `!tool`", e.span)
         fn_t = T.TFun(tuple(params), ret, effect)
+        self.later(self.facts.lambdas, e, effect)
         if want_fn is not None and not T.effect_leq(self.s.effect(effect), self.s.effect(want_fn.effect)) \
                 and not isinstance(want_fn.effect, T.EffVar):
             self.report("tool-in-pure-context", "this function makes Tool calls, but a pure function is expected here",
@@ -877,6 +962,7 @@ class _ModuleChecker:
         sig = signature(self.env, self.menv, decl, owner, self.type_params, self.effect_params)
         local = LocalFn(decl, owner, sig)
         scope.names[decl.name] = Local(sig, decl.name_span, "fn", used=True, fn=local)
+        self.facts.bindings[id(decl)] = scope.names[decl.name]
         saved = (self.ctx, self.type_params, self.effect_params, self.current_fn)
         self.type_params = dict(self.type_params)
         self.type_params.update({p.name: T.TParam(p.name, owner) for p in decl.type_params})
@@ -886,7 +972,7 @@ class _ModuleChecker:
                          obligations=saved[0].obligations, generic_tool_calls=saved[0].generic_tool_calls)
         inner = _Scope(scope)
         for p, t in zip(decl.params, sig.params):
-            inner.names[p.name] = Local(t, p.span, "param", used=True)
+            inner.names[p.name] = self.bind_param(p, t)
         assert decl.body is not None
         self.expr(decl.body, sig.ret, inner, tail=True)
         if sig.effect == T.TOOL and not self.ctx.used_tool and not self.ctx.allow_tools:
@@ -910,6 +996,7 @@ class _ModuleChecker:
         if p.name in bindings:
             self.report("definition-duplicate", f"`{p.name}` is bound twice in this pattern", p.span)
         bindings[p.name] = Local(t, p.span, "let" if kind == "let" else "param", used=kind != "let")
+        self.facts.bindings[id(p)] = bindings[p.name]
         return X.WILD
 
     def p_PLit(self, p: S.PLit, t, bindings, kind) -> X.Pat:
@@ -962,6 +1049,7 @@ class _ModuleChecker:
         if p.rest is not None:
             if p.rest:
                 bindings[p.rest] = Local(want, p.span, "let" if kind == "let" else "param", used=kind != "let")
+                self.facts.bindings[id(p)] = bindings[p.rest]
             tail: X.Pat = X.WILD
         else:
             tail = X.Con("[]", (), "list")
@@ -1015,6 +1103,7 @@ class _ModuleChecker:
                 self.report("pattern-mismatch", f"a `{p.name}` pattern cannot match `{self.show(t)}`", p.span)
                 return X.WILD
             mapping = {q.name: a for q, a in zip(record.params, instance.args)}
+            self.facts.ctors[id(p)] = (record, None)
             args = self._named_fields(p, record.fields, mapping, bindings, kind, record)
             return X.Con(record.name, args, "named", tuple(f.name for f in record.fields))
         if isinstance(want, T.TError):
@@ -1038,6 +1127,7 @@ class _ModuleChecker:
             return X.WILD
         payload = self.payload_types(ctor, instance)
         enum_info = self.env.types[ctor.type_identity]
+        self.facts.ctors[id(p)] = (enum_info, ctor)
         if ctor.form == "bare":
             if p.form != "bare":
                 self.report("pattern-mismatch", f"`{p.name}` has no payload", p.span, help=f"write `{p.name}`")
@@ -1081,7 +1171,9 @@ class _ModuleChecker:
                 self.report("field-private", f"field `{f.name}` of `{record.name}` is private to its module", f.span)
             ft = T.substitute(decl.type, mapping)
             if f.pattern is None:
-                by_name[f.name] = self.p_PBind(S.PBind(f.name, f.span), ft, bindings, kind)
+                shorthand = S.PBind(f.name, f.span)
+                by_name[f.name] = self.p_PBind(shorthand, ft, bindings, kind)
+                self.facts.bindings[id(f)] = self.facts.bindings.pop(id(shorthand))
             else:
                 by_name[f.name] = self.pattern(f.pattern, ft, bindings, kind)
         absent = [x.name for x in fields if x.name not in by_name]

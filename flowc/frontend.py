@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 
 from flowc import syntax as S
-from flowc.check import Place, check
+from flowc.check import Facts, Place, check
 from flowc.diagnostics import Diagnostic, Location, error, sort_key
 from flowc.program import STD_VERSION, Program, Reader, load
 from flowc.resolve import Env, resolve
@@ -27,6 +27,7 @@ class Checked:
     diagnostics: tuple[Diagnostic, ...]
     places: tuple[Place, ...]
     identity: str  # "sha256:<hex>"
+    facts: Facts | None = None  # what code generation needs (None when checking stopped early)
 
     @property
     def ok(self) -> bool:
@@ -58,16 +59,18 @@ def _check(root_file: str, read: Reader, parse_cache: dict | None) -> Checked:
     for module in program.modules:
         diagnostics.extend(module.parsed.diagnostics)
     env = resolve(program)
+    facts = None
     try:
         checked = check(env)
         places = tuple(checked.places)
+        facts = checked.facts
     except RecursionError:
         env.diagnostics.append(error("nesting-too-deep", "the program is nested too deeply to check",
                                      Location(root_file, 1, 1, 1, 2)))
         places = ()
     diagnostics.extend(env.diagnostics)
     unique = sorted(set(diagnostics), key=sort_key)
-    return Checked(program, env, tuple(unique), places, program_identity(program))
+    return Checked(program, env, tuple(unique), places, program_identity(program), facts)
 
 
 def program_identity(program: Program) -> str:

@@ -162,3 +162,11 @@ def test_the_installed_command_runs():
     done = subprocess.run([sys.executable, "-m", "flowrt.cli", "check", str(ROOT / "examples" / "payments")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_unterminated_text_is_reported_quickly_and_the_rest_still_checks(tmp_path):
+    """A text literal may not span lines; an unclosed one must not send the lexer backtracking."""
+    body = 'pub flow main() -> Text = {\n    let a = "abc' + "x" * 50_000 + '\n    a\n}\nflow g() -> Int = "two"\n'
+    result = run("check", "--json", write(tmp_path, "open.flow", body))
+    codes = [(d["code"], d["location"]["line"]) for d in orjson.loads(result.stdout)["diagnostics"]]
+    assert codes == [("text-unterminated", 2), ("type-mismatch", 5)]

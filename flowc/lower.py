@@ -1,0 +1,971 @@
+"""Lower a checked Flow module to a Python `ast.Module` for the sandbox.
+
+The generated code is plain Python over the runtime value representation (docs/abi.md):
+
+* Pure functions become plain functions; functions that can make Tool calls become generators
+  that `yield from` the runtime (`rt_call` for Tools, `i_task_*` for the scheduler). A function
+  with an effect variable (`!e`) is emitted twice: `name` (e pure) and `name__tool` (e tool).
+* Tail calls never grow the stack. A self tail call in any named function is a jump (`while True`
+  and `continue`). Any other tail call from a top-level function to a top-level function returns
+  `rt_Tail(function, args)`: callers bounce it (`rt_bounce` for pure code, `rt_run` for
+  generators), and the scheduler sees the ones made by a task's outermost function, which is where
+  checkpoints are taken.
+* Expressions that need statements (a `match`, a block with `let`s, a `?`, a call that must
+  `yield from`) are lowered to statements that assign a temporary; everything else stays an
+  expression, evaluated left to right as Flow says.
+* Every local binding gets its own Python name, and lambdas and local functions capture the
+  values of free variables as default arguments, so a closure sees the value it captured (Flow
+  values are immutable; Python closures are late-binding).
+
+Each emitted statement carries the Flow span it came from (`flow_span`), so the emitter can map
+generated lines back to Flow source.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowc import syntax as S
+from flowc import types as T
+from flowc.check import CallFact, Facts, Local
+from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
+
+PRELUDE = "std@v1/prelude"
+#: Intrinsics that need their type arguments at run time (they decode into a type).
+TYPED_INTRINSICS = {"std@v1/json.decode", "std@v1/json.from_value"}
+_RESERVED_PREFIXES = ("rt_", "i_", "m_", "k_", "u_")
+
+
+def py_name(name: str) -> str:
+    """A Flow identifier as a Python identifier: injective, never starting with `_`, never a
+    keyword or one of the runtime's reserved prefixes."""
+    if name.startswith("_"):
+        return "u_" + name
+    if name.startswith(_RESERVED_PREFIXES) or keyword.iskeyword(name) or keyword.issoftkeyword(name) \
+            or name in ("None", "True", "False"):
+        return "u_" + name
+    return name
+
+
+def module_key(identity: str) -> str:
+    """The Python name of a module namespace: `std@v1/list` -> `m_std_v1_list`."""
+    out = []
+    for ch in identity:
+        out.append(ch if ch.isalnum() else "_")
+    return "m_" + "".join(out)
+
+
+def intrinsic_name(fn: FnInfo) -> str:
+    return "i_" + fn.module.rsplit("/", 1)[-1] + "_" + fn.name
+
+
+def ctor_py_name(info: TypeInfo, ctor: CtorInfo) -> str:
+    if info.module == PRELUDE:
+        return "rt_" + ctor.name
+    return f"{info.name}_{ctor.name}"
+
+
+class Lowering(Exception):
+    """An internal compiler error: lowering met something the checker should have refused."""
+
+
+@dataclass
+class _Fn:
+    """The function being lowered."""
+
+    name: str  # Python name
+    flow: S.FnDecl | None
+    tool: bool  # a generator
+    top: bool  # a top-level function (may return rt_Tail)
+    self_target: Any  # FnInfo or Local of itself, for self tail calls
+    params: list[str]
+    effect_version: str  # "pure" or "tool": how effect variables are read
+    names: dict[int, str] = field(default_factory=dict)  # id(Local) -> python name
+    used: set[str] = field(default_factory=set)
+    temps: int = 0
+    may_tail: bool = False
+    loops: bool = False
+
+
+class ModuleLowerer:
+    def __init__(self, env: Env, facts: Facts, menv: ModuleEnv) -> None:
+        self.env = env
+        self.facts = facts
+        self.menv = menv
+        self.constants: dict[tuple[str, str], str] = {}
+        self.constant_defs: list[ast.stmt] = []
+        self.tool_descs: dict[str, str] = {}
+        self.fn: _Fn | None = None
+        self.lambda_count = 0
+        self.may_tail_fns: set[str] = set()
+
+    # ---- entry
+
+    def lower(self) -> ast.Module:
+        body: list[ast.stmt] = []
+        for info in self.menv.types.values():
+            body.extend(self.type_decl(info))
+        functions: list[ast.stmt] = []
+        for fn in self.menv.fns.values():
+            if fn.tool or fn.intrinsic or fn.decl.body is None:
+                continue
+            if _effect_vars(fn.sig):
+                functions.append(self.function(fn, "pure"))
+                functions.append(self.function(fn, "tool"))
+            else:
+                functions.append(self.function(fn, "tool" if fn.sig.effect == T.TOOL else "pure"))
+        return ast.Module(body=body + self.constant_defs + functions, type_ignores=[])
+
+    # ---- types
+
+    def type_decl(self, info: TypeInfo) -> list[ast.stmt]:
+        if info.kind == "record":
+            call = _call("rt_record_type", [ast.Constant(info.identity),
+                                             _tuple([ast.Constant(f.name) for f in info.fields])])
+            return [_at(ast.Assign([_store(info.name)], call), info.decl.span if info.decl else S.NO_SPAN)]
+        if info.kind == "enum":
+            ctors = _tuple([_tuple([ast.Constant(c.name), ast.Constant(c.form),
+                                    _tuple([ast.Constant(f.name) for f in c.fields])]) for c in info.ctors])
+            out: list[ast.stmt] = [_at(ast.Assign([_store(info.name)], _call(
+                "rt_enum_type", [ast.Constant(info.identity), ctors])), info.decl.span if info.decl else S.NO_SPAN)]
+            for c in info.ctors:
+                out.append(_at(ast.Assign([_store(ctor_py_name(info, c))],
+                                          _call("rt_ctor", [_load(info.name), ast.Constant(c.name)])), c.span))
+            return out
+        return []
+
+    # ---- functions
+
+    def function(self, fn: FnInfo, version: str) -> ast.stmt:
+        decl = fn.decl
+        name = py_name(decl.name) + ("__tool" if version == "tool" and _effect_vars(fn.sig) else "")
+        tool = version == "tool" or fn.sig.effect == T.TOOL
+        ctx = _Fn(name, decl, tool, True, fn, [], version)
+        saved = self.fn
+        self.fn = ctx
+        params = [self.bind(self.facts.bindings[id(p)], p.name) for p in decl.params]
+        ctx.params = params
+        assert decl.body is not None
+        body = self.tail(decl.body)
+        self.fn = saved
+        if ctx.loops:
+            body = [ast.While(ast.Constant(True), body, [])]
+        node = ast.FunctionDef(name=name, args=_args(params), body=body or [ast.Pass()], decorator_list=[],
+                               returns=None, type_comment=None)
+        if tool and not _contains_yield(node):
+            # A generator that happens not to yield on every path still must be one.
+            node.body.insert(0, ast.If(ast.Constant(False), [ast.Expr(ast.Yield(None))], []))
+        node.flow_span = decl.span  # type: ignore[attr-defined]
+        node.flow_doc = f"flow {fn.identity}"  # type: ignore[attr-defined]
+        if ctx.may_tail:
+            self.may_tail_fns.add(name)
+        return node
+
+    def bind(self, local: Local, flow_name: str) -> str:
+        ctx = self.fn
+        assert ctx is not None
+        base = py_name(flow_name)
+        candidate = base
+        n = 1
+        while candidate in ctx.used:
+            n += 1
+            candidate = f"{base}_{n}"
+        ctx.used.add(candidate)
+        ctx.names[id(local)] = candidate
+        return candidate
+
+    def temp(self) -> str:
+        ctx = self.fn
+        assert ctx is not None
+        while True:
+            ctx.temps += 1
+            name = f"t{ctx.temps}"
+            if name not in ctx.used:
+                ctx.used.add(name)
+                return name
+
+    def local_name(self, local: Local) -> str:
+        assert self.fn is not None
+        name = self.fn.names.get(id(local))
+        if name is None:
+            raise Lowering("a local was used before it was bound")
+        return name
+
+    # ---- statements for tail position
+
+    def tail(self, e: S.Expr) -> list[ast.stmt]:
+        """Statements that compute `e` and return it."""
+        if isinstance(e, S.Block):
+            return self.block(e, tail=True)
+        if isinstance(e, S.If):
+            return self.if_stmt(e, tail=True, target=None)
+        if isinstance(e, S.Match):
+            return self.match(e, tail=True, target=None)
+        if isinstance(e, S.Return):
+            return self.tail(e.value)
+        if isinstance(e, S.Call):
+            jump = self.tail_call(e)
+            if jump is not None:
+                return jump
+        stmts, value = self.expr(e)
+        return stmts + [_at(ast.Return(value), e.span)]
+
+    def tail_call(self, e: S.Call) -> list[ast.stmt] | None:
+        fact: CallFact | None = self.facts.calls.get(id(e))
+        ctx = self.fn
+        assert ctx is not None
+        if fact is None or fact.kind not in ("direct", "localfn"):
+            return None
+        target = fact.target
+        if target is ctx.self_target and len(ctx.params) == len(e.args) and \
+                not (ctx.top and ctx.tool):
+            stmts, values = self.args(e.args)
+            ctx.loops = True
+            if ctx.params:
+                stmts.append(_at(ast.Assign([_tuple([_store(p) for p in ctx.params], store=True)],
+                                            _tuple(values)), e.span))
+            stmts.append(_at(ast.Continue(), e.span))
+            return stmts
+        if fact.kind == "direct" and ctx.top and isinstance(target, FnInfo) and not target.tool \
+                and not target.intrinsic and target.decl.body is not None:
+            if not ctx.tool and self.callee_is_tool(target, fact):
+                return None
+            stmts, values = self.args(e.args)
+            callee = self.fn_ref(target, fact)
+            ctx.may_tail = True
+            return stmts + [_at(ast.Return(_call("rt_Tail", [callee, _tuple(values)])), e.span)]
+        return None
+
+    def callee_is_tool(self, target: FnInfo, fact: CallFact) -> bool:
+        return self.effect_is_tool(fact.effect) or target.sig.effect == T.TOOL
+
+    def effect_is_tool(self, effect: T.Effect) -> bool:
+        if effect == T.TOOL:
+            return True
+        if isinstance(effect, T.EffParam):
+            return self.fn is not None and self.fn.effect_version == "tool"
+        return False
+
+    # ---- blocks and statements
+
+    def block(self, e: S.Block, tail: bool, target: str | None = None) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        last = len(e.stmts) - 1
+        for i, stmt in enumerate(e.stmts):
+            is_last = i == last
+            if isinstance(stmt, S.ExprStmt):
+                if is_last:
+                    if tail:
+                        out.extend(self.tail(stmt.expr))
+                    elif target is not None:
+                        out.extend(self.assign(target, stmt.expr))
+                    else:
+                        stmts, value = self.expr(stmt.expr)
+                        out.extend(stmts)
+                        out.append(_at(ast.Expr(value), stmt.span))
+                    return out
+                stmts, value = self.expr(stmt.expr)
+                out.extend(stmts)
+                if not _is_simple(value):
+                    out.append(_at(ast.Expr(value), stmt.span))
+            elif isinstance(stmt, S.Let):
+                stmts, value = self.expr(stmt.value)
+                out.extend(stmts)
+                out.extend(self.let_pattern(stmt.pattern, value, stmt.span))
+            elif isinstance(stmt, S.Guard):
+                stmts, cond = self.expr(stmt.cond)
+                out.extend(stmts)
+                out.append(_at(ast.If(ast.UnaryOp(ast.Not(), cond), self.block(stmt.else_, tail=True), []),
+                               stmt.span))
+            elif isinstance(stmt, S.FnDecl):
+                out.extend(self.local_fn(stmt))
+        # The block ends in a statement: its value is Unit.
+        if tail:
+            out.append(_at(ast.Return(ast.Constant(None)), e.span))
+        elif target is not None:
+            out.append(_at(ast.Assign([_store(target)], ast.Constant(None)), e.span))
+        return out
+
+    def assign(self, target: str, e: S.Expr) -> list[ast.stmt]:
+        if isinstance(e, S.Block):
+            return self.block(e, tail=False, target=target)
+        if isinstance(e, S.If):
+            return self.if_stmt(e, tail=False, target=target)
+        if isinstance(e, S.Match):
+            return self.match(e, tail=False, target=target)
+        stmts, value = self.expr(e)
+        return stmts + [_at(ast.Assign([_store(target)], value), e.span)]
+
+    def let_pattern(self, pattern: S.Pattern, value: ast.expr, span: S.Span) -> list[ast.stmt]:
+        if isinstance(pattern, S.PBind):
+            name = self.bind(self.facts.bindings[id(pattern)], pattern.name)
+            return [_at(ast.Assign([_store(name)], value), span)]
+        if isinstance(pattern, S.PWild):
+            return [] if _is_simple(value) else [_at(ast.Expr(value), span)]
+        holder = value
+        out: list[ast.stmt] = []
+        if not isinstance(value, ast.Name):
+            tmp = self.temp()
+            out.append(_at(ast.Assign([_store(tmp)], value), span))
+            holder = _load(tmp)
+        _, binds = self.pattern(pattern, holder)
+        for name, access in binds:
+            out.append(_at(ast.Assign([_store(name)], access), span))
+        return out
+
+    def local_fn(self, decl: S.FnDecl) -> list[ast.stmt]:
+        local = self.facts.bindings[id(decl)]
+        name = self.bind(local, decl.name)
+        assert local.fn is not None
+        sig = local.fn.sig
+        outer = self.fn
+        assert outer is not None
+        tool = sig.effect == T.TOOL or (isinstance(sig.effect, T.EffParam) and outer.effect_version == "tool") \
+            or bool(_effect_vars(sig) and sig.effect != T.PURE)
+        ctx = _Fn(name, decl, tool, False, local, [], outer.effect_version, dict(outer.names), set(outer.used))
+        self.fn = ctx
+        params = [self.bind(self.facts.bindings[id(p)], p.name) for p in decl.params]
+        ctx.params = params
+        assert decl.body is not None
+        body = self.tail(decl.body)
+        self.fn = outer
+        outer.used |= ctx.used
+        if ctx.loops:
+            body = [ast.While(ast.Constant(True), body, [])]
+        captured = sorted(_free_names(body, set(params) | {name}) & set(outer.names.values()))
+        node = ast.FunctionDef(name=name, args=_args(params, captured), body=body, decorator_list=[],
+                               returns=None, type_comment=None)
+        if tool and not _contains_yield(node):
+            node.body.insert(0, ast.If(ast.Constant(False), [ast.Expr(ast.Yield(None))], []))
+        return [_at(node, decl.span)]
+
+    # ---- if and match
+
+    def if_stmt(self, e: S.If, tail: bool, target: str | None) -> list[ast.stmt]:
+        stmts, cond = self.expr(e.cond)
+        then = self.branch(e.then, tail, target)
+        if e.else_ is None:
+            orelse = [_at(ast.Return(ast.Constant(None)), e.span)] if tail else (
+                [_at(ast.Assign([_store(target)], ast.Constant(None)), e.span)] if target else [])
+        else:
+            orelse = self.branch(e.else_, tail, target)
+        return stmts + [_at(ast.If(cond, then or [ast.Pass()], orelse), e.span)]
+
+    def branch(self, e: S.Expr, tail: bool, target: str | None) -> list[ast.stmt]:
+        if tail:
+            return self.tail(e)
+        if target is not None:
+            return self.assign(target, e)
+        stmts, value = self.expr(e)
+        return stmts + ([] if _is_simple(value) else [_at(ast.Expr(value), e.span)])
+
+    def match(self, e: S.Match, tail: bool, target: str | None) -> list[ast.stmt]:
+        stmts, scrutinee = self.expr(e.scrutinee)
+        if not isinstance(scrutinee, ast.Name):
+            tmp = self.temp()
+            stmts.append(_at(ast.Assign([_store(tmp)], scrutinee), e.scrutinee.span))
+            scrutinee = _load(tmp)
+        chain: list[tuple[ast.expr | None, list[ast.stmt]]] = []
+        last = len(e.arms) - 1
+        for i, arm in enumerate(e.arms):
+            cond, binds = self.pattern(arm.pattern, scrutinee)
+            body: list[ast.stmt] = []
+            if arm.guard is not None:
+                # Bindings must exist before the guard runs: bind them in the condition.
+                parts = [cond] if cond is not None else []
+                parts += [_walrus(name, access) for name, access in binds]
+                gstmts, guard = self.expr(arm.guard)
+                if gstmts:
+                    raise Lowering("an arm guard that needs statements")
+                parts.append(guard)
+                cond = _and(parts)
+            else:
+                body.extend(_at(ast.Assign([_store(name)], access), arm.pattern.span) for name, access in binds)
+            body.extend(self.branch(arm.body, tail, target))
+            if i == last and arm.guard is None:
+                cond = None
+            chain.append((cond, body or [ast.Pass()]))
+        if not chain:
+            return stmts + [_at(ast.Expr(_call("rt_fault", [ast.Constant("unreachable"),
+                                                           ast.Constant("a match with no arms was reached")])),
+                                e.span)]
+        node: list[ast.stmt] = []
+        if chain[-1][0] is not None:
+            node = [_at(ast.Expr(_call("rt_fault", [ast.Constant("unreachable"),
+                                                     ast.Constant("no arm of this match applies")])), e.span)]
+        for cond, body in reversed(chain):
+            if cond is None:
+                node = body
+            else:
+                node = [_at(ast.If(cond, body, node), e.span)]
+        return stmts + node
+
+    # ---- patterns: a condition (None: always) and the bindings it makes
+
+    def pattern(self, p: S.Pattern, access: ast.expr) -> tuple[ast.expr | None, list[tuple[str, ast.expr]]]:
+        if isinstance(p, S.PWild):
+            return None, []
+        if isinstance(p, S.PBind):
+            name = self.bind(self.facts.bindings[id(p)], p.name)
+            return None, [(name, access)]
+        if isinstance(p, S.PLit):
+            if p.lit.kind == "unit":
+                return None, []
+            return ast.Compare(access, [ast.Eq()], [self.literal(p.lit)]), []
+        if isinstance(p, S.PTuple):
+            return self.sub_patterns([(item, _index(access, i)) for i, item in enumerate(p.items)])
+        if isinstance(p, S.PList):
+            n = len(p.items)
+            size = _call("rt_len", [access])
+            conds: list[ast.expr] = [ast.Compare(size, [ast.GtE() if p.rest is not None else ast.Eq()],
+                                                 [ast.Constant(n)])]
+            cond, binds = self.sub_patterns([(item, _index(access, i)) for i, item in enumerate(p.items)])
+            if cond is not None:
+                conds.append(cond)
+            if p.rest:
+                name = self.bind(self.facts.bindings[id(p)], p.rest)
+                binds.append((name, ast.Subscript(access, ast.Slice(ast.Constant(n), None, None), ast.Load())))
+            return _and(conds), binds
+        if isinstance(p, S.POr):
+            alts = []
+            for alt in p.alternatives:
+                cond, binds = self.pattern(alt, access)
+                parts = ([cond] if cond is not None else []) + [_walrus(n, a) for n, a in binds]
+                alts.append(_and(parts) if parts else ast.Constant(True))
+            return ast.BoolOp(ast.Or(), alts), []
+        assert isinstance(p, S.PCtor)
+        info, ctor = self.facts.ctors[id(p)]
+        if ctor is None:  # a record pattern
+            fields = info.fields
+            subs = self.named_subs(p, fields, access, offset=0)
+            return self.sub_patterns(subs)
+        tag = ast.Compare(_index(access, 0), [ast.Eq()], [ast.Constant(ctor.name)])
+        if ctor.form == "bare":
+            subs = []
+        elif ctor.form == "positional":
+            subs = [(sub, _index(access, i + 1)) for i, sub in enumerate(p.args)]
+        else:
+            subs = self.named_subs(p, ctor.fields, access, offset=1)
+        cond, binds = self.sub_patterns(subs)
+        return _and([tag] + ([cond] if cond is not None else [])), binds
+
+    def named_subs(self, p: S.PCtor, fields, access: ast.expr, offset: int) -> list[tuple[Any, ast.expr]]:
+        subs: list[tuple[Any, ast.expr]] = []
+        order = [f.name for f in fields]
+        for f in p.fields:
+            index = order.index(f.name) + offset
+            if f.pattern is None:
+                subs.append((("bind", f), _index(access, index)))
+            else:
+                subs.append((f.pattern, _index(access, index)))
+        return subs
+
+    def sub_patterns(self, subs) -> tuple[ast.expr | None, list[tuple[str, ast.expr]]]:
+        conds: list[ast.expr] = []
+        binds: list[tuple[str, ast.expr]] = []
+        for sub, access in subs:
+            if isinstance(sub, tuple) and sub[0] == "bind":
+                f = sub[1]
+                name = self.bind(self.facts.bindings[id(f)], f.name)
+                binds.append((name, access))
+                continue
+            cond, more = self.pattern(sub, access)
+            if cond is not None:
+                conds.append(cond)
+            binds.extend(more)
+        return (_and(conds) if conds else None), binds
+
+    # ---- expressions: (statements to run first, the value)
+
+    def expr(self, e: S.Expr) -> tuple[list[ast.stmt], ast.expr]:
+        method = getattr(self, "x_" + type(e).__name__)
+        return method(e)
+
+    def x_Lit(self, e: S.Lit) -> tuple[list[ast.stmt], ast.expr]:
+        return [], self.literal(e)
+
+    def literal(self, lit: S.Lit) -> ast.expr:
+        if lit.kind == "int":
+            return ast.Constant(int(lit.value)) if len(lit.value) < 4000 else self.constant("rt_bigint", lit.value)
+        if lit.kind == "text":
+            return ast.Constant(lit.value)
+        if lit.kind == "bool":
+            return ast.Constant(lit.value == "true")
+        if lit.kind == "unit":
+            return ast.Constant(None)
+        if lit.kind == "decimal":
+            return self.constant("rt_dec", lit.value)
+        if lit.kind == "duration":
+            return self.constant("rt_duration", lit.value)
+        raise Lowering(f"literal {lit.kind}")
+
+    def constant(self, maker: str, text: str) -> ast.expr:
+        key = (maker, text)
+        name = self.constants.get(key)
+        if name is None:
+            name = f"k_{len(self.constants) + 1}"
+            self.constants[key] = name
+            self.constant_defs.append(ast.Assign([_store(name)], _call(maker, [ast.Constant(text)])))
+        return _load(name)
+
+    def x_Interp(self, e: S.Interp) -> tuple[list[ast.stmt], ast.expr]:
+        stmts: list[ast.stmt] = []
+        pieces: list[ast.expr] = []
+        for part in e.parts:
+            if isinstance(part, str):
+                if part:
+                    pieces.append(ast.Constant(part))
+                continue
+            s, v = self.expr(part)
+            stmts.extend(self.spill_before(s, pieces))
+            pieces.append(_call("rt_show", [v]))
+        if not pieces:
+            return stmts, ast.Constant("")
+        value = pieces[0]
+        for piece in pieces[1:]:
+            value = ast.BinOp(value, ast.Add(), piece)
+        if len(pieces) == 1 and not isinstance(pieces[0], ast.Constant):
+            value = pieces[0]
+        return stmts, value
+
+    def spill_before(self, new_stmts: list[ast.stmt], earlier: list[ast.expr]) -> list[ast.stmt]:
+        """Before statements for a later operand run, evaluate the earlier operands (order matters
+        when they call Tools)."""
+        if not new_stmts:
+            return []
+        out: list[ast.stmt] = []
+        for i, value in enumerate(earlier):
+            if not _is_simple(value):
+                tmp = self.temp()
+                out.append(ast.Assign([_store(tmp)], value))
+                earlier[i] = _load(tmp)
+        return out + new_stmts
+
+    def args(self, exprs: tuple[S.Expr, ...] | list[S.Expr]) -> tuple[list[ast.stmt], list[ast.expr]]:
+        stmts: list[ast.stmt] = []
+        values: list[ast.expr] = []
+        for a in exprs:
+            s, v = self.expr(a)
+            stmts.extend(self.spill_before(s, values))
+            values.append(v)
+        return stmts, values
+
+    def x_Var(self, e: S.Var) -> tuple[list[ast.stmt], ast.expr]:
+        return [], self.ref_value(e)
+
+    def ref_value(self, e: S.Var | S.Member) -> ast.expr:
+        ref = self.facts.refs.get(id(e))
+        if ref is None:
+            raise Lowering(f"unresolved name at {e.span}")
+        if ref[0] == "local":
+            return _load(self.local_name(ref[1]))
+        if ref[0] == "fn":
+            fn: FnInfo = ref[1]
+            if fn.tool:
+                return _call("rt_tool_fn", [self.tool_desc(fn)])
+            if fn.intrinsic:
+                return _load(intrinsic_name(fn))
+            target = self.fn_ref(fn, None)
+            if fn.sig.effect != T.TOOL and not _effect_vars(fn.sig):
+                return _call("rt_bouncing", [target])
+            return target
+        raise Lowering(f"reference {ref[0]}")
+
+    def fn_ref(self, fn: FnInfo, fact: CallFact | None) -> ast.expr:
+        name = py_name(fn.name)
+        if _effect_vars(fn.sig):
+            tool = fact is None or self.effect_is_tool(fact.effect)
+            if tool:
+                name += "__tool"
+        if fn.module == self.menv.identity:
+            return _load(name)
+        return ast.Attribute(_load(module_key(fn.module)), name, ast.Load())
+
+    def tool_desc(self, fn: FnInfo) -> ast.expr:
+        key = fn.identity
+        name = self.tool_descs.get(key)
+        if name is None:
+            name = f"k_tool_{len(self.tool_descs) + 1}"
+            self.tool_descs[key] = name
+            self.constant_defs.append(ast.Assign([_store(name)], _call("rt_tool", [
+                ast.Constant(fn.identity), _tuple([ast.Constant(p.name) for p in fn.decl.params])])))
+        return _load(name)
+
+    def x_CtorRef(self, e: S.CtorRef) -> tuple[list[ast.stmt], ast.expr]:
+        info, ctor = self.facts.ctors[id(e)]
+        return [], self.ctor_value(info, ctor)
+
+    def ctor_value(self, info: TypeInfo, ctor: CtorInfo) -> ast.expr:
+        name = ctor_py_name(info, ctor)
+        if info.module == PRELUDE or info.module == self.menv.identity:
+            return _load(name)
+        return ast.Attribute(_load(module_key(info.module)), name, ast.Load())
+
+    def type_value(self, info: TypeInfo) -> ast.expr:
+        if info.module == self.menv.identity:
+            return _load(info.name)
+        return ast.Attribute(_load(module_key(info.module)), info.name, ast.Load())
+
+    def x_Member(self, e: S.Member) -> tuple[list[ast.stmt], ast.expr]:
+        ref = self.facts.refs.get(id(e))
+        if ref is not None and ref[0] == "field":
+            stmts, obj = self.expr(e.obj)
+            return stmts, _index(obj, ref[1])
+        return [], self.ref_value(e)
+
+    def x_Call(self, e: S.Call) -> tuple[list[ast.stmt], ast.expr]:
+        fact: CallFact | None = self.facts.calls.get(id(e))
+        if fact is None:
+            raise Lowering(f"unchecked call at {e.span}")
+        if fact.kind == "ctor":
+            info, ctor = self.facts.ctors[id(e)]
+            stmts, values = self.args(e.args)
+            return stmts, ast.Call(self.ctor_value(info, ctor), values, [])
+        if fact.kind == "direct":
+            fn: FnInfo = fact.target
+            stmts, values = self.args(e.args)
+            if fn.tool:
+                return self.yielding(stmts, self.tool_call(fn, fact, values), e.span)
+            if fn.intrinsic:
+                name = intrinsic_name(fn)
+                if fn.identity in TYPED_INTRINSICS:
+                    values = [self.type_term_literal(fact.type_args[0])] + values
+                if self.effect_is_tool(fact.effect) or fn.sig.effect == T.TOOL:
+                    if _effect_vars(fn.sig):
+                        name += "_t"
+                    return self.yielding(stmts, _call(name, values), e.span)
+                return stmts, _call(name, values)
+            callee = self.fn_ref(fn, fact)
+            if self.callee_is_tool(fn, fact):
+                return self.yielding(stmts, _call("rt_run", [ast.Call(callee, values, [])]), e.span)
+            call = ast.Call(callee, values, [])
+            return stmts, _call("rt_bounce", [call]) if self._may_tail(fn) else call
+        if fact.kind == "localfn":
+            local: Local = fact.target
+            stmts, values = self.args(e.args)
+            call = ast.Call(_load(self.local_name(local)), values, [])
+            sig = local.fn.sig if local.fn else None
+            local_tool = sig is not None and (sig.effect == T.TOOL or (
+                isinstance(sig.effect, T.EffParam) and self.fn is not None and self.fn.effect_version == "tool"))
+            if local_tool:
+                if self.effect_is_tool(fact.effect) or sig.effect == T.TOOL:
+                    return self.yielding(stmts, call, e.span)
+                return stmts, _call("rt_finish", [call])
+            return stmts, call
+        # a function value
+        fstmts, fn_value = self.expr(e.fn)
+        stmts, values = self.args(e.args)
+        stmts = fstmts + self.spill_before(stmts, [fn_value]) if stmts else fstmts
+        if self.effect_is_tool(fact.effect):
+            return self.yielding(stmts, _call("rt_fcall", [fn_value, _tuple(values)]), e.span)
+        return stmts, ast.Call(fn_value, values, [])
+
+    def _may_tail(self, fn: FnInfo) -> bool:
+        """Conservatively: a top-level function may hand back rt_Tail if it has any tail call to
+        another top-level function. Computed from the checker's facts for its body."""
+        return _has_foreign_tail_call(fn, self.facts)
+
+    def yielding(self, stmts: list[ast.stmt], call: ast.expr, span: S.Span) -> tuple[list[ast.stmt], ast.expr]:
+        ctx = self.fn
+        if ctx is None or not ctx.tool:
+            raise Lowering(f"a Tool-capable call in a pure function at {span}")
+        tmp = self.temp()
+        return stmts + [_at(ast.Assign([_store(tmp)], ast.YieldFrom(call)), span)], _load(tmp)
+
+    def tool_call(self, fn: FnInfo, fact: CallFact, values: list[ast.expr]) -> ast.expr:
+        args = [self.tool_desc(fn), _tuple(values)]
+        if fn.decl.type_params:
+            args.append(_tuple([self.type_term_literal(t) for t in fact.type_args]))
+        return _call("rt_call", args)
+
+    def type_term_literal(self, t: T.Type) -> ast.expr:
+        from flowc.typeterms import term_and_defs
+
+        term, defs = term_and_defs(self.env, t)
+        return _call("rt_type", [_literal(term), _literal(defs)])
+
+    def x_Binary(self, e: S.Binary) -> tuple[list[ast.stmt], ast.expr]:
+        op = e.op
+        lstmts, left = self.expr(e.left)
+        rstmts, right = self.expr(e.right)
+        if op in ("&&", "||"):
+            if rstmts:
+                tmp = self.temp()
+                test = _load(tmp) if op == "&&" else ast.UnaryOp(ast.Not(), _load(tmp))
+                return lstmts + [ast.Assign([_store(tmp)], left),
+                                 ast.If(test, rstmts + [ast.Assign([_store(tmp)], right)], [])], _load(tmp)
+            return lstmts, ast.BoolOp(ast.And() if op == "&&" else ast.Or(), [left, right])
+        holder = [left]
+        stmts = lstmts + self.spill_before(rstmts, holder)
+        left = holder[0]
+        operand = self.facts.types.get(id(e))
+        if op in ("/", "%"):
+            kind = "d" if operand == T.DECIMAL else "i"
+            helper = f"rt_{kind}{'div' if op == '/' else 'mod'}"
+            return stmts, _call(helper, [left, right])
+        if op in ("+", "-", "*", "++"):
+            pyop = {"+": ast.Add(), "-": ast.Sub(), "*": ast.Mult(), "++": ast.Add()}[op]
+            return stmts, ast.BinOp(left, pyop, right)
+        cmp = {"==": ast.Eq(), "!=": ast.NotEq(), "<": ast.Lt(), "<=": ast.LtE(), ">": ast.Gt(), ">=": ast.GtE()}[op]
+        return stmts, ast.Compare(left, [cmp], [right])
+
+    def x_Unary(self, e: S.Unary) -> tuple[list[ast.stmt], ast.expr]:
+        stmts, value = self.expr(e.operand)
+        if e.op == "!":
+            return stmts, ast.UnaryOp(ast.Not(), value)
+        return stmts, ast.UnaryOp(ast.USub(), value)
+
+    def x_Try(self, e: S.Try) -> tuple[list[ast.stmt], ast.expr]:
+        stmts, value = self.expr(e.expr)
+        tmp = self.temp()
+        stmts.append(_at(ast.Assign([_store(tmp)], value), e.span))
+        is_err = ast.Compare(_index(_load(tmp), 0), [ast.Eq()], [ast.Constant("Err")])
+        stmts.append(_at(ast.If(is_err, [ast.Return(_load(tmp))], []), e.span))
+        return stmts, _index(_load(tmp), 1)
+
+    def x_ListLit(self, e: S.ListLit) -> tuple[list[ast.stmt], ast.expr]:
+        stmts, values = self.args(e.items)
+        return stmts, _tuple(values)
+
+    def x_TupleLit(self, e: S.TupleLit) -> tuple[list[ast.stmt], ast.expr]:
+        stmts, values = self.args(e.items)
+        return stmts, _tuple(values)
+
+    def x_RecordLit(self, e: S.RecordLit) -> tuple[list[ast.stmt], ast.expr]:
+        info, ctor = self.facts.ctors[id(e)]
+        fields = ctor.fields if ctor is not None else info.fields
+        order = [f.name for f in fields]
+        stmts: list[ast.stmt] = []
+        given: dict[str, ast.expr] = {}
+        values: list[ast.expr] = []
+        names: list[str] = []
+        for f in e.fields:
+            if f.value is None:
+                ref = self.facts.refs[id(f)]
+                value = _load(self.local_name(ref[1])) if ref[0] == "local" else self.ref_value(S.Var(f.name, f.span))
+                s: list[ast.stmt] = []
+            else:
+                s, value = self.expr(f.value)
+            stmts.extend(self.spill_before(s, values))
+            values.append(value)
+            names.append(f.name)
+        given = dict(zip(names, values))
+        base_value: ast.expr | None = None
+        if e.base is not None:
+            s, base_value = self.expr(e.base)
+            holder = list(given.values())
+            stmts.extend(self.spill_before(s, holder))
+            given = dict(zip(given.keys(), holder))
+            if not isinstance(base_value, ast.Name):
+                tmp = self.temp()
+                stmts.append(ast.Assign([_store(tmp)], base_value))
+                base_value = _load(tmp)
+        items = []
+        for i, name in enumerate(order):
+            if name in given:
+                items.append(given[name])
+            else:
+                assert base_value is not None
+                items.append(_index(base_value, i))
+        if ctor is not None:
+            return stmts, ast.Call(self.ctor_value(info, ctor), items, [])
+        return stmts, ast.Call(self.type_value(info), [_tuple(items)], [])
+
+    def x_Lambda(self, e: S.Lambda) -> tuple[list[ast.stmt], ast.expr]:
+        effect = self.facts.lambdas.get(id(e), T.PURE)
+        outer = self.fn
+        assert outer is not None
+        self.lambda_count += 1
+        name = self.temp().replace("t", "fn", 1)
+        tool = self.effect_is_tool(effect)
+        ctx = _Fn(name, None, tool, False, None, [], outer.effect_version, dict(outer.names), set(outer.used))
+        self.fn = ctx
+        params = [self.bind(self.facts.bindings[id(p)], p.name) for p in e.params]
+        body = self.tail(e.body)
+        self.fn = outer
+        outer.used |= ctx.used
+        captured = sorted(_free_names(body, set(params)) & set(outer.names.values()))
+        node = ast.FunctionDef(name=name, args=_args(params, captured), body=body, decorator_list=[],
+                               returns=None, type_comment=None)
+        if tool and not _contains_yield(node):
+            node.body.insert(0, ast.If(ast.Constant(False), [ast.Expr(ast.Yield(None))], []))
+        return [_at(node, e.span)], _load(name)
+
+    def x_If(self, e: S.If) -> tuple[list[ast.stmt], ast.expr]:
+        if e.else_ is not None:
+            simple = self.simple_if(e)
+            if simple is not None:
+                return simple
+        tmp = self.temp()
+        return self.if_stmt(e, tail=False, target=tmp), _load(tmp)
+
+    def simple_if(self, e: S.If) -> tuple[list[ast.stmt], ast.expr] | None:
+        """`a if c else b` when neither branch needs statements."""
+        if e.else_ is None:
+            return None
+        cstmts, cond = self.expr(e.cond)
+        then = _block_value(e.then)
+        other = _block_value(e.else_) if isinstance(e.else_, S.Block) else e.else_
+        if then is None or other is None:
+            return None
+        mark = self.fn.temps if self.fn else 0
+        tstmts, tvalue = self.expr(then)
+        ostmts, ovalue = self.expr(other)
+        if tstmts or ostmts:
+            if self.fn is not None:
+                self.fn.temps = mark
+            return None
+        return cstmts, ast.IfExp(cond, tvalue, ovalue)
+
+    def x_Match(self, e: S.Match) -> tuple[list[ast.stmt], ast.expr]:
+        tmp = self.temp()
+        return self.match(e, tail=False, target=tmp), _load(tmp)
+
+    def x_Block(self, e: S.Block) -> tuple[list[ast.stmt], ast.expr]:
+        value = _block_value(e)
+        if value is not None:
+            return self.expr(value)
+        tmp = self.temp()
+        return self.block(e, tail=False, target=tmp), _load(tmp)
+
+    def x_Return(self, e: S.Return) -> tuple[list[ast.stmt], ast.expr]:
+        return self.tail(e.value), ast.Constant(None)
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+
+def _effect_vars(sig: T.TFun) -> list[str]:
+    from flowc.check import _effect_param_names
+
+    return _effect_param_names(sig)
+
+
+def _has_foreign_tail_call(fn: FnInfo, facts: Facts) -> bool:
+    """Does the function have a tail call to a top-level function other than itself?"""
+    if fn.decl.body is None:
+        return False
+    pending: list[object] = [fn.decl.body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, S.Call):
+            fact = facts.calls.get(id(node))
+            if fact is not None and fact.tail and fact.kind == "direct" and fact.target is not fn \
+                    and isinstance(fact.target, FnInfo) and not fact.target.tool and not fact.target.intrinsic:
+                return True
+        if isinstance(node, S.Lambda) or isinstance(node, S.FnDecl) and node is not fn.decl:
+            continue
+        if isinstance(node, tuple):
+            pending.extend(node)
+        elif hasattr(node, "__dataclass_fields__"):
+            for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
+                if name != "span":
+                    pending.append(getattr(node, name))
+    return False
+
+
+def _block_value(e: S.Expr) -> S.Expr | None:
+    """The one expression a block consists of, if it has no statements before it."""
+    if isinstance(e, S.Block):
+        if len(e.stmts) == 1 and isinstance(e.stmts[0], S.ExprStmt):
+            return _block_value(e.stmts[0].expr)
+        return None
+    return e
+
+
+def _is_simple(value: ast.expr) -> bool:
+    return isinstance(value, (ast.Name, ast.Constant))
+
+
+def _at(node: ast.stmt, span: S.Span) -> ast.stmt:
+    node.flow_span = span  # type: ignore[attr-defined]
+    return node
+
+
+def _load(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def _store(name: str) -> ast.Name:
+    return ast.Name(name, ast.Store())
+
+
+def _call(name: str, args: list[ast.expr]) -> ast.Call:
+    return ast.Call(_load(name), args, [])
+
+
+def _tuple(items: list[ast.expr], store: bool = False) -> ast.Tuple:
+    return ast.Tuple(items, ast.Store() if store else ast.Load())
+
+
+def _index(value: ast.expr, i: int) -> ast.Subscript:
+    return ast.Subscript(value, ast.Constant(i), ast.Load())
+
+
+def _and(parts: list[ast.expr]) -> ast.expr:
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return ast.Constant(True)
+    if len(parts) == 1:
+        return parts[0]
+    return ast.BoolOp(ast.And(), parts)
+
+
+def _walrus(name: str, access: ast.expr) -> ast.expr:
+    """`(name := access) is name`: binds and is always true (a binding inside a condition)."""
+    return ast.Compare(ast.NamedExpr(_store(name), access), [ast.Is()], [_load(name)])
+
+
+def _args(params: list[str], captured: list[str] | None = None) -> ast.arguments:
+    captured = captured or []
+    return ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params + captured], vararg=None,
+                         kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[_load(c) for c in captured])
+
+
+def _literal(value: Any) -> ast.expr:
+    """A JSON-like Python value as a literal expression (dict keys sorted)."""
+    if isinstance(value, dict):
+        keys = sorted(value)
+        return ast.Dict([ast.Constant(k) for k in keys], [_literal(value[k]) for k in keys])
+    if isinstance(value, (list, tuple)):
+        return _tuple([_literal(v) for v in value])
+    return ast.Constant(value)
+
+
+def _contains_yield(node: ast.AST) -> bool:
+    """Does this function's own body (not a nested function's) yield?"""
+    return _direct_yield(node)
+
+
+def _direct_yield(node: ast.AST) -> bool:
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        if isinstance(child, (ast.FunctionDef, ast.Lambda)):
+            continue
+        if isinstance(child, (ast.Yield, ast.YieldFrom)):
+            return True
+        stack.extend(ast.iter_child_nodes(child))
+    return False
+
+
+def _free_names(body: list[ast.stmt], bound: set[str]) -> set[str]:
+    """Names read in `body` (nested functions included) that it does not assign or bind."""
+    reads: set[str] = set()
+    assigned: set[str] = set(bound)
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Load):
+                    reads.add(node.id)
+                else:
+                    assigned.add(node.id)
+            elif isinstance(node, ast.FunctionDef):
+                assigned.add(node.name)
+                assigned.update(a.arg for a in node.args.args)
+            elif isinstance(node, ast.NamedExpr):
+                assigned.add(node.target.id)  # type: ignore[union-attr]
+    return reads - assigned
