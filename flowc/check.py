@@ -108,8 +108,6 @@ def check(env: Env) -> Checked:
     facts = Facts()
     for identity in sorted(env.modules):
         menv = env.modules[identity]
-        if menv.broken:
-            continue
         checker = _ModuleChecker(env, menv, places, facts)
         checker.run()
     return Checked(env, places, facts)
@@ -314,6 +312,8 @@ class _ModuleChecker:
         if e.name in self.menv.imports:
             self.report("not-callable", f"`{e.name}` is a module, not a value", e.span,
                         help=f"name one of its members: `{e.name}.name`")
+            return T.ERROR
+        if e.name in self.menv.loaded.parsed.lost:
             return T.ERROR
         candidates = scope.all_names() + list(self.menv.fns)
         guess = did_you_mean(e.name, candidates)
@@ -595,6 +595,8 @@ class _ModuleChecker:
             self.report("ctor-undefined", f"`{wanted.name}` has no constructor `{name}`", span,
                         help=f"did you mean `{guess}`?" if guess else
                         "its constructors are " + ", ".join(f"`{c.name}`" for c in wanted.ctors))
+            return None, T.ERROR
+        if name in self.menv.loaded.parsed.lost:
             return None, T.ERROR
         known = sorted({c.name for info in self.menv.types.values() for c in info.ctors} |
                        {c.name for info in self.env.prelude().types.values() for c in info.ctors})

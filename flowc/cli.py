@@ -17,3 +17,38 @@ def main(ctx: click.Context, color: str) -> None:
 
 
 main.add_command(check_command)
+
+
+@main.command("build")
+@click.argument("file", type=click.Path())
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(), help="Directory for the generated modules.")
+@click.pass_context
+def build_command(ctx: click.Context, file: str, out_dir: str) -> None:
+    """Compile a program to Python modules and a manifest."""
+    import os
+    import sys
+
+    import orjson
+
+    from flowc.diagnostics.render import render, use_color
+    from flowc.emit import generate, module_digest
+    from flowc.frontend import check_program
+    from flowrt.files import read_text
+
+    checked = check_program(file, read_text)
+    if not checked.ok:
+        sys.stderr.write(render(checked.diagnostics, checked.sources(),
+                                color=use_color(ctx.obj.get("color", "auto"), sys.stderr)))
+        ctx.exit(2)
+    generated = generate(checked)
+    os.makedirs(out_dir, exist_ok=True)
+    modules = []
+    for module in generated.modules:
+        with open(os.path.join(out_dir, module.filename), "w", encoding="utf-8") as handle:
+            handle.write(module.source)
+        modules.append({"module": module.identity, "file": module.filename, "flow_file": module.flow_file,
+                        "sha256": module_digest(module), "line_map": [list(x) for x in module.line_map]})
+    manifest = {"program": generated.program, "std": "std@v1", "root": checked.program.root, "modules": modules}
+    with open(os.path.join(out_dir, "manifest.json"), "wb") as handle:
+        handle.write(orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.write(f"wrote {len(modules)} modules to {out_dir}\n")

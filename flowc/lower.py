@@ -122,6 +122,8 @@ class ModuleLowerer:
     # ---- types
 
     def type_decl(self, info: TypeInfo) -> list[ast.stmt]:
+        if info.module == PRELUDE:
+            return []  # Option, Result and ToolProblem are the runtime's own (rt_Some, rt_Ok, ...)
         if info.kind == "record":
             call = _call("rt_record_type", [ast.Constant(info.identity),
                                              _tuple([ast.Constant(f.name) for f in info.fields])])

@@ -41,6 +41,9 @@ class Parsed:
     source: str
     module: S.Module
     diagnostics: tuple[Diagnostic, ...]
+    #: identifiers written in declarations that did not parse: a reference to one of them is not
+    #: reported as undefined (it was lost to the syntax error, which is reported).
+    lost: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -55,7 +58,7 @@ def parse(source: str, file: str = "<input>") -> Parsed:
         module = _parse_module(source, state)
     finally:
         _local.state = None
-    return Parsed(file, source, module, tuple(state.diagnostics))
+    return Parsed(file, source, module, tuple(state.diagnostics), frozenset(state.lost))
 
 
 def parse_expression(source: str, file: str = "<input>") -> tuple[S.Expr | None, tuple[Diagnostic, ...]]:
@@ -79,6 +82,7 @@ class _State:
         self.lines: list[str] | None = None
         self.comments: list[Token] = []
         self.diagnostics: list[Diagnostic] = []
+        self.lost: set[str] = set()
 
     def line_text(self, line: int) -> str:
         if self.lines is None:
@@ -172,6 +176,7 @@ def _cache_path() -> str | bool:
 # ---- driving the parser and recovering ---------------------------------------------------------
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ITEM_START = re.compile(r"^(?:use\b|pub\b|type\b|flow\b|@|///)", re.MULTILINE)
 
 
@@ -194,10 +199,14 @@ def _parse_module(source: str, state: _State) -> S.Module:
         part = _parse_chunk(chunk, "module", state, first_line)
         if part is not None:
             items.extend(part.items)
+        else:
+            state.lost.update(_IDENTIFIER.findall(chunk))
     if len(state.diagnostics) == before:
         # Cutting at column-1 keywords can split an item whose body starts a line with one; the
         # whole-module error is then the honest report.
         _parse_chunk(source, "module", state, 1)
+        state.lost.update(_IDENTIFIER.findall(source))
+        items = []
     span = S.Span(1, 1, source.count("\n") + 1, 1)
     return _with_comments(S.Module(tuple(items), (), span), state)
 

@@ -228,6 +228,8 @@ class TypeScope:
                     return T.ERROR
                 return T.TCon(texpr.name, args)
             info = menv.types.get(texpr.name) or env.prelude().types.get(texpr.name)
+            if info is None and texpr.name in menv.loaded.parsed.lost:
+                return T.ERROR
             if info is None:
                 candidates = list(self.params) + list(T.SCALARS) + list(T.BUILTIN_GENERICS) + \
                     list(menv.types) + list(env.prelude().types)

@@ -61,5 +61,70 @@ def check_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, col
     ctx.exit(0 if report.ok else 2)
 
 
+def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources) -> None:
+    styled = use_color(_color(ctx, color), sys.stderr)
+    sys.stderr.write(render(diagnostics, sources, color=styled))
+
+
+def _read_input(value: str | None) -> str:
+    if value is None:
+        return "{}"
+    if value == "-":
+        return sys.stdin.read()
+    return value
+
+
+def _ask_on_terminal(command: str) -> bool:
+    """Ask for consent to run a manifest command, only when a person can answer."""
+    if not sys.stdin.isatty():
+        return False
+    answer = click.prompt(f"flow.toml asks to run `{command}`. Run it? [y/N]", default="n", show_default=False,
+                          err=True)
+    return answer.strip().lower() in ("y", "yes")
+
+
+@main.command("run")
+@click.argument("file", type=click.Path())
+@click.option("--entry", default="main", show_default=True, help="The `pub flow` to run.")
+@click.option("--input", "input_text", default=None, help="The input: a JSON object keyed by parameter name, or - for stdin.")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@_color_option
+@click.pass_context
+def run_command(ctx: click.Context, file: str, entry: str, input_text: str | None, runs_dir: str | None,
+                allow: bool, color: str | None) -> None:
+    """Run a program live, recording its history."""
+    import os
+
+    from flowrt.run import run
+
+    text = _read_input(input_text)
+    ask = None if input_text == "-" else _ask_on_terminal
+    runs = runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
+    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask)
+    _report_outcome(ctx, color, outcome)
+
+
+def _report_outcome(ctx: click.Context, color: str | None, outcome) -> None:
+    if outcome.diagnostics:
+        _render_refusal(ctx, color, outcome.diagnostics, outcome.sources)
+    if outcome.output is not None:
+        sys.stdout.buffer.write(outcome.output + b"\n")
+        sys.stdout.flush()
+    if outcome.exit_code == 3:
+        sys.stdout.write(f"paused: run {outcome.run_id}\n")
+        for call in outcome.pending:
+            sys.stdout.write(f"  pending call {call}\n")
+        sys.stdout.write(f"resume with: flow resume {outcome.run_id} --call ID --reply JSON\n")
+    if outcome.fault is not None:
+        fault = outcome.fault
+        where = fault.get("location")
+        place = f"{where['file']}:{where['line']}:{where['column']}: " if where else ""
+        sys.stderr.write(f"{place}fault[{fault.get('kind')}]: {fault.get('message')} (run {outcome.run_id})\n")
+    if outcome.message:
+        sys.stderr.write(outcome.message + "\n")
+    ctx.exit(outcome.exit_code)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,1295 @@
+"""The value layer of the ABI: canonical JSON, type-directed decoding, JSON Schema, outcomes.
+
+Values are the Python representations of `sandbox.values`. A *type term* is what `flow tools`
+prints: a built-in by name (`"Int"`, `"Decimal"`, `"Bool"`, `"Text"`, `"Bytes"`, `"Duration"`,
+`"Instant"`, `"Unit"`, `"Never"`, `"json.Value"`), `{"List": t}`, `{"Set": t}`, `{"Option": t}`,
+`{"Dict": [k, v]}`, `{"Tuple": [t, ...]}`, `{"Param": "T"}` or `{"Named": key}`, where `defs[key]`
+describes a declared type (`{"name", "identity", "args", "doc", "kind"}`, kind being
+`{"record": {"fields": [...]}}`, `{"enum": {"ctors": [...]}}` or `{"host": {}}`). The field and
+payload terms inside `defs` are concrete: a declaration appears once per list of type arguments.
+
+Algorithm. `encode` walks the value and its term together and builds plain JSON data (dict, list,
+str, int, bool, None, and `Decimal` for the numbers of a json.Value that are not integers);
+`canonical_json` writes it with orjson (sorted keys, no whitespace) and falls back to a writer of
+its own for what orjson refuses (integers beyond 64 bits, Decimals, nesting deeper than 255),
+writing each string with orjson so both paths give the same bytes. Sets and non-Text dicts are
+sorted by the canonical bytes of their elements and keys, so one value has exactly one text.
+`decode` walks JSON data and the term together; a failure raises `DecodeError(path, message)`
+with a JSONPath-like `path` (`$.notes[2]`). Paths are built only on failure: each container
+catches the failure of a child and adds its own step while the exception unwinds.
+`parse_json` uses the standard library's C scanner (not orjson: orjson silently turns integers
+beyond 64 bits and exact decimals into floats, and keeps the last of duplicate keys), with
+decimals kept exact, big integers exact, NaN and Infinity refused and duplicate keys refused.
+"""
+
+from __future__ import annotations
+
+import json as _stdjson
+import re
+from decimal import Decimal
+from urllib.parse import quote as _quote
+
+import orjson
+
+from sandbox import values as V
+from sandbox.values import (
+    JSON_VALUE, NONE, OPTION_ID, JSON_VALUE_ID, RESULT_ID, TOOL_PROBLEM_ID, FlowDict, FlowSet,
+    Duration, Instant, Token, decimal_text, duration_text, instant_text, bytes_text, int_text,
+    order_key,
+)
+
+__all__ = [
+    "DecodeError", "EncodeError", "TermError", "NotAnOutcome", "BUILTIN_TYPES", "SCHEMA_DIALECT",
+    "encode", "canonical", "canonical_json", "parse_json", "decode", "decode_text", "schema",
+    "decode_outcome", "encode_outcome", "decode_arguments", "encode_arguments", "path_step",
+]
+
+BUILTIN_TYPES = ("Int", "Decimal", "Bool", "Text", "Bytes", "Duration", "Instant", "Unit",
+                 "Never", "json.Value")
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+_INT_LIMIT_BITS = 332_193  # 100,000 decimal digits (MAX_INT_DIGITS) in bits, rounded up
+
+
+class DecodeError(ValueError):
+    """A JSON value that does not fit the expected type: where (`path`, like `$.notes[2]`) and why."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+class EncodeError(ValueError):
+    """A Python value that is not a value of the given type (a bug in the caller)."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+class TermError(ValueError):
+    """A malformed type term, or a `{"Named": key}` whose key `defs` lacks (a bug in the caller)."""
+
+
+class NotAnOutcome(ValueError):
+    """A reply that is not an outcome at all: neither `{"Ok": v}` nor `{"Err": problem}`."""
+
+
+class _Fail(Exception):
+    """Internal: a failure deep in a value; `segs` collects path steps, innermost first."""
+
+    def __init__(self, message: str, seg: str | None = None):
+        self.message = message
+        self.segs = [] if seg is None else [seg]
+
+
+def _path(segs, prefix="$") -> str:
+    return prefix + "".join(reversed(segs))
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def path_step(key: str) -> str:
+    """The path step for an object member: `.name`, or `["odd key"]`."""
+    return "." + key if _IDENT.match(key) else "[" + V.json_string(key) + "]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Types: terms and declarations
+
+
+def _split(term):
+    if type(term) is str:
+        return term, None
+    if type(term) is dict and len(term) == 1:
+        for k, a in term.items():
+            return k, a
+    raise TermError(f"not a type term: {term!r}")
+
+
+class _Named:
+    __slots__ = ("kind", "name", "identity", "cls", "fields", "names", "ctors", "tags", "inner", "doc", "defn")
+
+
+class _Types:
+    """Declarations of one `defs`, analysed on first use."""
+
+    def __init__(self, defs):
+        self.defs = defs if defs is not None else {}
+        self.cache: dict = {}
+
+    def named(self, key) -> _Named:
+        info = self.cache.get(key)
+        if info is not None:
+            return info
+        try:
+            d = self.defs[key]
+        except (KeyError, TypeError):
+            raise TermError(f"no declaration for {{\"Named\": {key!r}}} in defs") from None
+        try:
+            info = self._analyse(d)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, TermError):
+                raise
+            raise TermError(f"malformed declaration {key!r}: {e!r}") from None
+        self.cache[key] = info
+        return info
+
+    def _analyse(self, d) -> _Named:
+        info = _Named()
+        info.name = d.get("name") or d["identity"].rsplit(".", 1)[-1]
+        info.identity = d["identity"]
+        info.doc = d.get("doc")
+        info.defn = d
+        kind = d["kind"]
+        (k, body), = kind.items()
+        if info.identity == JSON_VALUE_ID:
+            info.kind = "json"
+        elif info.identity == OPTION_ID and k == "enum":
+            info.kind = "option"
+            some = [c for c in body["ctors"] if c["name"] == "Some"][0]
+            info.inner = some["payload"]["positional"][0]
+        elif k == "record":
+            info.kind = "record"
+            info.fields = tuple((f["name"], f["type"]) for f in body["fields"])
+            info.names = frozenset(n for n, _ in info.fields)
+            info.cls = V.record_type(info.identity, tuple(n for n, _ in info.fields))
+        elif k == "enum":
+            info.kind = "enum"
+            ctors = {}
+            spec = []
+            for c in body["ctors"]:
+                p = c.get("payload")
+                if p is None:
+                    ctors[c["name"]] = ("bare", None)
+                    spec.append((c["name"], "bare", ()))
+                elif "positional" in p:
+                    ctors[c["name"]] = ("positional", tuple(p["positional"]))
+                    spec.append((c["name"], "positional", ()))
+                else:
+                    fs = tuple((f["name"], f["type"]) for f in p["named"])
+                    ctors[c["name"]] = ("named", fs)
+                    spec.append((c["name"], "named", tuple(n for n, _ in fs)))
+            info.ctors = ctors
+            info.tags = tuple(n for n, _, _ in spec)
+            info.cls = V.enum_type(info.identity, tuple(spec))
+        elif k == "host":
+            info.kind = "host"
+        else:
+            raise TermError(f"unknown declaration kind {k!r}")
+        return info
+
+    def option_inner(self, term):
+        """The payload term when `term` is an Option, else None."""
+        if type(term) is dict and len(term) == 1:
+            if "Option" in term:
+                return term["Option"]
+            if "Named" in term:
+                info = self.named(term["Named"])
+                if info.kind == "option":
+                    return info.inner
+        return None
+
+    def nullable(self, term) -> bool:
+        """Whether some value of `term` encodes as `null` (Unit, json.Value, Option)."""
+        if term == "Unit" or term == "json.Value":
+            return True
+        if type(term) is dict and len(term) == 1:
+            if "Option" in term:
+                return True
+            if "Named" in term:
+                return self.named(term["Named"]).kind in ("option", "json")
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonical JSON text
+
+
+def canonical_json(obj) -> bytes:
+    """The canonical text of JSON data: UTF-8, keys sorted by code point, no whitespace.
+
+    `obj` is dicts with str keys, lists or tuples, str, int (any size), bool, None and finite
+    Decimal (written as a JSON number in `decimal_text` form). Raises EncodeError otherwise.
+    """
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        out: list = []
+        try:
+            _write(obj, out)
+        except RecursionError:
+            raise EncodeError("$", "nested too deeply") from None
+        return b"".join(out)
+
+
+def _write(o, out):
+    t = type(o)
+    if t is str:
+        try:
+            out.append(orjson.dumps(o))
+        except TypeError:
+            raise EncodeError("$", "a string holds a lone surrogate (not Unicode text)") from None
+    elif t is dict:
+        out.append(b"{")
+        first = True
+        for k in sorted(o):
+            if type(k) is not str:
+                raise EncodeError("$", f"an object key is not a string: {k!r}")
+            if not first:
+                out.append(b",")
+            first = False
+            _write(k, out)
+            out.append(b":")
+            _write(o[k], out)
+        out.append(b"}")
+    elif t is list or t is tuple:
+        out.append(b"[")
+        first = True
+        for x in o:
+            if not first:
+                out.append(b",")
+            first = False
+            _write(x, out)
+        out.append(b"]")
+    elif t is bool:
+        out.append(b"true" if o else b"false")
+    elif t is int:
+        out.append(int_text(o).encode("ascii"))
+    elif o is None:
+        out.append(b"null")
+    elif isinstance(o, Decimal):
+        if not o.is_finite():
+            raise EncodeError("$", f"not a finite number: {o}")
+        out.append(decimal_text(o).encode("ascii"))
+    elif t is float:
+        out.append(orjson.dumps(o))
+    elif isinstance(o, str):
+        _write(str(o), out)
+    elif isinstance(o, int):
+        _write(int(o), out)
+    else:
+        raise EncodeError("$", f"not JSON data: {type(o).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+def encode(value, term, defs=None):
+    """The JSON data (dict, list, str, int, bool, None, Decimal) encoding `value` of type `term`."""
+    try:
+        return _Encoder(_Types(defs)).enc(value, term)
+    except _Fail as f:
+        raise EncodeError(_path(f.segs), f.message) from None
+    except RecursionError:
+        raise EncodeError("$", "nested too deeply") from None
+
+
+def canonical(value, term, defs=None) -> bytes:
+    """The canonical JSON text (UTF-8 bytes) of `value` of type `term`."""
+    return canonical_json(encode(value, term, defs))
+
+
+def _describe(v) -> str:
+    return type(v).__name__
+
+
+class _Encoder:
+    def __init__(self, types: _Types):
+        self.types = types
+
+    def enc(self, v, term):
+        if type(term) is str:
+            f = _ENC_PRIM.get(term)
+            if f is None:
+                raise TermError(f"unknown built-in type {term!r}")
+            return f(v)
+        k, a = _split(term)
+        if k == "List":
+            if type(v) is not tuple and type(v) is not list:
+                raise _Fail(f"expected a List (tuple), found {_describe(v)}")
+            out = []
+            for i, x in enumerate(v):
+                try:
+                    out.append(self.enc(x, a))
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    raise
+            return out
+        if k == "Option":
+            return self.option(v, a, False)
+        if k == "Named":
+            return self.named(v, a)
+        if k == "Tuple":
+            if (type(v) is not tuple and type(v) is not list) or len(v) != len(a):
+                raise _Fail(f"expected a tuple of {len(a)}, found {_describe(v)}")
+            out = []
+            for i, (x, t) in enumerate(zip(v, a)):
+                try:
+                    out.append(self.enc(x, t))
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    raise
+            return out
+        if k == "Set":
+            if type(v) is not FlowSet:
+                if isinstance(v, (set, frozenset)):
+                    v = FlowSet(v)
+                else:
+                    raise _Fail(f"expected a Set (FlowSet), found {_describe(v)}")
+            encs = []
+            for i, x in enumerate(v):
+                try:
+                    e = self.enc(x, a)
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    raise
+                encs.append((canonical_json(e), e))
+            encs.sort(key=_first)
+            return [e for _, e in encs]
+        if k == "Dict":
+            kt, vt = a
+            if type(v) is not FlowDict:
+                if isinstance(v, dict):
+                    v = FlowDict(v.items())
+                else:
+                    raise _Fail(f"expected a Dict (FlowDict), found {_describe(v)}")
+            if kt == "Text":
+                out = {}
+                for key, x in zip(v.keys(), v.values()):
+                    if type(key) is not str:
+                        raise _Fail(f"expected a Text key, found {_describe(key)}")
+                    try:
+                        out[key] = self.enc(x, vt)
+                    except _Fail as f:
+                        f.segs.append(path_step(key))
+                        raise
+                return out
+            pairs = []
+            for i, (key, x) in enumerate(zip(v.keys(), v.values())):
+                try:
+                    ek = self.enc(key, kt)
+                except _Fail as f:
+                    f.segs.append(f"[{i}][0]")
+                    raise
+                try:
+                    ex = self.enc(x, vt)
+                except _Fail as f:
+                    f.segs.append(f"[{i}][1]")
+                    raise
+                pairs.append((canonical_json(ek), [ek, ex]))
+            pairs.sort(key=_first)
+            return [p for _, p in pairs]
+        if k == "Param":
+            raise _Fail(f"the type parameter {a} must be concrete here")
+        raise TermError(f"unknown type term {term!r}")
+
+    def option(self, v, inner, tagged):
+        if not V.is_option(v):
+            raise _Fail(f"expected an Option (Some(x) or NONE), found {_describe(v)}")
+        if v[0] == "None":
+            return "None" if tagged else None
+        x = v[1]
+        if tagged:
+            try:
+                return {"Some": self.enc(x, inner)}
+            except _Fail as f:
+                f.segs.append(".Some")
+                raise
+        ii = self.types.option_inner(inner)
+        if ii is not None:
+            return self.option(x, ii, True)
+        if self.types.nullable(inner):
+            try:
+                return {"Some": self.enc(x, inner)}
+            except _Fail as f:
+                f.segs.append(".Some")
+                raise
+        return self.enc(x, inner)
+
+    def named(self, v, key):
+        info = self.types.named(key)
+        kind = info.kind
+        if kind == "record":
+            if getattr(type(v), "flow_identity", None) != info.identity or len(v) != len(info.fields):
+                raise _Fail(f"expected a {info.name} record, found {v!r:.80}")
+            out = {}
+            for (name, t), x in zip(info.fields, v):
+                try:
+                    out[name] = self.enc(x, t)
+                except _Fail as f:
+                    f.segs.append(path_step(name))
+                    raise
+            return out
+        if kind == "enum":
+            if getattr(type(v), "flow_identity", None) != info.identity or not v:
+                raise _Fail(f"expected a {info.name} value, found {v!r:.80}")
+            tag = v[0]
+            ctor = info.ctors.get(tag)
+            if ctor is None:
+                raise _Fail(f"{info.name} has no constructor {tag!r}")
+            form, payload = ctor
+            if form == "bare":
+                if len(v) != 1:
+                    raise _Fail(f"{tag} takes no payload")
+                return tag
+            if len(v) != len(payload) + 1:
+                raise _Fail(f"{tag} takes {len(payload)} values, found {len(v) - 1}")
+            if form == "named":
+                out = {}
+                for (name, t), x in zip(payload, v[1:]):
+                    try:
+                        out[name] = self.enc(x, t)
+                    except _Fail as f:
+                        f.segs.append(path_step(name))
+                        f.segs.append(path_step(tag))
+                        raise
+                return {tag: out}
+            if len(payload) == 1:
+                try:
+                    return {tag: self.enc(v[1], payload[0])}
+                except _Fail as f:
+                    f.segs.append(path_step(tag))
+                    raise
+            out = []
+            for i, (t, x) in enumerate(zip(payload, v[1:])):
+                try:
+                    out.append(self.enc(x, t))
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    f.segs.append(path_step(tag))
+                    raise
+            return {tag: out}
+        if kind == "host":
+            if type(v) is not Token or v.identity != info.identity:
+                raise _Fail(f"expected a {info.name} token, found {v!r:.80}")
+            return v.token
+        if kind == "option":
+            return self.option(v, info.inner, False)
+        return _enc_json(v)
+
+
+def _first(p):
+    return p[0]
+
+
+def _enc_int(v):
+    if type(v) is not int:
+        raise _Fail(f"expected an Int (int), found {_describe(v)}")
+    return v
+
+
+def _enc_decimal(v):
+    if type(v) is not Decimal or not v.is_finite():
+        raise _Fail(f"expected a finite Decimal, found {v!r:.80}")
+    return decimal_text(v)
+
+
+def _enc_bool(v):
+    if type(v) is not bool:
+        raise _Fail(f"expected a Bool, found {_describe(v)}")
+    return v
+
+
+def _enc_text(v):
+    if type(v) is not str:
+        raise _Fail(f"expected a Text (str), found {_describe(v)}")
+    return v
+
+
+def _enc_bytes(v):
+    if type(v) is not bytes:
+        raise _Fail(f"expected Bytes, found {_describe(v)}")
+    return bytes_text(v)
+
+
+def _enc_unit(v):
+    if v is not None:
+        raise _Fail(f"expected Unit (None), found {_describe(v)}")
+    return None
+
+
+def _enc_duration(v):
+    if type(v) is not Duration:
+        raise _Fail(f"expected a Duration, found {_describe(v)}")
+    return duration_text(v)
+
+
+def _enc_instant(v):
+    if type(v) is not Instant:
+        raise _Fail(f"expected an Instant, found {_describe(v)}")
+    try:
+        return instant_text(v)
+    except ValueError as e:
+        raise _Fail(str(e)) from None
+
+
+def _enc_never(v):
+    raise _Fail("no value has type Never")
+
+
+def _enc_json(v):
+    if not V.is_json_value(v):
+        raise _Fail(f"expected a json.Value, found {v!r:.80}")
+    tag = v[0]
+    if tag == "Null":
+        return None
+    x = v[1]
+    if tag == "String":
+        if type(x) is not str:
+            raise _Fail("json.String holds a str")
+        return x
+    if tag == "Number":
+        if type(x) is not Decimal or not x.is_finite():
+            raise _Fail("json.Number holds a finite Decimal")
+        text = decimal_text(x)
+        if "." in text or "E" in text:
+            return x
+        return int(x)
+    if tag == "Bool":
+        if type(x) is not bool:
+            raise _Fail("json.Bool holds a bool")
+        return x
+    if tag == "Array":
+        out = []
+        for i, y in enumerate(x):
+            try:
+                out.append(_enc_json(y))
+            except _Fail as f:
+                f.segs.append(f"[{i}]")
+                raise
+        return out
+    if tag == "Object":
+        if type(x) is not FlowDict:
+            raise _Fail("json.Object holds a FlowDict")
+        out = {}
+        for k, y in zip(x.keys(), x.values()):
+            if type(k) is not str:
+                raise _Fail("json.Object keys are str")
+            try:
+                out[k] = _enc_json(y)
+            except _Fail as f:
+                f.segs.append(path_step(k))
+                raise
+        return out
+    raise _Fail(f"json.Value has no constructor {tag!r}")
+
+
+_ENC_PRIM = {
+    "Int": _enc_int, "Decimal": _enc_decimal, "Bool": _enc_bool, "Text": _enc_text,
+    "Bytes": _enc_bytes, "Unit": _enc_unit, "Duration": _enc_duration, "Instant": _enc_instant,
+    "Never": _enc_never, "json.Value": _enc_json,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing JSON text
+
+
+class _BigInt(Decimal):
+    """Internal: an integer literal too long for CPython's int() (over ~4,000 digits)."""
+
+    __slots__ = ()
+
+
+def _parse_int(s: str):
+    if len(s) < 4000:
+        return int(s)
+    return _BigInt(s)
+
+
+def _parse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _pairs(pairs):
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise ValueError(f"duplicate object key {V.json_string(k)}")
+            seen.add(k)
+    return d
+
+
+_DECODER = _stdjson.JSONDecoder(object_pairs_hook=_pairs, parse_float=Decimal,
+                                parse_int=_parse_int, parse_constant=_parse_constant)
+
+
+def parse_json(text) -> object:
+    """The JSON data in `text` (str, or UTF-8 bytes), exactly: integers of any size as int,
+    other numbers as Decimal. Refuses (DecodeError at `$`) anything that is not one JSON
+    document: invalid UTF-8, a byte order mark, NaN or Infinity, duplicate object keys."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DecodeError("$", f"not UTF-8: {e.reason} at byte {e.start}") from None
+    elif type(text) is not str:
+        raise TypeError("parse_json takes str or bytes")
+    try:
+        return _DECODER.decode(text)
+    except _stdjson.JSONDecodeError as e:
+        raise DecodeError("$", f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise DecodeError("$", "not accepted: JSON nested too deeply") from None
+    except ValueError as e:
+        raise DecodeError("$", f"not JSON: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+def decode(json_obj, term, defs=None):
+    """The value of type `term` that the JSON data `json_obj` encodes, or DecodeError."""
+    return _decode(json_obj, term, _Types(defs), "$")
+
+
+def decode_text(text, term, defs=None):
+    """`decode(parse_json(text), term, defs)`: JSON text in any layout, decoded against `term`."""
+    return decode(parse_json(text), term, defs)
+
+
+def _decode(json_obj, term, types, prefix):
+    try:
+        return _Decoder(types).dec(json_obj, term)
+    except _Fail as f:
+        raise DecodeError(_path(f.segs, prefix), f.message) from None
+    except RecursionError:
+        raise DecodeError(prefix, "nested too deeply") from None
+
+
+def _found(j) -> str:
+    t = type(j)
+    if j is None:
+        return "null"
+    if t is bool:
+        return "true" if j else "false"
+    if t is int:
+        return f"the integer {j}" if -10**20 < j < 10**20 else "an integer"
+    if t is _BigInt:
+        return "an integer"
+    if t is float or isinstance(j, Decimal):
+        return f"the number {j}" if len(str(j)) <= 40 else "a number"
+    if t is str:
+        return f"the string {V.json_string(j)}" if len(j) <= 40 else "a string"
+    if t is list or t is tuple:
+        return "an array"
+    if t is dict:
+        return "an object"
+    return f"a {t.__name__}"
+
+
+class _Decoder:
+    def __init__(self, types: _Types):
+        self.types = types
+
+    def dec(self, j, term):
+        if type(term) is str:
+            f = _DEC_PRIM.get(term)
+            if f is None:
+                raise TermError(f"unknown built-in type {term!r}")
+            return f(j)
+        k, a = _split(term)
+        if k == "List":
+            if type(j) is not list and type(j) is not tuple:
+                raise _Fail(f"expected an array, found {_found(j)}")
+            out = []
+            for i, x in enumerate(j):
+                try:
+                    out.append(self.dec(x, a))
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    raise
+            return tuple(out)
+        if k == "Option":
+            return self.option(j, a, False)
+        if k == "Named":
+            return self.named(j, a)
+        if k == "Tuple":
+            if type(j) is not list and type(j) is not tuple:
+                raise _Fail(f"expected an array of {len(a)} items, found {_found(j)}")
+            if len(j) != len(a):
+                raise _Fail(f"expected an array of {len(a)} items, found {len(j)} items")
+            out = []
+            for i, (x, t) in enumerate(zip(j, a)):
+                try:
+                    out.append(self.dec(x, t))
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    raise
+            return tuple(out)
+        if k == "Set":
+            if type(j) is not list and type(j) is not tuple:
+                raise _Fail(f"expected an array (a set), found {_found(j)}")
+            entries = []
+            for i, x in enumerate(j):
+                try:
+                    v = self.dec(x, a)
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    raise
+                entries.append((order_key(v), i, v))
+            entries.sort(key=_first)
+            for n in range(1, len(entries)):
+                if entries[n][0] == entries[n - 1][0]:
+                    i, first = sorted((entries[n][1], entries[n - 1][1]))
+                    raise _Fail(f"duplicate set element (equal to the element at index {i})", f"[{first}]")
+            return FlowSet._make(tuple(e[0] for e in entries), tuple(e[2] for e in entries))
+        if k == "Dict":
+            kt, vt = a
+            if kt == "Text":
+                if type(j) is not dict:
+                    raise _Fail(f"expected an object (a Dict with Text keys), found {_found(j)}")
+                ks = sorted(j)
+                vs = []
+                for key in ks:
+                    if type(key) is not str:
+                        raise _Fail(f"expected string keys, found {key!r:.40}")
+                    if _SURROGATE.search(key):
+                        raise _Fail("a key holds a lone surrogate (not Unicode text)", path_step(key))
+                    try:
+                        vs.append(self.dec(j[key], vt))
+                    except _Fail as f:
+                        f.segs.append(path_step(key))
+                        raise
+                ks = tuple(ks)
+                return FlowDict._make(ks, ks, tuple(vs))
+            if type(j) is not list and type(j) is not tuple:
+                raise _Fail(f"expected an array of [key, value] pairs, found {_found(j)}")
+            entries = []
+            for i, p in enumerate(j):
+                if (type(p) is not list and type(p) is not tuple) or len(p) != 2:
+                    raise _Fail(f"expected a [key, value] pair, found {_found(p)}"
+                                if type(p) is not list else
+                                f"expected a [key, value] pair, found {len(p)} items", f"[{i}]")
+                try:
+                    kv = self.dec(p[0], kt)
+                except _Fail as f:
+                    f.segs.append(f"[{i}][0]")
+                    raise
+                try:
+                    vv = self.dec(p[1], vt)
+                except _Fail as f:
+                    f.segs.append(f"[{i}][1]")
+                    raise
+                entries.append((order_key(kv), i, kv, vv))
+            entries.sort(key=_first)
+            for n in range(1, len(entries)):
+                if entries[n][0] == entries[n - 1][0]:
+                    i, first = sorted((entries[n][1], entries[n - 1][1]))
+                    raise _Fail(f"duplicate key (equal to the key at index {i})", f"[{first}][0]")
+            return FlowDict._make(tuple(e[0] for e in entries), tuple(e[2] for e in entries),
+                                  tuple(e[3] for e in entries))
+        if k == "Param":
+            raise _Fail(f"cannot decode the type parameter {a}: the type must be concrete")
+        raise TermError(f"unknown type term {term!r}")
+
+    def option(self, j, inner, tagged):
+        if tagged:
+            if j == "None" and type(j) is str:
+                return NONE
+            if type(j) is dict and len(j) == 1 and "Some" in j:
+                try:
+                    return V.some(self.dec(j["Some"], inner))
+                except _Fail as f:
+                    f.segs.append(".Some")
+                    raise
+            raise _Fail(f'expected "None" or {{"Some": ...}} (an Option inside an Option), found {_found(j)}')
+        if j is None:
+            return NONE
+        ii = self.types.option_inner(inner)
+        if ii is not None:
+            return V.some(self.option(j, ii, True))
+        if self.types.nullable(inner):
+            if type(j) is dict and len(j) == 1 and "Some" in j:
+                try:
+                    return V.some(self.dec(j["Some"], inner))
+                except _Fail as f:
+                    f.segs.append(".Some")
+                    raise
+            raise _Fail(f'expected null or {{"Some": ...}}, found {_found(j)}')
+        return V.some(self.dec(j, inner))
+
+    def fields(self, j, fields, names, what, noun="field"):
+        """Decode the members of object `j` against `fields`; `what` names the record in messages."""
+        if type(j) is not dict:
+            raise _Fail(f"expected an object ({what}), found {_found(j)}")
+        if len(j) != len(fields) or not names.issuperset(j):
+            extra = sorted(k for k in j if k not in names)
+            if extra:
+                key = extra[0]
+                declared = ", ".join(n for n, _ in fields) or "none"
+                shown = V.json_string(key) if type(key) is str else repr(key)
+                raise _Fail(f"{what} has no {noun} {shown} (its {noun}s: {declared})",
+                            path_step(key) if type(key) is str else None)
+        out = []
+        for name, t in fields:
+            try:
+                x = j[name]
+            except KeyError:
+                raise _Fail(f"missing {noun} \"{name}\" of {what}") from None
+            try:
+                out.append(self.dec(x, t))
+            except _Fail as f:
+                f.segs.append(path_step(name))
+                raise
+        return out
+
+    def named(self, j, key):
+        info = self.types.named(key)
+        kind = info.kind
+        if kind == "record":
+            return tuple.__new__(info.cls, self.fields(j, info.fields, info.names, info.name))
+        if kind == "enum":
+            return self.enum(j, info)
+        if kind == "host":
+            if type(j) is not str:
+                raise _Fail(f"expected a {info.name} token (a string), found {_found(j)}")
+            if _SURROGATE.search(j):
+                raise _Fail("the token holds a lone surrogate (not Unicode text)")
+            return Token(info.identity, j)
+        if kind == "option":
+            return self.option(j, info.inner, False)
+        return _dec_json(j)
+
+    def enum(self, j, info):
+        def unknown(tag):
+            return _Fail(f"{info.name} has no constructor {V.json_string(tag)}"
+                         f" (its constructors: {', '.join(info.tags)})")
+
+        if type(j) is str:
+            ctor = info.ctors.get(j)
+            if ctor is None:
+                raise unknown(j)
+            if ctor[0] != "bare":
+                raise _Fail(f"{j} of {info.name} carries a payload: write {{{V.json_string(j)}: ...}}")
+            return info.cls.flow_bare[j]
+        if type(j) is not dict:
+            raise _Fail(f"expected a {info.name}: \"Ctor\" or {{\"Ctor\": payload}}, found {_found(j)}")
+        if len(j) != 1:
+            raise _Fail(f"expected a {info.name}: an object with exactly one constructor, found {len(j)} members")
+        for tag, p in j.items():
+            pass
+        ctor = info.ctors.get(tag)
+        if ctor is None:
+            raise unknown(tag)
+        form, payload = ctor
+        cls = info.cls
+        if form == "bare":
+            raise _Fail(f"{tag} of {info.name} takes no payload: write {V.json_string(tag)}")
+        try:
+            if form == "named":
+                names = frozenset(n for n, _ in payload)
+                vals = self.fields(p, payload, names, f"{info.name}.{tag}")
+                return tuple.__new__(cls, [tag, *vals])
+            if len(payload) == 1:
+                return tuple.__new__(cls, (tag, self.dec(p, payload[0])))
+            if type(p) is not list and type(p) is not tuple:
+                raise _Fail(f"expected an array of {len(payload)} items ({tag}'s payload), found {_found(p)}")
+            if len(p) != len(payload):
+                raise _Fail(f"expected an array of {len(payload)} items ({tag}'s payload), found {len(p)} items")
+            vals = [tag]
+            for i, (x, t) in enumerate(zip(p, payload)):
+                try:
+                    vals.append(self.dec(x, t))
+                except _Fail as f:
+                    f.segs.append(f"[{i}]")
+                    raise
+            return tuple.__new__(cls, vals)
+        except _Fail as f:
+            f.segs.append(path_step(tag))
+            raise
+
+
+def _dec_int(j):
+    t = type(j)
+    if t is int:
+        if j.bit_length() > _INT_LIMIT_BITS and len(int_text(abs(j))) > V.MAX_INT_DIGITS:
+            raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
+        return j
+    if t is _BigInt:
+        if len(j.as_tuple().digits) > V.MAX_INT_DIGITS:
+            raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
+        return int(j)
+    if t is float or isinstance(j, Decimal):
+        raise _Fail(f"expected an integer, found {_found(j)}")
+    raise _Fail(f"expected an integer, found {_found(j)}")
+
+
+def _dec_decimal(j):
+    if type(j) is not str:
+        raise _Fail(f'expected a Decimal as a string like "1.5", found {_found(j)}')
+    try:
+        return V.parse_decimal(j)
+    except ValueError as e:
+        raise _Fail(str(e)) from None
+
+
+def _dec_bool(j):
+    if type(j) is not bool:
+        raise _Fail(f"expected true or false, found {_found(j)}")
+    return j
+
+
+def _dec_text(j):
+    if type(j) is not str:
+        raise _Fail(f"expected a string, found {_found(j)}")
+    if _SURROGATE.search(j):
+        raise _Fail("the string holds a lone surrogate (not Unicode text)")
+    return j
+
+
+def _dec_bytes(j):
+    if type(j) is not str:
+        raise _Fail(f"expected base64 bytes (a string), found {_found(j)}")
+    try:
+        return V.parse_bytes(j)
+    except ValueError as e:
+        raise _Fail(str(e)) from None
+
+
+def _dec_unit(j):
+    if j is not None:
+        raise _Fail(f"expected null (Unit), found {_found(j)}")
+    return None
+
+
+def _dec_duration(j):
+    if type(j) is not str:
+        raise _Fail(f'expected a duration string like "PT1.5S", found {_found(j)}')
+    try:
+        return V.parse_duration(j)
+    except ValueError as e:
+        raise _Fail(str(e)) from None
+
+
+def _dec_instant(j):
+    if type(j) is not str:
+        raise _Fail(f'expected an RFC 3339 string like "2026-01-01T00:00:00Z", found {_found(j)}')
+    try:
+        return V.parse_instant(j)
+    except ValueError as e:
+        raise _Fail(str(e)) from None
+
+
+def _dec_never(j):
+    raise _Fail("no value has type Never")
+
+
+_J_NULL = JSON_VALUE.flow_bare["Null"]
+_new = tuple.__new__
+
+
+def _dec_json(j):
+    t = type(j)
+    if j is None:
+        return _J_NULL
+    if t is str:
+        if _SURROGATE.search(j):
+            raise _Fail("the string holds a lone surrogate (not Unicode text)")
+        return _new(JSON_VALUE, ("String", j))
+    if t is bool:
+        return _new(JSON_VALUE, ("Bool", j))
+    if t is int:
+        return _new(JSON_VALUE, ("Number", Decimal(j)))
+    if t is dict:
+        ks = sorted(j)
+        vs = []
+        for key in ks:
+            if type(key) is not str:
+                raise _Fail(f"object keys are strings, found {key!r:.40}")
+            if _SURROGATE.search(key):
+                raise _Fail("a key holds a lone surrogate (not Unicode text)", path_step(key))
+            try:
+                vs.append(_dec_json(j[key]))
+            except _Fail as f:
+                f.segs.append(path_step(key))
+                raise
+        ks = tuple(ks)
+        return _new(JSON_VALUE, ("Object", FlowDict._make(ks, ks, tuple(vs))))
+    if t is list or t is tuple:
+        out = []
+        for i, x in enumerate(j):
+            try:
+                out.append(_dec_json(x))
+            except _Fail as f:
+                f.segs.append(f"[{i}]")
+                raise
+        return _new(JSON_VALUE, ("Array", tuple(out)))
+    if t is float:
+        if j != j or j in (float("inf"), float("-inf")):
+            raise _Fail("NaN and infinities are not JSON numbers")
+        return _new(JSON_VALUE, ("Number", Decimal(repr(j))))
+    if isinstance(j, Decimal):
+        if not j.is_finite():
+            raise _Fail("NaN and infinities are not JSON numbers")
+        return _new(JSON_VALUE, ("Number", Decimal(j)))
+    raise _Fail(f"not JSON data: {t.__name__}")
+
+
+_DEC_PRIM = {
+    "Int": _dec_int, "Decimal": _dec_decimal, "Bool": _dec_bool, "Text": _dec_text,
+    "Bytes": _dec_bytes, "Unit": _dec_unit, "Duration": _dec_duration, "Instant": _dec_instant,
+    "Never": _dec_never, "json.Value": _dec_json,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments (run input, Call facts) and outcomes (replies)
+
+
+def _param(p):
+    if isinstance(p, dict):
+        return p["name"], p["type"]
+    name, t = p
+    return name, t
+
+
+def decode_arguments(json_obj, params, defs=None) -> tuple:
+    """The argument values (in parameter order) that a JSON object keyed by parameter name
+    encodes. `params` is `[{"name", "type"}, ...]` (as `flow tools` lists them) or `(name, term)`
+    pairs. Every parameter is required; a member that names no parameter is a DecodeError."""
+    ps = [_param(p) for p in params]
+    names = frozenset(n for n, _ in ps)
+    types = _Types(defs)
+    try:
+        return tuple(_Decoder(types).fields(json_obj, ps, names, "the input", "parameter"))
+    except _Fail as f:
+        raise DecodeError(_path(f.segs), f.message) from None
+    except RecursionError:
+        raise DecodeError("$", "nested too deeply") from None
+
+
+def encode_arguments(values, params, defs=None) -> dict:
+    """The JSON object keyed by parameter name that encodes `values` (in parameter order)."""
+    ps = [_param(p) for p in params]
+    if len(values) != len(ps):
+        raise EncodeError("$", f"expected {len(ps)} arguments, found {len(values)}")
+    enc = _Encoder(_Types(defs))
+    out = {}
+    for (name, t), v in zip(ps, values):
+        try:
+            out[name] = enc.enc(v, t)
+        except _Fail as f:
+            f.segs.append(path_step(name))
+            raise EncodeError(_path(f.segs), f.message) from None
+    return out
+
+
+_TEXT_PROBLEMS = ("NotRun", "Unknown", "BadReply")
+
+
+def decode_outcome(json_obj, ok_term, err_term, defs=None):
+    """The Result that a Tool reply's outcome encodes: `Ok(v)`, or `Err(problem)` holding a
+    ToolProblem (`Failed(e)`, `NotRun(t)`, `Unknown(t)`, `BadReply(t)`).
+
+    An outcome is `{"Ok": v}` or `{"Err": {"Failed": e}}` / `{"Err": {"NotRun": "text"}}` (also
+    Unknown, BadReply). Anything else raises NotAnOutcome. A `v` or `e` that does not decode
+    against `ok_term` / `err_term` gives `Err(BadReply("<path>: <message>"))` (paths start at the
+    outcome: `$.Ok.notes[2]`). `err_term` is None for a Tool declared without Result, whose
+    replies cannot be `Failed` (such a reply is a BadReply too).
+    """
+    if type(json_obj) is not dict or len(json_obj) != 1:
+        raise NotAnOutcome('an outcome is {"Ok": value} or {"Err": problem}, found '
+                           + _found(json_obj) + (f" with {len(json_obj)} members" if type(json_obj) is dict else ""))
+    for tag, p in json_obj.items():
+        pass
+    types = _Types(defs)
+    if tag == "Ok":
+        try:
+            return V.ok(_decode(p, ok_term, types, "$.Ok"))
+        except DecodeError as e:
+            return V.err(V.bad_reply(f"{e.path}: {e.message}"))
+    if tag != "Err":
+        raise NotAnOutcome(f'an outcome is {{"Ok": value}} or {{"Err": problem}}, found {V.json_string(tag)}')
+    if type(p) is not dict or len(p) != 1:
+        raise NotAnOutcome('an Err outcome holds one problem: {"Failed": e}, {"NotRun": "why"}, '
+                           '{"Unknown": "why"} or {"BadReply": "why"}')
+    for ptag, pv in p.items():
+        pass
+    if ptag in _TEXT_PROBLEMS:
+        if type(pv) is not str or _SURROGATE.search(pv):
+            raise NotAnOutcome(f"{ptag} carries a text (a JSON string)")
+        return V.err(V.TOOL_PROBLEM.make(ptag, pv))
+    if ptag != "Failed":
+        raise NotAnOutcome(f"unknown problem {V.json_string(ptag)}: expected Failed, NotRun, Unknown or BadReply")
+    if err_term is None:
+        return V.err(V.bad_reply("$.Err.Failed: this tool is not declared with Result, so it has no error to fail with"))
+    try:
+        return V.err(V.failed(_decode(pv, err_term, types, "$.Err.Failed")))
+    except DecodeError as e:
+        return V.err(V.bad_reply(f"{e.path}: {e.message}"))
+
+
+def encode_outcome(result, ok_term, err_term, defs=None):
+    """The outcome JSON data of a Result whose Err holds a ToolProblem (see decode_outcome)."""
+    if getattr(type(result), "flow_identity", None) != RESULT_ID or len(result) != 2:
+        raise EncodeError("$", f"expected a Result, found {result!r:.80}")
+    enc = _Encoder(_Types(defs))
+    tag, x = result
+    if tag == "Ok":
+        try:
+            return {"Ok": enc.enc(x, ok_term)}
+        except _Fail as f:
+            raise EncodeError(_path(f.segs, "$.Ok"), f.message) from None
+    if getattr(type(x), "flow_identity", None) != TOOL_PROBLEM_ID or len(x) != 2:
+        raise EncodeError("$.Err", f"expected a ToolProblem, found {x!r:.80}")
+    ptag, pv = x
+    if ptag in _TEXT_PROBLEMS:
+        if type(pv) is not str:
+            raise EncodeError(f"$.Err.{ptag}", "expected a Text")
+        return {"Err": {ptag: pv}}
+    if err_term is None:
+        raise EncodeError("$.Err.Failed", "this tool is not declared with Result: it cannot fail with an error")
+    try:
+        return {"Err": {"Failed": enc.enc(pv, err_term)}}
+    except _Fail as f:
+        raise EncodeError(_path(f.segs, "$.Err.Failed"), f.message) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Schema
+
+DECIMAL_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+DURATION_PATTERN = (r"^[+-]?P(?=[0-9]|T[0-9])([0-9]+D)?"
+                    r"(T(?=[0-9])([0-9]+H)?([0-9]+M)?([0-9]+(\.[0-9]{1,9})?S)?)?$")
+INSTANT_PATTERN = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+                   r"([Zz]|[+-][0-9]{2}:[0-9]{2})$")
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+_PRIM_SCHEMA = {
+    "Int": {"type": "integer"},
+    "Decimal": {"type": "string", "pattern": DECIMAL_PATTERN},
+    "Bool": {"type": "boolean"},
+    "Text": {"type": "string"},
+    "Bytes": {"type": "string", "contentEncoding": "base64", "pattern": BASE64_PATTERN},
+    "Unit": {"type": "null"},
+    "Duration": {"type": "string", "format": "duration", "pattern": DURATION_PATTERN},
+    "Instant": {"type": "string", "format": "date-time", "pattern": INSTANT_PATTERN},
+    "Never": {"not": {}},
+    "json.Value": {},
+}
+
+
+def _ref(key: str) -> str:
+    pointer = str(key).replace("~", "~0").replace("/", "~1")
+    return "#/$defs/" + _quote(pointer, safe="!$&'()*+,;=:@-._~")
+
+
+def _some_object(s):
+    return {"type": "object", "properties": {"Some": s}, "required": ["Some"],
+            "additionalProperties": False}
+
+
+def _with_doc(s: dict, doc) -> dict:
+    if doc:
+        s = dict(s)
+        s["description"] = doc
+    return s
+
+
+class _SchemaBuilder:
+    def __init__(self, types: _Types):
+        self.types = types
+        self.defs: dict = {}
+
+    def term(self, term) -> dict:
+        if type(term) is str:
+            s = _PRIM_SCHEMA.get(term)
+            if s is None:
+                raise TermError(f"unknown built-in type {term!r}")
+            return dict(s)
+        k, a = _split(term)
+        if k == "List":
+            return {"type": "array", "items": self.term(a)}
+        if k == "Set":
+            return {"type": "array", "items": self.term(a), "uniqueItems": True}
+        if k == "Option":
+            return self.option(a, False)
+        if k == "Tuple":
+            return {"type": "array", "prefixItems": [self.term(t) for t in a], "items": False,
+                    "minItems": len(a), "maxItems": len(a)}
+        if k == "Dict":
+            kt, vt = a
+            if kt == "Text":
+                return {"type": "object", "additionalProperties": self.term(vt)}
+            return {"type": "array", "items": {
+                "type": "array", "prefixItems": [self.term(kt), self.term(vt)], "items": False,
+                "minItems": 2, "maxItems": 2}}
+        if k == "Named":
+            info = self.types.named(a)
+            if info.kind == "option":
+                return self.option(info.inner, False)
+            if info.kind == "json":
+                return {}
+            if a not in self.defs:
+                self.defs[a] = None  # being built: recursive references stop here
+                self.defs[a] = self.declaration(info)
+            return {"$ref": _ref(a)}
+        if k == "Param":
+            return {"$comment": f"type parameter {a}: any data"}
+        raise TermError(f"unknown type term {term!r}")
+
+    def option(self, inner, tagged) -> dict:
+        if tagged:
+            return {"anyOf": [{"const": "None"}, _some_object(self.term(inner))]}
+        ii = self.types.option_inner(inner)
+        if ii is not None:
+            return {"anyOf": [{"type": "null"}, self.option(ii, True)]}
+        if self.types.nullable(inner):
+            return {"anyOf": [{"type": "null"}, _some_object(self.term(inner))]}
+        return {"anyOf": [{"type": "null"}, self.term(inner)]}
+
+    def fields(self, fields) -> dict:
+        return {
+            "type": "object",
+            "properties": {f["name"]: _with_doc(self.term(f["type"]), f.get("doc")) for f in fields},
+            "required": [f["name"] for f in fields],
+            "additionalProperties": False,
+        }
+
+    def declaration(self, info: _Named) -> dict:
+        d = info.defn
+        (k, body), = d["kind"].items()
+        head = {"title": info.name}
+        if info.doc:
+            head["description"] = info.doc
+        if info.kind == "record":
+            return {**head, **self.fields(body["fields"])}
+        if info.kind == "host":
+            return {**head, "type": "string"}
+        shapes = []
+        for c in body["ctors"]:
+            name, p = c["name"], c.get("payload")
+            if p is None:
+                s = {"const": name}
+            else:
+                if "positional" in p:
+                    ts = p["positional"]
+                    inner = self.term(ts[0]) if len(ts) == 1 else self.term({"Tuple": ts})
+                else:
+                    inner = self.fields(p["named"])
+                s = {"type": "object", "properties": {name: inner}, "required": [name],
+                     "additionalProperties": False}
+            shapes.append(_with_doc(s, c.get("doc")))
+        return {**head, "oneOf": shapes}
+
+
+def schema(term, defs=None) -> dict:
+    """A JSON Schema (2020-12) for the encoding of `term`: declared types under `$defs` by their
+    defs key, referenced as `{"$ref": "#/$defs/<key>"}`. A type parameter allows any data."""
+    b = _SchemaBuilder(_Types(defs))
+    body = b.term(term)
+    out = {"$schema": SCHEMA_DIALECT}
+    out.update(body)
+    if b.defs:
+        out["$defs"] = {k: b.defs[k] for k in sorted(b.defs)}
+    return out

@@ -1,0 +1,453 @@
+"""The host side of the sandbox: start, talk to, time out and kill the child process.
+
+`Child.start()` runs `sys.executable <flags> -m sandbox.child` (or a script, for tests) as a
+process that shares nothing it does not need with the host:
+
+- environment: exactly `policy.CHILD_ENV` plus `PYTHONPATH` pointing at this checkout (nothing
+  is inherited; the flags are `-I` minus `-E`, see `policy.CHILD_PYTHON_FLAGS`);
+- working directory: a fresh empty temporary directory, removed when the child is reaped;
+- file descriptors: fd 0 and 1 are the two ends of the framed channel (`sandbox.channel`), fd 2
+  is a pipe the host drains into a bounded tail (`policy.STDERR_TAIL_BYTES`); nothing else is
+  inherited (`close_fds`);
+- its own session and process group, so `kill()` takes every process the child started;
+- resource limits (`policy.LIMITS`: address space, CPU, file size, open files, processes, core)
+  and `PR_SET_NO_NEW_PRIVS`, set in `preexec_fn` between fork and exec;
+- where the kernel allows it, a new, empty network namespace (`unshare(CLONE_NEWNET)`); whether
+  it took is read back from `/proc/<pid>/ns/net` into `child.network_isolated`.
+
+Every way the child can end surfaces as `ChildDied` (exit, signal, closed pipe, a limit hit);
+waiting longer than the caller allows surfaces as `ChildTimeout`. Timeouts are enforced from
+outside, because code inside the child could catch anything raised inside it. The child's exit is
+observed without reaping it (`waitid(WNOWAIT)`) so that its pid, which is also its process
+group id, cannot be reused before the group has been killed.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import resource
+import select
+import shutil
+import signal as signals
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import sandbox
+from sandbox import channel
+from sandbox.policy import (
+    CHILD_ENV,
+    CHILD_PYTHON_FLAGS,
+    LIMITS,
+    STDERR_TAIL_BYTES,
+    Limits,
+)
+
+SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sandbox.__file__)))
+CLONE_NEWNET = 0x40000000
+PR_SET_NO_NEW_PRIVS = 38
+POLL_TICK = 0.05  # seconds between liveness checks while waiting on the pipe
+EXIT_GRACE = 2.0  # seconds a child that closed its pipe gets to exit by itself
+READ_CHUNK = 1 << 20
+
+
+class ChildError(Exception):
+    """Base class of the host's view of child failures."""
+
+
+class ChildDied(ChildError):
+    """The child exited, was killed, or closed its end of the pipe."""
+
+    def __init__(self, returncode: int | None, signal: int | None, stderr_tail: str,
+                 reason: str = "ended", explanation: str = ""):
+        self.returncode = returncode
+        self.signal = signal
+        self.stderr_tail = stderr_tail
+        self.reason = reason
+        self.explanation = explanation
+        if signal is not None:
+            status = f"was killed by {_signal_name(signal)}"
+        else:
+            status = f"exited with code {returncode}"
+        message = f"sandbox child {reason} and {status}"
+        if explanation:
+            message += f": {explanation}"
+        last = stderr_tail.strip().splitlines()[-1:] if stderr_tail.strip() else []
+        if last:
+            message += f" (last stderr line: {last[0]})"
+        super().__init__(message)
+
+
+class ChildTimeout(ChildError):
+    """The child did not answer (or accept a message) within the time allowed."""
+
+    def __init__(self, timeout: float, doing: str):
+        self.timeout = timeout
+        super().__init__(
+            f"sandbox child did not {doing} within {timeout:g} s; it is still running: call "
+            "kill() (the host enforces time limits from outside)"
+        )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+# -- launching -------------------------------------------------------------------------------
+
+def _unshare_function():
+    """The unshare(2) callable (os.unshare from Python 3.12, libc before), or None."""
+    if hasattr(os, "unshare"):
+        return os.unshare
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.unshare
+    except (OSError, AttributeError):
+        return None
+
+
+def _prctl_function():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_UNSHARE = _unshare_function()
+_PRCTL = _prctl_function()
+
+
+def _rlimits(limits: Limits) -> list[tuple[int, tuple[int, int]]]:
+    """(resource, (soft, hard)) pairs, never above the host's own hard limits."""
+    wanted = [
+        (resource.RLIMIT_AS, limits.address_space_bytes, 0),
+        (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_grace_seconds),
+        (resource.RLIMIT_FSIZE, limits.file_size_bytes, 0),
+        (resource.RLIMIT_NOFILE, limits.open_files, 0),
+        (resource.RLIMIT_NPROC, limits.processes, 0),
+        (resource.RLIMIT_CORE, limits.core_bytes, 0),
+    ]
+    pairs = []
+    for which, soft, extra in wanted:
+        if soft is None:
+            continue
+        _, host_hard = resource.getrlimit(which)
+        hard = soft + extra
+        if host_hard != resource.RLIM_INFINITY:
+            soft, hard = min(soft, host_hard), min(hard, host_hard)
+        pairs.append((which, (soft, hard)))
+    return pairs
+
+
+def _make_preexec(pairs: list[tuple[int, tuple[int, int]]]):
+    """The function run in the child between fork and exec. Everything it needs is bound now,
+    so it allocates little and takes no locks (the host may have threads)."""
+    unshare, prctl, setrlimit = _UNSHARE, _PRCTL, resource.setrlimit
+
+    def preexec() -> None:
+        if unshare is not None:
+            try:
+                unshare(CLONE_NEWNET)  # libc returns -1 on EPERM/EINVAL; os.unshare raises
+            except OSError:
+                pass  # no network namespace here; recorded by the host as network_isolated
+        if prctl is not None:
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        for which, limit in pairs:
+            setrlimit(which, limit)
+
+    return preexec
+
+
+def _net_namespace(pid: int | str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+class _StderrTail(threading.Thread):
+    """Drains the child's stderr, keeping the last `limit` bytes."""
+
+    def __init__(self, fd: int, limit: int):
+        super().__init__(name=f"sandbox-stderr-{fd}", daemon=True)
+        self.fd = fd
+        self.limit = limit
+        self.total = 0
+        self._buffer = bytearray()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self._lock:
+                self.total += len(chunk)
+                self._buffer += chunk
+                if len(self._buffer) > self.limit:
+                    del self._buffer[: len(self._buffer) - self.limit]
+
+    def text(self) -> str:
+        with self._lock:
+            return self._buffer.decode("utf-8", "replace")
+
+
+class Child:
+    """A running sandbox child. Create with `Child.start()`; use as a context manager."""
+
+    def __init__(self, proc: subprocess.Popen, workdir: str, limits: Limits, argv: list[str],
+                 network_isolated: bool):
+        self._proc = proc
+        self.pid = proc.pid
+        self.workdir = workdir
+        self.limits = limits
+        self.argv = argv
+        self.network_isolated = network_isolated
+        self._write_fd = proc.stdin.fileno()
+        self._read_fd = proc.stdout.fileno()
+        os.set_blocking(self._write_fd, False)
+        os.set_blocking(self._read_fd, False)
+        self._reader = channel.FrameReader()
+        self._inbox: collections.deque[dict] = collections.deque()
+        self._stderr = _StderrTail(proc.stderr.fileno(), STDERR_TAIL_BYTES)
+        self._stderr.start()
+        self._died: ChildDied | None = None
+        self._closed = False
+
+    @classmethod
+    def start(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS, *,
+              argv_tail: list[str] | None = None) -> Child:
+        """Launch the child: `-m main_module`, or `argv_tail` (e.g. [script path, args...])."""
+        target = list(argv_tail) if argv_tail is not None else ["-m", main_module]
+        argv = [sys.executable, *CHILD_PYTHON_FLAGS, *target]
+        env = dict(CHILD_ENV)
+        env["PYTHONPATH"] = SOURCE_ROOT
+        workdir = tempfile.mkdtemp(prefix="flow-sandbox-")
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                close_fds=True,
+                start_new_session=True,
+                preexec_fn=_make_preexec(_rlimits(limits)),
+                bufsize=0,
+            )
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        own = _net_namespace("self")
+        theirs = _net_namespace(proc.pid)
+        isolated = own is not None and theirs is not None and own != theirs
+        return cls(proc, workdir, limits, argv, isolated)
+
+    # -- talking -----------------------------------------------------------------------------
+
+    def send(self, obj: dict, timeout: float | None = None) -> None:
+        """Send one message. Raises ChildDied if the child is gone, ChildTimeout if it does not
+        take the message in time (a partly written frame kills the child: the stream is lost)."""
+        self._raise_if_dead()
+        data = memoryview(channel.encode(obj))  # refusals (size, non-JSON) before any write
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(self._write_fd, select.POLLOUT)
+        sent = 0
+        while sent < len(data):
+            try:
+                sent += os.write(self._write_fd, data[sent:])
+                continue
+            except BlockingIOError:
+                pass
+            except BrokenPipeError:
+                self._finish("closed its end of the pipe")
+            if self._exited():
+                self._finish("ended while a message was being sent")
+            if deadline is not None and time.monotonic() >= deadline:
+                if sent:
+                    self.kill()
+                raise ChildTimeout(timeout, "accept a message")
+            poller.poll(self._tick(deadline) * 1000)
+
+    def recv(self, timeout: float | None = None) -> dict:
+        """The next message. Raises ChildDied when the child exits or closes its pipe, and
+        ChildTimeout when nothing complete arrives within `timeout` seconds (None: wait)."""
+        if self._inbox:
+            return self._inbox.popleft()
+        self._raise_if_dead()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        while True:
+            if poller.poll(self._tick(deadline) * 1000):
+                if self._read_available():
+                    return self._inbox.popleft()
+            if self._exited():
+                if self._read_available():  # a last message written just before exiting
+                    return self._inbox.popleft()
+                self._finish("ended")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ChildTimeout(timeout, "answer")
+
+    def _read_available(self) -> bool:
+        """Read what the pipe holds; True once a message is queued. EOF ends the child."""
+        while True:
+            try:
+                data = os.read(self._read_fd, READ_CHUNK)
+            except BlockingIOError:
+                return bool(self._inbox)
+            if not data:
+                if self._inbox:
+                    return True
+                reason = "closed its pipe mid-frame" if self._reader.mid_frame else "closed its pipe"
+                self._finish(reason)
+            try:
+                self._inbox.extend(self._reader.feed(data))
+            except channel.ChannelError:
+                self.kill()  # the stream cannot be resynchronized
+                raise
+
+    @staticmethod
+    def _tick(deadline: float | None) -> float:
+        if deadline is None:
+            return POLL_TICK
+        return max(0.0, min(POLL_TICK, deadline - time.monotonic()))
+
+    # -- ending ------------------------------------------------------------------------------
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def stderr_tail(self) -> str:
+        return self._stderr.text()
+
+    def _exited(self) -> bool:
+        """Whether the child has exited, without reaping it (its pid stays reserved)."""
+        if self._proc.returncode is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None and info.si_pid != 0
+
+    def _reap(self) -> None:
+        """Kill the whole process group (the leader may already be a zombie), then reap."""
+        try:
+            os.killpg(self.pid, signals.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._proc.wait()
+        self._cleanup()
+
+    def _finish(self, reason: str) -> None:
+        """The child is ending (EOF, broken pipe, exit): wait briefly, reap, raise ChildDied."""
+        deadline = time.monotonic() + EXIT_GRACE
+        while not self._exited() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        killed_by_host = not self._exited()
+        self._reap()
+        returncode = self._proc.returncode
+        signal = -returncode if returncode is not None and returncode < 0 else None
+        if killed_by_host:
+            reason += f" but did not exit within {EXIT_GRACE:g} s (the host killed it)"
+        self._died = ChildDied(
+            None if signal is not None else returncode, signal, self.stderr_tail(), reason,
+            self._explain(signal, killed_by_host),
+        )
+        raise self._died
+
+    def _explain(self, signal: int | None, killed_by_host: bool) -> str:
+        tail = self.stderr_tail()
+        limits = self.limits
+        if "MemoryError" in tail:
+            return (f"it ran out of memory under its address-space limit "
+                    f"({limits.address_space_bytes} bytes); raise Limits.address_space_bytes "
+                    "if the workflow legitimately needs more")
+        if signal == signals.SIGXCPU:
+            return (f"its CPU-time limit ({limits.cpu_seconds} s) ran out; raise "
+                    "Limits.cpu_seconds if the work is legitimate, otherwise look for a loop "
+                    "that never yields")
+        if signal == signals.SIGKILL and not killed_by_host:
+            return ("SIGKILL came from outside the host's control: the kernel's OOM killer, an "
+                    "operator, or the hard CPU limit (cpu_seconds + cpu_grace_seconds)")
+        if signal == signals.SIGXFSZ:
+            return "it tried to write a file; the sandbox child writes no files"
+        if signal is not None and not killed_by_host:
+            return "the sandbox child crashed or was killed from outside; see its stderr"
+        return ""
+
+    def _raise_if_dead(self) -> None:
+        if self._died is not None:
+            raise self._died
+        if self._closed:
+            returncode = self._proc.returncode
+            signal = -returncode if returncode is not None and returncode < 0 else None
+            raise ChildDied(None if signal else returncode, signal, self.stderr_tail(),
+                            "was stopped by the host")
+
+    def kill(self) -> int | None:
+        """SIGKILL the child's whole process group and reap it; returns the exit status."""
+        if not self._closed:
+            self._reap()
+        return self._proc.returncode
+
+    def close(self, grace: float = 1.0) -> int | None:
+        """Close the child's input, give it `grace` seconds to exit, then kill the group."""
+        if not self._closed:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            deadline = time.monotonic() + grace
+            while not self._exited() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self._reap()
+        return self._proc.returncode
+
+    def _cleanup(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for stream in (self._proc.stdin, self._proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._stderr.join(timeout=1.0)
+        if not self._stderr.is_alive():
+            try:
+                self._proc.stderr.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.kill()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            try:
+                self.kill()
+            except Exception:  # interpreter shutdown: best effort only
+                pass
+
+    def __repr__(self) -> str:
+        state = "running" if not self._exited() else f"exited {self._proc.returncode}"
+        return f"<Child pid={self.pid} {state} network_isolated={self.network_isolated}>"

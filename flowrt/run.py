@@ -1,0 +1,398 @@
+"""`flow run`: check, bind, decode the input, then drive the sandboxed program, recording history.
+
+Order of work (execution seed, Entry): the program is checked, every Tool the entry can reach is
+bound, and the input is decoded before the first fact; any failure refuses the run and records
+nothing. Then Start is written, the child is started, and each message from the child is
+recorded before its consequence: a Call before the call is dispatched, a Reply before the
+program sees it, End once.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import secrets
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowc import syntax as S
+from flowc import types as T
+from flowc.diagnostics import Diagnostic, Location, error
+from flowc.emit import Generated, generate
+from flowc.frontend import Checked, check_program
+from flowc.lower import module_key, py_name
+from flowc.resolve import FnInfo
+from flowc.typeinfo import is_data
+from flowc.typeterms import term_and_defs, tool_description
+from flowrt import abi
+from flowrt import bindings as B
+from flowrt.files import read_text
+from flowrt.store import RunStore, StorageError
+
+REPLY_LIMIT = 1024 * 1024  # bytes of canonical JSON; larger replies are admitted as BadReply
+
+
+@dataclass
+class RunOutcome:
+    """What `flow run` reports; the CLI renders it and exits with `exit_code`."""
+
+    exit_code: int
+    run_id: str | None = None
+    output: bytes | None = None  # canonical JSON of the entry's result
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)
+    fault: dict | None = None
+    message: str | None = None
+
+
+class Refused(Exception):
+    def __init__(self, diagnostics: list[Diagnostic], sources: dict[str, str] | None = None) -> None:
+        super().__init__("refused")
+        self.diagnostics = diagnostics
+        self.sources = sources or {}
+
+
+def refuse(code: str, message: str, file: str = "<input>", help: str | None = None) -> Refused:
+    return Refused([error(code, message, Location(file, 1, 1, 1, 2), help=help)])
+
+
+# ---- preparing a run ---------------------------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    checked: Checked
+    entry: FnInfo
+    args_json: dict[str, Any]
+    tools: dict[str, dict]  # identity -> description (flow tools shape) + type_params
+    implementations: dict[str, B.Implementation]  # identity -> implementation
+    generated: Generated
+
+
+def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict | None = None,
+            allow: bool = False, ask=None) -> Prepared:
+    checked = check_program(path, read_text)
+    if not checked.ok:
+        raise Refused(list(checked.diagnostics), checked.sources())
+    env = checked.env
+    root = env.modules[checked.program.root]
+    fn = root.fns.get(entry_name)
+    if fn is None or not fn.pub or fn.tool or fn.intrinsic or fn.decl.body is None:
+        raise refuse("entry-not-found", f"`{entry_name}` is not a `pub flow` of {root.file}", root.file,
+                     help="name a top-level `pub flow` with --entry")
+    for p, t in zip(fn.decl.params, fn.sig.params):
+        if not is_data(env, t) or fn.decl.type_params:
+            raise refuse("not-data", f"entry parameter `{p.name}` is not data", root.file)
+    args_json = decode_input(checked, fn, input_text)
+    tools = reachable_tools(checked, fn)
+    implementations = bind(checked, path, tools, python_tools or {}, allow=allow, ask=ask)
+    generated = generate(checked)
+    return Prepared(checked, fn, args_json, tools, implementations, generated)
+
+
+def decode_input(checked: Checked, fn: FnInfo, input_text: str) -> dict[str, Any]:
+    """The input as canonical JSON values per parameter; refuses anything that does not decode."""
+    try:
+        data = abi.parse_json(input_text)
+    except Exception as problem:
+        raise refuse("input-invalid", f"the input is not JSON: {problem}") from None
+    if not isinstance(data, dict):
+        raise refuse("input-invalid", "the input is a JSON object keyed by parameter name")
+    names = [p.name for p in fn.decl.params]
+    for key in sorted(data):
+        if key not in names:
+            raise refuse("input-invalid", f"the entry `{fn.name}` has no parameter `{key}`",
+                         help="parameters: " + ", ".join(names) if names else "it takes no input")
+    out: dict[str, Any] = {}
+    for p, t in zip(fn.decl.params, fn.sig.params):
+        if p.name not in data:
+            raise refuse("input-invalid", f"the input has no `{p.name}`")
+        term, defs = term_and_defs(checked.env, t)
+        try:
+            value = abi.decode(data[p.name], term, defs)
+        except abi.DecodeError as problem:
+            raise refuse("input-invalid", f"`{p.name}`: {problem}") from None
+        out[p.name] = abi.encode(value, term, defs)
+    return out
+
+
+def reachable_tools(checked: Checked, entry: FnInfo) -> dict[str, dict]:
+    """Every Tool declaration a run of `entry` can reach, described as `flow tools` does."""
+    facts = checked.facts
+    assert facts is not None
+    seen: set[str] = set()
+    tools: dict[str, FnInfo] = {}
+    work: list[FnInfo] = [entry]
+    while work:
+        fn = work.pop()
+        if fn.identity in seen:
+            continue
+        seen.add(fn.identity)
+        if fn.tool:
+            tools[fn.identity] = fn
+            continue
+        if fn.decl.body is None:
+            continue
+        for node in _walk(fn.decl.body):
+            ref = facts.refs.get(id(node))
+            if ref is not None and ref[0] == "fn":
+                work.append(ref[1])
+    out: dict[str, dict] = {}
+    for identity in sorted(tools):
+        info = tools[identity]
+        description = tool_description(checked.env, info)
+        description["type_params"] = [p.name for p in info.decl.type_params]
+        out[identity] = description
+    return out
+
+
+def _walk(node):
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(item)
+        elif hasattr(item, "__dataclass_fields__"):
+            yield item
+            for name in item.__dataclass_fields__:
+                if name not in ("span", "name_span"):
+                    stack.append(getattr(item, name))
+
+
+def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask) -> dict:
+    manifest_path = os.path.join(B.manifest_dir(path), "flow.toml")
+    try:
+        manifest = B.read_manifest(manifest_path)
+    except B.BindError as problem:
+        raise refuse("binding-failed", str(problem), manifest_path) from None
+    out: dict[str, B.Implementation] = {}
+    commands: dict[tuple[str, ...], B.CommandTools] = {}
+    python = B.PythonTools(python_tools) if python_tools else None
+    clock = B.ClockTools()
+    pending = B.PendingTools()
+    for identity in tools:
+        if python is not None and identity in python_tools:
+            out[identity] = python
+            continue
+        if identity.startswith("std@v1/clock."):
+            out[identity] = clock
+            continue
+        entry = B.manifest_entry_for(manifest, identity)
+        if entry is None:
+            raise refuse("binding-missing", f"no implementation is bound for the Tool `{identity}`", manifest_path,
+                         help=f'add to flow.toml: [tools] "{identity.rsplit(".", 1)[0]}" = '
+                              '{ command = ["python3", "tools/impl.py"] } (or pending = true)')
+        if entry.pending:
+            out[identity] = pending
+            continue
+        assert entry.command is not None
+        if entry.command not in commands:
+            if not allow and not (ask is not None and ask(" ".join(entry.command))):
+                raise refuse("binding-not-approved", f"running `{' '.join(entry.command)}` was not approved",
+                             manifest_path, help="pass --allow to approve the implementations flow.toml names")
+            implementation = B.CommandTools(list(entry.command), B.manifest_dir(path))
+            try:
+                implementation.start()
+            except B.BindError as problem:
+                raise refuse("binding-failed", str(problem), manifest_path) from None
+            commands[entry.command] = implementation
+        implementation = commands[entry.command]
+        described = implementation.describe() or {}
+        want = tools[identity]["fingerprint"]
+        if described.get(identity) != want:
+            for c in commands.values():
+                c.close()
+            found = described.get(identity)
+            raise refuse("binding-mismatch", f"`{' '.join(entry.command)}` does not implement `{identity}` as declared"
+                         + (f" (fingerprint {found}, declared {want})" if found else " (it does not list it)"),
+                         manifest_path, help="regenerate the implementation's description from `flow tools`")
+        out[identity] = implementation
+    return out
+
+
+# ---- driving a run -----------------------------------------------------------------------------
+
+
+def new_run_id() -> str:
+    return "run-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def start_fields(prepared: Prepared) -> tuple[dict, list[str]]:
+    checked = prepared.checked
+    modules = []
+    sources = []
+    import hashlib
+
+    for m in checked.program.modules:
+        digest = "sha256:" + hashlib.sha256(m.source.encode("utf-8")).hexdigest()
+        modules.append({"module": m.identity, "hash": digest})
+        sources.append(m.source)
+    fields = {
+        "program": checked.identity,
+        "std": "std@v1",
+        "entry": {"module": prepared.entry.module, "function": prepared.entry.name},
+        "input": prepared.args_json,
+        "modules": modules,
+    }
+    return fields, sources
+
+
+def load_message(prepared: Prepared) -> dict:
+    env = prepared.checked.env
+    entry = prepared.entry
+    defs: dict[str, Any] = {}
+    from flowc.typeterms import term
+
+    params = [term(env, t, defs) for t in entry.sig.params]
+    result = term(env, entry.sig.ret, defs)
+    return {
+        "op": "load",
+        "modules": [{"key": m.key, "filename": m.filename, "source": m.source, "flow_file": m.flow_file,
+                     "line_map": [list(x) for x in m.line_map]} for m in prepared.generated.modules],
+        "entry": {"module": module_key(entry.module), "function": py_name(entry.name), "params": params,
+                  "result": result, "defs": dict(sorted(defs.items()))},
+        "args": [prepared.args_json[p.name] for p in entry.decl.params],
+        "tools": prepared.tools,
+    }
+
+
+class Driver:
+    """Runs the child and records facts. One per live run (and per resume)."""
+
+    def __init__(self, prepared: Prepared, store: RunStore, run_id: str) -> None:
+        self.prepared = prepared
+        self.store = store
+        self.run_id = run_id
+        self.replies: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self.open_calls: dict[str, dict] = {}  # call id -> {"tool", "pending"}
+        self.child = None
+
+    def deliver(self, call_id: str, outcome: Any) -> None:
+        self.replies.put((call_id, outcome))
+
+    def run(self) -> RunOutcome:
+        from flowrt.child import Child, ChildDied
+
+        self.child = Child.start()
+        try:
+            self.child.send(load_message(self.prepared))
+            while True:
+                message = self.child.recv(None)
+                op = message.get("op")
+                if op == "call":
+                    self.on_call(message)
+                elif op == "wait":
+                    outcome = self.on_wait()
+                    if outcome is not None:
+                        return outcome
+                elif op == "end":
+                    return self.on_end(message["outcome"])
+                elif op == "refused":
+                    return RunOutcome(1, self.run_id, message=f"the sandbox refused the program: {message.get('message')}")
+        except ChildDied as died:
+            fault = {"kind": "limit" if died.signal else "internal",
+                     "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
+            self.store.append("End", {"outcome": {"Faulted": fault}})
+            return RunOutcome(1, self.run_id, fault=fault)
+        finally:
+            self.child.kill()
+            for implementation in set(self.prepared.implementations.values()):
+                implementation.close()
+
+    def on_call(self, message: dict) -> None:
+        tool = message["tool"]
+        description = self.prepared.tools[tool]
+        fields = {"call": message["id"], "tool": tool, "fingerprint": description["fingerprint"],
+                  "arguments": message["arguments"]}
+        if "types" in message:
+            fields["types"] = message["types"]
+        self.store.append("Call", fields)
+        self.open_calls[message["id"]] = {"tool": tool, "pending": False}
+        implementation = self.prepared.implementations[tool]
+        implementation.call(self.run_id, message["id"], tool, message["arguments"], message.get("types"),
+                            self.deliver)
+
+    def on_wait(self) -> RunOutcome | None:
+        while True:
+            if self.open_calls and all(c["pending"] for c in self.open_calls.values()):
+                ids = sorted(self.open_calls)
+                return RunOutcome(3, self.run_id, pending=ids)
+            call_id, outcome = self.replies.get()
+            if call_id not in self.open_calls:
+                continue
+            if outcome is B.PENDING:
+                self.open_calls[call_id]["pending"] = True
+                continue
+            tool = self.open_calls.pop(call_id)["tool"]
+            admitted = admit(self.prepared.tools[tool], outcome)
+            self.store.append("Reply", {"call": call_id, "outcome": admitted})
+            self.child.send({"op": "reply", "id": call_id, "outcome": admitted})
+            return None
+
+    def on_end(self, outcome: dict) -> RunOutcome:
+        self.store.append("End", {"outcome": outcome})
+        if "Completed" in outcome:
+            value = outcome["Completed"]
+            code = 0
+            result_type = self.prepared.entry.sig.ret
+            if isinstance(result_type, T.TCon) and result_type.name == T.RESULT and isinstance(value, dict) \
+                    and "Err" in value:
+                code = 4
+            return RunOutcome(code, self.run_id, output=abi.canonical_json(value))
+        return RunOutcome(1, self.run_id, fault=outcome.get("Faulted"))
+
+
+def admit(description: dict, outcome: Any) -> dict:
+    """The outcome as history records it: decoded against the Tool's declared types, or BadReply."""
+    try:
+        size = len(abi.canonical_json(outcome))
+    except Exception:
+        return {"Err": {"BadReply": "the reply is not JSON data"}}
+    if size > REPLY_LIMIT:
+        return {"Err": {"BadReply": f"the reply is {size} bytes, over the {REPLY_LIMIT}-byte limit"}}
+    defs = description.get("types", {})
+    try:
+        result = abi.decode_outcome(outcome, description["ok"], description["err"], defs)
+    except abi.NotAnOutcome as problem:
+        return {"Err": {"BadReply": f"not an outcome: {problem}"}}
+    return abi.encode_outcome(result, description["ok"], description["err"] if description["err"] is not None
+                              else "Never", defs)
+
+
+def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
+        python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync") -> RunOutcome:
+    """Run a program live. Never raises for bad input: refusals come back as exit code 2."""
+    try:
+        prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask)
+    except Refused as refused:
+        return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
+    run_id = new_run_id()
+    fields, sources = start_fields(prepared)
+    try:
+        store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability)
+    except StorageError as problem:
+        return RunOutcome(5, message=f"storage failure: {problem}")
+    for identity, implementation in sorted(prepared.implementations.items()):
+        store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
+    driver = Driver(prepared, store, run_id)
+    try:
+        outcome = driver.run()
+    except StorageError as problem:
+        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+    except KeyboardInterrupt:
+        store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
+        return RunOutcome(130, run_id, message="halted by an interrupt")
+    finally:
+        store.close()
+    if outcome.exit_code == 3:
+        try:
+            reopened = RunStore.open(runs_dir, run_id, for_append=True, durability=durability)
+            reopened.host_record({"kind": "paused", "head": reopened.head, "pending": outcome.pending})
+            reopened.close()
+        except StorageError:
+            pass
+    return outcome

@@ -1,0 +1,1349 @@
+"""The history store: one directory per run, holding its facts, values, sources and host records.
+
+The on-disk format is specified in `docs/trace.md`; this module is its only writer. In short:
+
+    <root>/<run id>/history.jsonl   one canonical-JSON fact per line, hash-chained
+    <root>/<run id>/values/<hex>    value fields over `inline_limit` bytes, by SHA-256 of their JSON
+    <root>/<run id>/sources/<hex>   module sources, by SHA-256 of their UTF-8 text
+    <root>/<run id>/host.jsonl      the host's own records (truncations, holes, pauses, halts, ...)
+
+The store is generic over fact fields. It interprets only what integrity needs: `n`, `kind`,
+`prev`, `hash`; Start's `data` (the data version) and `run` (the run id); and the value fields of
+each kind (`VALUE_FIELDS`), which it may move to `values/`. Appends are durable before `append`
+returns (write + fsync), a torn last line is truncation, and every other kind of damage is a
+`StorageError`, never a partial result.
+
+Errors:
+- `StorageError(message, fact_n)`: the record is damaged or could not be written (CLI exit 5).
+- `Hole(fact_n, field, hash)`: a value that was made a hole; its hash is all that is left.
+- `RunNotFound`, `RunExists`, `RunBusy`: the caller named a run that is absent, present, or
+  already open for appending in another process (refusals, CLI exit 2).
+- `RedactRefused`: redaction asked for a value that is stored inline (see `RunStore.redact`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import orjson
+
+__all__ = [
+    "DATA_VERSION",
+    "KINDS",
+    "VALUE_FIELDS",
+    "INLINE_LIMIT",
+    "StorageError",
+    "Hole",
+    "RunNotFound",
+    "RunExists",
+    "RunBusy",
+    "RedactRefused",
+    "TornTail",
+    "RunStore",
+    "canonical_bytes",
+    "loads_canonical",
+    "fact_hash",
+    "valid_run_id",
+    "scan_runs",
+]
+
+DATA_VERSION = "flow-data/1"
+KINDS = ("Start", "Call", "Reply", "Choice", "Stop", "Checkpoint", "End")
+# The fields of each kind that hold Flow values: the only fields the store may move to values/.
+VALUE_FIELDS: dict[str, tuple[str, ...]] = {
+    "Start": ("input",),
+    "Call": ("arguments",),
+    "Reply": ("outcome",),
+    "Choice": (),
+    "Stop": ("found",),
+    "Checkpoint": ("arguments",),
+    "End": ("outcome",),
+}
+_VALUE_REFS = {kind: tuple((f, f + "_ref") for f in fields) for kind, fields in VALUE_FIELDS.items()}
+INLINE_LIMIT = 1024  # a value whose canonical JSON is longer than this many bytes goes to values/
+HISTORY = "history.jsonl"
+HOST = "host.jsonl"
+VALUES = "values"
+SOURCES = "sources"
+
+_OPT = orjson.OPT_SORT_KEYS
+_HASH_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+_RESERVED = ("n", "kind", "prev", "hash")
+_RESERVED_SET = frozenset(_RESERVED)
+_STORE_RECORDS = frozenset({"hole", "truncated", "store"})  # host records only the store writes
+_ENDINGS = {"Completed": "completed", "Faulted": "faulted"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class StorageError(Exception):
+    """The store could not read or write the record faithfully: damage, or a failed write.
+
+    `fact_n` is the number of the fact concerned (the first damaged one when reading, the one
+    that could not be written when appending), or None when no single fact is concerned;
+    `component` names the file (`history.jsonl`, `host.jsonl`, `values/<hex>`, ...)."""
+
+    def __init__(self, message: str, fact_n: int | None = None, *, component: str | None = None):
+        self.message = message
+        self.fact_n = fact_n
+        self.component = component
+        where = []
+        if component:
+            where.append(component)
+        if fact_n is not None:
+            where.append(f"fact {fact_n}")
+        super().__init__(f"{': '.join(where)}: {message}" if where else message)
+
+
+class Hole(Exception):
+    """The value of `field` in fact `fact_n` is a hole: only its `hash` is kept."""
+
+    def __init__(self, fact_n: int, field: str, hash: str):
+        self.fact_n = fact_n
+        self.field = field
+        self.hash = hash
+        super().__init__(f"fact {fact_n}: {field} is a hole ({hash})")
+
+
+class RunNotFound(LookupError):
+    """No run directory with that id under the root."""
+
+
+class RunExists(Exception):
+    """`RunStore.create` was given an id whose directory already exists."""
+
+
+class RunBusy(Exception):
+    """Another open store holds the run for appending (an advisory lock on history.jsonl)."""
+
+
+class RedactRefused(ValueError):
+    """Redaction was asked for a value that cannot become a hole (stored inline, or absent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """An unfinished last line: `length` bytes starting at byte `offset` of history.jsonl."""
+
+    offset: int
+    length: int
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonical JSON
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """Canonical JSON: UTF-8, keys sorted, no insignificant whitespace (orjson's layout).
+
+    Integers outside 64 bits and nesting deeper than orjson allows are written by a slower
+    encoder that produces the same bytes orjson would."""
+    try:
+        return orjson.dumps(obj, option=_OPT)
+    except orjson.JSONEncodeError:
+        parts: list[str] = []
+        _slow_encode(obj, parts)
+        try:
+            return "".join(parts).encode("utf-8")
+        except UnicodeEncodeError as problem:
+            raise TypeError(f"text is not valid UTF-8: {problem}") from None
+
+
+def _slow_encode(obj: Any, out: list[str]) -> None:
+    if obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, int):
+        out.append(int.__repr__(obj))
+    elif isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise TypeError("a non-finite number is not JSON")
+        out.append(orjson.dumps(obj).decode())
+    elif isinstance(obj, str):
+        out.append(json.dumps(obj, ensure_ascii=False))
+    elif isinstance(obj, (list, tuple)):
+        out.append("[")
+        for index, item in enumerate(obj):
+            if index:
+                out.append(",")
+            _slow_encode(item, out)
+        out.append("]")
+    elif isinstance(obj, dict):
+        for key in obj:
+            if not isinstance(key, str):
+                raise TypeError("Dict key must be str")
+        out.append("{")
+        for index, key in enumerate(sorted(obj)):
+            if index:
+                out.append(",")
+            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(":")
+            _slow_encode(obj[key], out)
+        out.append("}")
+    else:
+        raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
+
+
+class _NotJSON(ValueError):
+    pass
+
+
+class _NotCanonical(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_canonical(data: bytes) -> Any:
+    """Parse bytes that must be canonical JSON. Raises ValueError (`_NotJSON` when they do not
+    parse at all, `_NotCanonical` when they parse but are not in canonical form)."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        obj = _NotJSON
+    if obj is not _NotJSON:
+        try:
+            if orjson.dumps(obj, option=_OPT) == data:
+                return obj
+        except orjson.JSONEncodeError:
+            pass
+    # Slow path: orjson reads integers beyond 64 bits as floats, so re-read exactly.
+    try:
+        exact = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise _NotJSON("not JSON") from None
+    try:
+        again = canonical_bytes(exact)
+    except (TypeError, RecursionError):
+        raise _NotCanonical("not canonical JSON") from None
+    if again != data:
+        raise _NotCanonical("not canonical JSON")
+    return exact
+
+
+def _sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fact_hash(fact_without_hash: dict) -> str:
+    """`"sha256:<hex>"` of the canonical JSON of a fact without its `hash` field."""
+    if "hash" in fact_without_hash:
+        raise ValueError("fact_hash takes the fact without its hash field")
+    return "sha256:" + _sha256_hex(canonical_bytes(fact_without_hash))
+
+
+def valid_run_id(run_id: object) -> bool:
+    """A run id: 1 to 128 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit."""
+    return isinstance(run_id, str) and _RUN_ID_RE.match(run_id) is not None
+
+
+def _ending_of(outcome: Any) -> str | None:
+    if isinstance(outcome, dict) and len(outcome) == 1:
+        (key,) = outcome
+        return _ENDINGS.get(key)
+    return None
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification of history bytes (shared by RunStore.open and scan_runs)
+
+
+def _check_fact(obj: Any, n: int, prev: str | None, ended: bool, run_id: str | None) -> str | None:
+    """Why `obj` is not a valid fact number `n` after a fact whose hash is `prev`; None if it is."""
+    if not isinstance(obj, dict):
+        return "the line is not a JSON object"
+    for key in _RESERVED:
+        if key not in obj:
+            return f"the fact has no `{key}`"
+    if type(obj["n"]) is not int or obj["n"] != n:
+        return f"`n` is {obj['n']!r}, expected {n}"
+    kind = obj["kind"]
+    if kind not in VALUE_FIELDS:
+        return f"unknown kind {kind!r}"
+    if (n == 1) != (kind == "Start"):
+        return "Start must be fact 1 and only fact 1" if n != 1 else "the first fact is not a Start"
+    if ended:
+        return "a fact after End"
+    if obj["prev"] != prev:
+        return "`prev` does not match the previous fact's hash (broken chain)"
+    claimed = obj["hash"]
+    if not isinstance(claimed, str) or not _HASH_RE.match(claimed):
+        return "`hash` is not sha256:<64 lowercase hex>"
+    rest = dict(obj)
+    del rest["hash"]
+    if "sha256:" + _sha256_hex(canonical_bytes(rest)) != claimed:
+        return "the fact's content does not match its hash"
+    for field in VALUE_FIELDS[kind]:
+        ref = obj.get(field + "_ref")
+        if ref is not None:
+            if field in obj:
+                return f"both `{field}` and `{field}_ref`"
+            if not isinstance(ref, str) or not _HASH_RE.match(ref):
+                return f"`{field}_ref` is not sha256:<64 lowercase hex>"
+        elif field + "_ref" in obj:
+            return f"`{field}_ref` is null"
+    if kind == "Start":
+        if obj.get("data") != DATA_VERSION:
+            return f"unknown data version {obj.get('data')!r} (this reader knows {DATA_VERSION})"
+        if run_id is not None and obj.get("run") != run_id:
+            return f"Start names run {obj.get('run')!r}, not {run_id!r}"
+    if kind == "End" and "ending" in obj:
+        ending = obj["ending"]
+        if ending not in ("completed", "faulted"):
+            return f"`ending` is {ending!r}"
+        if "outcome" in obj and _ending_of(obj["outcome"]) != ending:
+            return "`ending` disagrees with `outcome`"
+    return None
+
+
+@dataclass(slots=True)
+class _Parsed:
+    facts: list[dict]
+    valid_len: int  # bytes of the validated prefix
+    torn: TornTail | None
+    error: StorageError | None
+
+
+def _parse_history(data: bytes, run_id: str | None) -> _Parsed:
+    """Validate `data` line by line. Stops at the first damage (reported in `error`) or at a
+    torn last line (reported in `torn`): the facts before it are the validated prefix.
+
+    A torn last line is what an interrupted append can leave: bytes after the last newline, or a
+    last line that does not parse and holds a NUL byte (a region the file system extended but
+    never wrote reads back as zeros; canonical JSON never contains a raw NUL). A last line that
+    ends in a newline and does not parse but has no NUL is damage, not a tear: otherwise one
+    flipped byte in the previous line's newline would silently drop two durable facts."""
+    facts: list[dict] = []
+    pos = 0
+    size = len(data)
+    prev: str | None = None
+    ended = False
+    while pos < size:
+        newline = data.find(b"\n", pos)
+        if newline < 0:
+            return _Parsed(facts, pos, TornTail(pos, size - pos), None)
+        n = len(facts) + 1
+        try:
+            obj = loads_canonical(data[pos:newline])
+        except _NotJSON:
+            if newline + 1 == size and b"\0" in data[pos:newline]:
+                return _Parsed(facts, pos, TornTail(pos, size - pos), None)
+            return _Parsed(facts, pos, None, StorageError("the line is not JSON", n, component=HISTORY))
+        except _NotCanonical:
+            return _Parsed(
+                facts, pos, None, StorageError("the line is not canonical JSON", n, component=HISTORY)
+            )
+        problem = _check_fact(obj, n, prev, ended, run_id)
+        if problem is not None:
+            return _Parsed(facts, pos, None, StorageError(problem, n, component=HISTORY))
+        facts.append(obj)
+        prev = obj["hash"]
+        ended = obj["kind"] == "End"
+        pos = newline + 1
+    return _Parsed(facts, pos, None, None)
+
+
+def _parse_host(data: bytes) -> tuple[list[dict], int, TornTail | None]:
+    """Host records: canonical JSON objects with a text `kind`, one a line; a torn last line is
+    ignored (and reported). Raises StorageError for any other damage."""
+    records: list[dict] = []
+    pos = 0
+    size = len(data)
+    line_no = 0
+    while pos < size:
+        newline = data.find(b"\n", pos)
+        if newline < 0:
+            return records, pos, TornTail(pos, size - pos)
+        line_no += 1
+        try:
+            obj = loads_canonical(data[pos:newline])
+        except _NotJSON:
+            if newline + 1 == size and b"\0" in data[pos:newline]:
+                return records, pos, TornTail(pos, size - pos)
+            raise StorageError(f"line {line_no} is not JSON", component=HOST) from None
+        except _NotCanonical:
+            raise StorageError(f"line {line_no} is not canonical JSON", component=HOST) from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+            raise StorageError(f"line {line_no} is not a record with a kind", component=HOST)
+        records.append(obj)
+        pos = newline + 1
+    return records, pos, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Low-level file helpers
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # pragma: no cover - os.write raises rather than return 0 on files
+            raise OSError(errno.EIO, "write made no progress")
+        view = view[written:]
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_file(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _strerror(problem: OSError) -> str:
+    return problem.strerror or str(problem)
+
+
+# ---------------------------------------------------------------------------------------------
+# The store
+
+
+class RunStore:
+    """One run's stored record. Make one with `RunStore.create` or `RunStore.open`.
+
+    A store opened for appending (`create`, or `open(..., for_append=True)`) holds an exclusive
+    advisory lock on the run until `close()`; a read-only store takes no lock and never writes."""
+
+    # -- construction ---------------------------------------------------------------------------
+
+    def __init__(self, root: str, run_id: str, *, for_append: bool, durability: str,
+                 inline_limit: int | None):
+        if durability not in ("fsync", "none"):
+            raise ValueError('durability is "fsync" or "none"')
+        if inline_limit is not None and (type(inline_limit) is not int or inline_limit < 0):
+            raise ValueError("inline_limit is a byte count >= 0")
+        self.root = os.fspath(root)
+        self.run_id = run_id
+        self.path = os.path.join(self.root, run_id)
+        self.for_append = for_append
+        self.durability = durability
+        self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
+        self.torn_tail: TornTail | None = None
+        self._facts: list[dict] = []
+        self._size = 0  # bytes of history.jsonl that hold the verified facts
+        self._dirty = False  # a failed write may have left bytes past _size
+        self._fd: int | None = None  # history.jsonl, O_APPEND, locked
+        self._host_fd: int | None = None
+        self._host_size = 0
+        self._host_dirty = False
+        self._holes: dict[tuple[int, str], str] = {}
+        self._refs: dict[str, set[tuple[int, str]]] = {}  # hex -> {(n, field)}
+        self._known_blobs: set[str] = set()  # hex of value files written or checked this session
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _check_run_id(run_id: str) -> None:
+        if not valid_run_id(run_id):
+            raise ValueError(f"invalid run id {run_id!r}: 1-128 of A-Z a-z 0-9 . _ -, "
+                             "starting with a letter or digit")
+
+    @classmethod
+    def create(cls, root: str, run_id: str, start_fields: dict, *, sources: Iterable[str] = (),
+               durability: str = "fsync", inline_limit: int = INLINE_LIMIT) -> "RunStore":
+        """Make the run directory (failing with RunExists if it exists), store `sources`, then
+        write Start as fact 1. Start gets `data` = DATA_VERSION and `run` = `run_id` when absent
+        (present with another value: ValueError). `inline_limit` other than the default is
+        recorded in host.jsonl, so later opens of the run keep it."""
+        cls._check_run_id(run_id)
+        if not isinstance(start_fields, dict):
+            raise TypeError("start_fields is a dict")
+        fields = dict(start_fields)
+        if fields.setdefault("data", DATA_VERSION) != DATA_VERSION:
+            raise ValueError(f"this store writes data version {DATA_VERSION}, not {fields['data']!r}")
+        if fields.setdefault("run", run_id) != run_id:
+            raise ValueError(f"Start names run {fields['run']!r}, not {run_id!r}")
+        source_texts = list(sources)
+        store = cls(root, run_id, for_append=True, durability=durability, inline_limit=inline_limit)
+        # Validate Start before touching the disk.
+        blobs: dict[str, bytes] = {}
+        start_fact, start_line = store._build("Start", fields, 1, None, False, blobs, allow_start=True)
+        root_path = store.root
+        root_created = not os.path.isdir(root_path)
+        try:
+            os.makedirs(root_path, mode=0o700, exist_ok=True)
+            os.mkdir(store.path, 0o700)
+        except FileExistsError:
+            raise RunExists(f"run {run_id} already exists in {root_path}") from None
+        except OSError as problem:
+            raise StorageError(f"cannot make the run directory: {_strerror(problem)}",
+                               component=store.path) from problem
+        try:
+            os.mkdir(os.path.join(store.path, VALUES), 0o700)
+            os.mkdir(os.path.join(store.path, SOURCES), 0o700)
+            fd = os.open(os.path.join(store.path, HISTORY),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            store._fd = fd
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if inline_limit != INLINE_LIMIT:
+                store._write_host({"kind": "store", "inlineLimit": inline_limit})
+            for text in source_texts:
+                store._put_source(text, sync_dir=False)
+            if store._fsync:
+                _fsync_dir(os.path.join(store.path, SOURCES))
+                _fsync_dir(store.path)
+                _fsync_dir(root_path)
+                if root_created:
+                    _fsync_dir(os.path.dirname(os.path.abspath(root_path)))
+        except OSError as problem:
+            store.close()
+            raise StorageError(f"cannot prepare the run: {_strerror(problem)}",
+                               component=store.path) from problem
+        try:
+            store._commit([start_fact], [start_line], blobs)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def open(cls, root: str, run_id: str, *, for_append: bool, durability: str = "fsync",
+             inline_limit: int | None = None) -> "RunStore":
+        """Read and verify the whole record (see the module and docs/trace.md).
+
+        A torn last line is truncated away (and a host record `truncated` written) when
+        `for_append`, and otherwise reported in `torn_tail` and ignored. Any other damage raises
+        StorageError. `inline_limit` None keeps the run's recorded limit (default 1024)."""
+        cls._check_run_id(run_id)
+        store = cls(root, run_id, for_append=for_append, durability=durability,
+                    inline_limit=inline_limit)
+        if not os.path.isdir(store.path):
+            raise RunNotFound(f"no run {run_id} in {store.root}")
+        try:
+            store._load(explicit_limit=inline_limit)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _load(self, explicit_limit: int | None) -> None:
+        # 1. Verify everything, changing nothing.
+        history_path = os.path.join(self.path, HISTORY)
+        try:
+            if self.for_append:
+                self._fd = os.open(history_path,
+                                   os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise RunBusy(f"run {self.run_id} is open for appending elsewhere") from None
+            data = _read_file(history_path)
+        except FileNotFoundError:
+            raise StorageError("history.jsonl is missing", component=HISTORY) from None
+        except OSError as problem:
+            raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
+        parsed = _parse_history(data, self.run_id)
+        if parsed.error is not None:
+            raise parsed.error
+        if not parsed.facts:
+            raise StorageError("the run has no Start (it never started)", component=HISTORY)
+        host_path = os.path.join(self.path, HOST)
+        try:
+            host_data = _read_file(host_path)
+        except FileNotFoundError:
+            host_data = b""
+        except OSError as problem:
+            raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
+        records, host_len, host_torn = _parse_host(host_data)
+        holes: dict[tuple[int, str], str] = {}
+        recorded_limit = None
+        for record in records:
+            if record["kind"] == "store" and type(record.get("inlineLimit")) is int:
+                recorded_limit = record["inlineLimit"]
+            elif record["kind"] == "hole":
+                n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
+                if type(n) is not int or not isinstance(field, str) or not isinstance(ref, str):
+                    raise StorageError("a hole record lacks fact, field or ref", component=HOST)
+                if 1 <= n <= len(parsed.facts):
+                    if parsed.facts[n - 1].get(field + "_ref") != ref:
+                        raise StorageError(f"a hole record names {field} of fact {n}, which does "
+                                           f"not refer to {ref}", n, component=HOST)
+                    holes[(n, field)] = ref
+        if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
+            self.inline_limit = recorded_limit
+        self._holes = holes
+        self._facts = parsed.facts
+        self._size = parsed.valid_len
+        self._host_size = host_len
+        for fact in parsed.facts:
+            self._index_refs(fact)
+        # Every stored value that is not a recorded hole must be present; its content is checked
+        # when it is read.
+        values_dir = os.path.join(self.path, VALUES)
+        for hex_, users in self._refs.items():
+            live = [user for user in users if user not in holes]
+            if live and not os.path.isfile(os.path.join(values_dir, hex_)):
+                raise StorageError("the value file is missing and is not a recorded hole",
+                                   min(live)[0], component=f"{VALUES}/{hex_}")
+        if not self.for_append:
+            self.torn_tail = parsed.torn
+            return
+        # 2. Repairs, before anything is appended: torn tails, an interrupted redaction, and
+        # temporary files of interrupted value writes.
+        if host_torn is not None:
+            self._open_host()
+            try:
+                os.ftruncate(self._host_fd, host_len)
+                if self._fsync:
+                    os.fsync(self._host_fd)
+            except OSError as problem:
+                raise StorageError(f"cannot remove the torn last line: {_strerror(problem)}",
+                                   component=HOST) from problem
+            self._write_host({"kind": "truncated", "component": HOST, "at": _now(),
+                              "offset": host_torn.offset, "bytes": host_torn.length,
+                              "sha256": _sha256_hex(host_data[host_torn.offset:])})
+        if parsed.torn is not None:
+            try:
+                os.ftruncate(self._fd, parsed.valid_len)
+                if self._fsync:
+                    os.fsync(self._fd)
+            except OSError as problem:
+                raise StorageError(f"cannot remove the torn last line: {_strerror(problem)}",
+                                   len(parsed.facts) + 1, component=HISTORY) from problem
+            self._write_host({
+                "kind": "truncated", "component": HISTORY, "at": _now(),
+                "offset": parsed.torn.offset, "bytes": parsed.torn.length,
+                "sha256": _sha256_hex(data[parsed.torn.offset:]),
+                "facts": len(parsed.facts), "head": self.head,
+            })
+        # A redaction records its hole, then deletes the value file; a crash between the two
+        # leaves the file, which is deleted here once no unredacted fact refers to it.
+        removed = False
+        for hex_ in {ref[len("sha256:"):] for ref in holes.values()}:
+            if os.path.exists(os.path.join(values_dir, hex_)):
+                removed |= self._drop_if_unused(hex_)
+        if removed and self._fsync:
+            _fsync_dir(values_dir)
+        for sub in (VALUES, SOURCES):
+            directory = os.path.join(self.path, sub)
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(".tmp-"):
+                    try:
+                        os.unlink(os.path.join(directory, name))
+                    except OSError:
+                        pass
+
+    def close(self) -> None:
+        """Release the lock and the files. The store can no longer append."""
+        for attr in ("_fd", "_host_fd"):
+            fd = getattr(self, attr)
+            if fd is not None:
+                setattr(self, attr, None)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.for_append = False
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- reading --------------------------------------------------------------------------------
+
+    @property
+    def _fsync(self) -> bool:
+        return self.durability == "fsync"
+
+    @property
+    def head(self) -> str | None:
+        """The hash of the last verified fact."""
+        return self._facts[-1]["hash"] if self._facts else None
+
+    @property
+    def ended(self) -> bool:
+        return bool(self._facts) and self._facts[-1]["kind"] == "End"
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def facts(self) -> list[dict]:
+        """The verified facts, as stored (large values as `<field>_ref`). Do not mutate them."""
+        return list(self._facts)
+
+    def fact(self, n: int) -> dict:
+        if type(n) is not int or not 1 <= n <= len(self._facts):
+            raise IndexError(f"no fact {n!r} (the history has {len(self._facts)})")
+        return self._facts[n - 1]
+
+    def holes(self) -> dict[tuple[int, str], str]:
+        """Every recorded hole: (fact n, field) -> the value's hash."""
+        return dict(self._holes)
+
+    def is_hole(self, fact: dict | int, field: str) -> bool:
+        n = fact if isinstance(fact, int) else fact["n"]
+        return (n, field) in self._holes
+
+    def value(self, fact: dict | int, field: str) -> Any:
+        """The value of `field` in a fact (given as the fact or its number): inline, or loaded
+        from values/ and checked against its hash. Raises Hole for a hole, StorageError for a
+        missing or damaged value file, KeyError when the fact has no such field."""
+        stored = self.fact(fact if isinstance(fact, int) else fact["n"])
+        if field in stored:
+            return stored[field]
+        ref = stored.get(field + "_ref")
+        if ref is None:
+            raise KeyError(f"fact {stored['n']} has no {field}")
+        n = stored["n"]
+        if (n, field) in self._holes:
+            raise Hole(n, field, ref)
+        hex_ = ref[len("sha256:"):]
+        component = f"{VALUES}/{hex_}"
+        try:
+            data = _read_file(os.path.join(self.path, VALUES, hex_))
+        except FileNotFoundError:
+            raise StorageError(f"the value of {field} is missing and is not a recorded hole", n,
+                               component=component) from None
+        except OSError as problem:
+            raise StorageError(f"cannot read the value of {field}: {_strerror(problem)}", n,
+                               component=component) from problem
+        if _sha256_hex(data) != hex_:
+            raise StorageError(f"the value of {field} does not match its hash", n, component=component)
+        try:
+            return loads_canonical(data)
+        except ValueError:
+            raise StorageError(f"the value of {field} is not canonical JSON", n,
+                               component=component) from None
+
+    def source(self, hash: str) -> str:
+        """A stored module source, checked against its hash."""
+        if not isinstance(hash, str) or not _HASH_RE.match(hash):
+            raise ValueError(f"not a source hash: {hash!r}")
+        hex_ = hash[len("sha256:"):]
+        component = f"{SOURCES}/{hex_}"
+        try:
+            data = _read_file(os.path.join(self.path, SOURCES, hex_))
+        except FileNotFoundError:
+            raise StorageError("the source is missing", component=component) from None
+        except OSError as problem:
+            raise StorageError(f"cannot read the source: {_strerror(problem)}",
+                               component=component) from problem
+        if _sha256_hex(data) != hex_:
+            raise StorageError("the source does not match its hash", component=component)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:  # pragma: no cover - the hash matched text we encoded
+            raise StorageError("the source is not UTF-8", component=component) from None
+
+    def host_records(self) -> list[dict]:
+        """Every complete host record, in order (a torn last line is left out)."""
+        host_path = os.path.join(self.path, HOST)
+        try:
+            data = _read_file(host_path)
+        except FileNotFoundError:
+            return []
+        except OSError as problem:
+            raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
+        return _parse_host(data)[0]
+
+    # -- appending ------------------------------------------------------------------------------
+
+    def _require_writable(self) -> None:
+        if not self.for_append or self._fd is None:
+            raise ValueError(f"run {self.run_id} is not open for appending")
+
+    def append(self, kind: str, fields: dict) -> dict:
+        """Write one fact durably and return it as stored."""
+        if not self.for_append:
+            self._require_writable()
+        with self._lock:
+            if self._fd is None:
+                raise ValueError(f"run {self.run_id} is not open for appending")
+            facts = self._facts
+            if facts:
+                last = facts[-1]
+                prev, ended = last["hash"], last["kind"] == "End"
+            else:  # pragma: no cover - a store always holds its Start
+                prev, ended = None, False
+            blobs: dict[str, bytes] = {}
+            fact, line = self._build(kind, fields, len(facts) + 1, prev, ended, blobs)
+            self._commit([fact], [line], blobs)
+            return fact
+
+    def append_many(self, items: Sequence[tuple[str, dict]]) -> list[dict]:
+        """Write several facts with one write and one fsync (group commit): all or none."""
+        self._require_writable()
+        with self._lock:
+            if self._fd is None:
+                raise ValueError(f"run {self.run_id} is not open for appending")
+            n = len(self._facts)
+            prev = self.head
+            ended = self.ended
+            blobs: dict[str, bytes] = {}
+            facts: list[dict] = []
+            lines: list[bytes] = []
+            for kind, fields in items:
+                n += 1
+                fact, line = self._build(kind, fields, n, prev, ended, blobs)
+                facts.append(fact)
+                lines.append(line)
+                prev = fact["hash"]
+                ended = kind == "End"
+            if not facts:
+                return []
+            self._commit(facts, lines, blobs)
+            return facts
+
+    def _build(self, kind: str, fields: dict, n: int, prev: str | None, ended: bool,
+               blobs: dict[str, bytes], *, allow_start: bool = False) -> tuple[dict, bytes]:
+        """The fact and its line; large values added to `blobs`. Raises before any I/O."""
+        if kind not in VALUE_FIELDS:
+            raise ValueError(f"unknown fact kind {kind!r}")
+        if kind == "Start" and not allow_start:
+            raise ValueError("Start is written by RunStore.create")
+        if ended:
+            raise ValueError("the history already has its End")
+        if not isinstance(fields, dict):
+            raise TypeError("fields is a dict")
+        if not _RESERVED_SET.isdisjoint(fields):
+            raise ValueError(f"{sorted(_RESERVED_SET.intersection(fields))} are set by the store")
+        for field, ref_name in _VALUE_REFS[kind]:
+            if ref_name in fields:
+                raise ValueError(f"pass `{field}` itself; the store decides whether to refer to it")
+        fact: dict[str, Any] = dict(fields)  # non-text field names fail in canonical_bytes
+        if kind == "End" and "outcome" in fields:
+            ending = _ending_of(fields["outcome"])
+            given = fact.get("ending")
+            if given is not None and given != ending:
+                raise ValueError(f"`ending` {given!r} disagrees with the outcome")
+            if ending is not None:
+                fact["ending"] = ending
+        fact["n"] = n
+        fact["kind"] = kind
+        fact["prev"] = prev
+        hash_input = canonical_bytes(fact)
+        if len(hash_input) > self.inline_limit:
+            # Some value may be over the limit: measure each one (a value's JSON is part of the
+            # fact's, so a fact within the limit has no value over it).
+            moved = False
+            for field, ref_name in _VALUE_REFS[kind]:
+                if field not in fact:
+                    continue
+                encoded = canonical_bytes(fact[field])
+                if len(encoded) > self.inline_limit:
+                    hex_ = hashlib.sha256(encoded).hexdigest()
+                    blobs[hex_] = encoded
+                    del fact[field]
+                    fact[ref_name] = "sha256:" + hex_
+                    moved = True
+            if moved:
+                hash_input = canonical_bytes(fact)
+        fact["hash"] = "sha256:" + hashlib.sha256(hash_input).hexdigest()
+        return fact, canonical_bytes(fact) + b"\n"
+
+    def _commit(self, facts: list[dict], lines: list[bytes], blobs: dict[str, bytes]) -> None:
+        first = facts[0]["n"]
+        if blobs:
+            self._write_blobs(blobs, first)
+        self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first)
+        self._facts.extend(facts)
+        if blobs:  # a value went by reference
+            for fact in facts:
+                self._index_refs(fact)
+
+    def _index_refs(self, fact: dict) -> None:
+        for field in VALUE_FIELDS[fact["kind"]]:
+            ref = fact.get(field + "_ref")
+            if ref is not None:
+                self._refs.setdefault(ref[len("sha256:"):], set()).add((fact["n"], field))
+
+    def _write_blobs(self, blobs: dict[str, bytes], fact_n: int) -> None:
+        wrote = False
+        directory = os.path.join(self.path, VALUES)
+        for hex_, data in blobs.items():
+            if hex_ in self._known_blobs:
+                continue
+            path = os.path.join(directory, hex_)
+            try:
+                if _sha256_hex(_read_file(path)) == hex_:
+                    self._known_blobs.add(hex_)
+                    continue
+            except OSError:
+                pass
+            self._write_blob_file(directory, hex_, data, fact_n)
+            self._known_blobs.add(hex_)
+            wrote = True
+        if wrote and self._fsync:
+            try:
+                _fsync_dir(directory)
+            except OSError as problem:
+                raise StorageError(f"cannot sync values/: {_strerror(problem)}", fact_n,
+                                   component=VALUES) from problem
+
+    def _write_blob_file(self, directory: str, hex_: str, data: bytes, fact_n: int | None) -> None:
+        tmp = os.path.join(directory, f".tmp-{hex_}-{os.getpid()}")
+        fd = None
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            _write_all(fd, data)
+            if self._fsync:
+                os.fsync(fd)
+            os.close(fd)
+            fd = None
+            os.replace(tmp, os.path.join(directory, hex_))
+        except BaseException as problem:
+            if fd is not None:
+                os.close(fd)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(problem, OSError):
+                component = f"{os.path.basename(directory)}/{hex_}"
+                raise StorageError(f"cannot write: {_strerror(problem)}", fact_n,
+                                   component=component) from problem
+            raise
+
+    def _write_history(self, data: bytes, fact_n: int) -> None:
+        fd = self._fd
+        start = self._size
+        if self._dirty:
+            try:
+                os.ftruncate(fd, start)
+                self._dirty = False
+            except OSError as problem:
+                raise StorageError(f"cannot remove an earlier failed write: {_strerror(problem)}",
+                                   fact_n, component=HISTORY) from problem
+        try:
+            _write_all(fd, data)
+            if self._fsync:
+                os.fsync(fd)
+        except BaseException as problem:
+            # Leave no partial line visible: cut the file back to the last good fact.
+            try:
+                os.ftruncate(fd, start)
+                if self._fsync:
+                    os.fsync(fd)
+            except OSError:
+                self._dirty = True
+            if isinstance(problem, OSError):
+                raise StorageError(f"cannot append: {_strerror(problem)}", fact_n,
+                                   component=HISTORY) from problem
+            raise
+        self._size = start + len(data)
+
+    # -- sources --------------------------------------------------------------------------------
+
+    def put_source(self, text: str) -> str:
+        """Store a module source (once, by hash) durably; returns `"sha256:<hex>"`."""
+        self._require_writable()
+        with self._lock:
+            return self._put_source(text, sync_dir=True)
+
+    def _put_source(self, text: str, *, sync_dir: bool) -> str:
+        if not isinstance(text, str):
+            raise TypeError("a source is text")
+        data = text.encode("utf-8")
+        hex_ = _sha256_hex(data)
+        directory = os.path.join(self.path, SOURCES)
+        path = os.path.join(directory, hex_)
+        try:
+            if _sha256_hex(_read_file(path)) == hex_:
+                return "sha256:" + hex_
+        except OSError:
+            pass
+        self._write_blob_file(directory, hex_, data, None)
+        if sync_dir and self._fsync:
+            try:
+                _fsync_dir(directory)
+            except OSError as problem:
+                raise StorageError(f"cannot sync sources/: {_strerror(problem)}",
+                                   component=SOURCES) from problem
+        return "sha256:" + hex_
+
+    # -- host records ---------------------------------------------------------------------------
+
+    def host_record(self, record: dict) -> dict:
+        """Append a host record (a JSON object with a text `kind`) to host.jsonl, durably."""
+        self._require_writable()
+        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            raise ValueError("a host record is a dict with a text `kind`")
+        if record["kind"] in _STORE_RECORDS:
+            raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
+        with self._lock:
+            self._write_host(record)
+        return record
+
+    def _open_host(self) -> None:
+        if self._host_fd is None:
+            path = os.path.join(self.path, HOST)
+            existed = os.path.exists(path)
+            try:
+                self._host_fd = os.open(
+                    path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                if not existed and self._fsync:
+                    _fsync_dir(self.path)
+            except OSError as problem:
+                raise StorageError(f"cannot open: {_strerror(problem)}", component=HOST) from problem
+
+    def _write_host(self, record: dict) -> None:
+        line = canonical_bytes(record) + b"\n"
+        self._open_host()
+        fd = self._host_fd
+        start = self._host_size
+        try:
+            if self._host_dirty:
+                os.ftruncate(fd, start)
+                self._host_dirty = False
+            _write_all(fd, line)
+            if self._fsync:
+                os.fsync(fd)
+        except BaseException as problem:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                self._host_dirty = True
+            if isinstance(problem, OSError):
+                raise StorageError(f"cannot append a host record: {_strerror(problem)}",
+                                   component=HOST) from problem
+            raise
+        self._host_size = start + len(line)
+
+    # -- holes ----------------------------------------------------------------------------------
+
+    def redact(self, n: int, field: str | None = None) -> list[dict]:
+        """Make the stored value of `field` of fact `n` (every value field of the fact when
+        `field` is None) a hole: record `{"kind": "hole", "fact", "field", "ref"}` in host.jsonl,
+        then delete the value file unless an unredacted fact still refers to the same content.
+        The fact itself, and so the hash chain, does not change.
+
+        Only a value stored by reference (in values/) can become a hole. An inline value is part
+        of its fact's hashed line, so removing it would break the chain: that raises
+        RedactRefused, and nothing is changed. A host that must be able to redact every value
+        creates its runs with `inline_limit=0`. Returns the hole records written (none for
+        values that were already holes)."""
+        self._require_writable()
+        fact = self.fact(n)
+        kind_fields = VALUE_FIELDS[fact["kind"]]
+        if field is None:
+            fields = [f for f in kind_fields if f in fact or f + "_ref" in fact]
+            if not fields:
+                raise RedactRefused(f"fact {n} ({fact['kind']}) holds no value")
+        else:
+            if field not in kind_fields:
+                raise RedactRefused(f"{field!r} is not a value field of {fact['kind']}")
+            fields = [field]
+        for f in fields:
+            if f in fact:
+                raise RedactRefused(
+                    f"fact {n}: {f} is stored inline (its JSON is at most the inline limit), so "
+                    "it is part of the fact's hash and cannot become a hole without breaking the "
+                    "chain; create runs with inline_limit=0 to make every value redactable")
+            if f + "_ref" not in fact:
+                raise RedactRefused(f"fact {n} has no {f}")
+        written = []
+        with self._lock:
+            directory = os.path.join(self.path, VALUES)
+            removed = False
+            for f in fields:
+                if (n, f) in self._holes:
+                    continue
+                ref = fact[f + "_ref"]
+                record = {"kind": "hole", "fact": n, "field": f, "ref": ref}
+                self._write_host(record)
+                self._holes[(n, f)] = ref
+                written.append(record)
+                removed |= self._drop_if_unused(ref[len("sha256:"):])
+            if removed and self._fsync:
+                try:
+                    _fsync_dir(directory)
+                except OSError as problem:
+                    raise StorageError(f"cannot sync values/: {_strerror(problem)}",
+                                       component=VALUES) from problem
+        return written
+
+    def _drop_if_unused(self, hex_: str) -> bool:
+        users = self._refs.get(hex_, set())
+        if any(user not in self._holes for user in users):
+            return False
+        self._known_blobs.discard(hex_)
+        try:
+            os.unlink(os.path.join(self.path, VALUES, hex_))
+        except FileNotFoundError:
+            return False
+        except OSError as problem:
+            raise StorageError(f"cannot delete: {_strerror(problem)}",
+                               component=f"{VALUES}/{hex_}") from problem
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored-run discovery
+
+
+COMPONENT_LIMIT = 4 * 1024 * 1024  # bytes of one component a page may read ...
+PROBE = 1  # ... plus one byte, to tell "exactly 4 MiB" from "more"
+PAGE_LIMIT = 16 * 1024 * 1024  # bytes a page may read in all
+ENTRY_LIMIT = 10_000  # non-dot root entries examined before interpreting names
+
+
+class _Budget:
+    def __init__(self, total: int):
+        self.left = total
+
+
+def _bounded_read(path: str, budget: _Budget) -> tuple[bytes | None, str | None, OSError | None]:
+    """Read at most min(4 MiB + 1, budget) bytes. Returns (data, limit reason, error)."""
+    cap = min(COMPONENT_LIMIT + PROBE, budget.left)
+    chunks: list[bytes] = []
+    got = 0
+    try:
+        # O_NONBLOCK: a FIFO in place of a component must not hang discovery.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as problem:
+        return None, None, problem
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        while got < cap:
+            chunk = os.read(fd, min(cap - got, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        # Stopped by the page ceiling rather than the component bound: more bytes exist?
+        more = got >= cap and os.fstat(fd).st_size > got
+    except OSError as problem:
+        budget.left -= got  # partial bytes retained before a read error count
+        return None, None, problem
+    finally:
+        os.close(fd)
+    budget.left -= got
+    if got >= COMPONENT_LIMIT + PROBE:
+        return None, "larger than the 4 MiB component read bound", None
+    if more:
+        return None, "the 16 MiB page read ceiling was reached", None
+    return b"".join(chunks), None, None
+
+
+def _display_name(name: str) -> str:
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _row(name: str) -> dict:
+    return {
+        "run": _display_name(name),
+        "historyPresent": False,
+        "record": "not-started",
+        "truncated": False,
+        "ending": None,
+        "entry": None,
+        "program": None,
+        "lastFact": None,
+        "hostDecision": None,
+        "problem": None,
+    }
+
+
+def _problem(component: str, status: str, message: str, fact: int | None = None) -> dict:
+    return {"component": component, "status": status, "message": message, "fact": fact}
+
+
+def _component_size(path: str) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
+    """One discovery row, or None when the page ceiling leaves no room to examine this run."""
+    row = _row(name)
+    path = os.path.join(root, name)
+    try:
+        st = os.lstat(path)
+    except OSError as problem:
+        row["record"] = "unreadable"
+        row["problem"] = _problem("run", "unreadable", _strerror(problem))
+        return row
+    if not stat.S_ISDIR(st.st_mode):
+        row["record"] = "unreadable"
+        row["problem"] = _problem("run", "unreadable", "not a run directory")
+        return row
+    if not valid_run_id(name):
+        row["record"] = "unreadable"
+        row["problem"] = _problem("run", "unreadable", "the directory name is not a run id")
+        return row
+    history_path = os.path.join(path, HISTORY)
+    host_path = os.path.join(path, HOST)
+    row["historyPresent"] = os.path.lexists(history_path)
+    if not row["historyPresent"]:
+        return row
+    need = (min(_component_size(history_path), COMPONENT_LIMIT + PROBE)
+            + min(_component_size(host_path), COMPONENT_LIMIT + PROBE))
+    if need > budget.left and not first:
+        return None
+    data, limited, error = _bounded_read(history_path, budget)
+    if error is not None:
+        row["record"] = "unreadable"
+        row["truncated"] = None
+        row["problem"] = _problem(HISTORY, "unreadable", _strerror(error))
+        return row
+    if limited is not None:
+        row["record"] = "inspection-limited"
+        row["truncated"] = None
+        row["problem"] = _problem(HISTORY, "inspection-limited", limited)
+        return row
+    parsed = _parse_history(data, name)
+    facts = parsed.facts
+    row["truncated"] = parsed.torn is not None
+    if facts:
+        start = facts[0]
+        entry = start.get("entry")
+        if isinstance(entry, dict):
+            module, function = entry.get("module"), entry.get("function")
+            row["entry"] = {"module": module if isinstance(module, str) else None,
+                            "function": function if isinstance(function, str) else None}
+        program = start.get("program")
+        row["program"] = program if isinstance(program, str) else None
+        last = facts[-1]
+        row["lastFact"] = {"n": last["n"], "hash": last["hash"]}
+        if last["kind"] == "End":
+            ending = last.get("ending")
+            row["ending"] = ending if ending is not None else _ending_of(last.get("outcome"))
+    if parsed.error is not None:
+        row["record"] = "unreadable"
+        row["truncated"] = None  # the tail was not reached
+        err = parsed.error
+        row["problem"] = _problem(HISTORY, "unreadable", err.message, err.fact_n)
+        return row
+    if not facts:
+        row["record"] = "not-started"
+        return row
+    row["record"] = "complete" if facts[-1]["kind"] == "End" else "incomplete"
+    host_data, limited, error = _bounded_read(host_path, budget)
+    if error is not None:
+        if isinstance(error, FileNotFoundError):
+            return row
+        row["record"] = "unreadable"
+        row["problem"] = _problem(HOST, "unreadable", _strerror(error))
+        return row
+    if limited is not None:
+        row["record"] = "inspection-limited"
+        row["problem"] = _problem(HOST, "inspection-limited", limited)
+        return row
+    try:
+        records = _parse_host(host_data)[0]
+    except StorageError as problem:
+        row["record"] = "unreadable"
+        row["problem"] = _problem(HOST, "unreadable", problem.message)
+        return row
+    head = facts[-1]["hash"]
+    for record in records:
+        if record["kind"] in ("paused", "halted") and record.get("head") == head:
+            row["hostDecision"] = record
+    return row
+
+
+def scan_runs(root: str, *, limit: int = 50, after: str | None = None) -> dict:
+    """Stored-run discovery (the execution seed's rows): a page of runs under `root`, by id.
+
+    Returns `{"runs": [row...], "nextAfter": id | None, "problems": [problem...]}`. Reads only
+    history.jsonl and host.jsonl of each run (never a value or source file), within the read
+    bounds, and never creates or changes anything. Invalid arguments raise ValueError."""
+    if type(limit) is not int or not 1 <= limit <= 200:
+        raise ValueError("limit is an integer from 1 to 200")
+    if after is not None and (not isinstance(after, str) or not after or "/" in after
+                              or "\0" in after):
+        raise ValueError("after is a run id")
+    root = os.fspath(root)
+    result: dict[str, Any] = {"runs": [], "nextAfter": None, "problems": []}
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        result["problems"].append(_problem("root", "not-created", "the runs directory does not exist"))
+        return result
+    except OSError as problem:
+        result["problems"].append(_problem("root", "unreadable", _strerror(problem)))
+        return result
+    if not stat.S_ISDIR(st.st_mode):
+        result["problems"].append(_problem("root", "unreadable", "not a directory"))
+        return result
+    names: list[str] = []
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                names.append(entry.name)
+                if len(names) > ENTRY_LIMIT:
+                    result["problems"].append(_problem(
+                        "root", "inspection-limited",
+                        f"more than {ENTRY_LIMIT} entries; discovery examines at most {ENTRY_LIMIT}"))
+                    return result
+    except OSError as problem:
+        result["problems"].append(_problem("root", "unreadable", _strerror(problem)))
+        return result
+    names.sort(key=os.fsencode)
+    if after is not None:
+        floor = os.fsencode(after)
+        names = [name for name in names if os.fsencode(name) > floor]
+    budget = _Budget(PAGE_LIMIT)
+    examined = 0
+    for name in names:
+        if len(result["runs"]) >= limit:
+            break
+        row = _inspect(root, name, budget, first=not result["runs"])
+        if row is None:
+            break
+        result["runs"].append(row)
+        examined += 1
+    if examined < len(names) and result["runs"]:
+        result["nextAfter"] = result["runs"][-1]["run"]
+    return result

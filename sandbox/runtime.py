@@ -1,0 +1,300 @@
+"""The runtime names generated code may use (`rt_*`), inside the sandbox.
+
+Everything here is trusted code: it runs in the child next to the generated modules and is handed
+to them as globals by the loader. Effects are requests `yield`ed to the scheduler (`child.py`):
+generated code never talks to the host itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+from decimal import Decimal
+
+from sandbox import values as V
+
+# Exact arithmetic for + - * on Decimal; division rounds to 34 significant digits, half-even.
+EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
+                        rounding=decimal.ROUND_HALF_EVEN,
+                        traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
+DIVISION = decimal.Context(prec=34, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
+                           rounding=decimal.ROUND_HALF_EVEN,
+                           traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
+
+
+class Fault(Exception):
+    """A Flow fault: never caught by Flow code, it ends the run as Faulted."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def rt_fault(kind: str, message: str):
+    raise Fault(kind, message)
+
+
+# ---- tail calls --------------------------------------------------------------------------------
+
+
+class Tail:
+    """A tail call handed back to the caller: the callee and its arguments."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, args: tuple) -> None:
+        self.fn = fn
+        self.args = args
+
+
+def rt_bounce(result):
+    """Run pure tail calls until a value comes back (constant stack)."""
+    while type(result) is Tail:
+        result = result.fn(*result.args)
+    return result
+
+
+def rt_bouncing(fn):
+    """A top-level pure function as a value: callers get values, never Tail."""
+    def call(*args):
+        return rt_bounce(fn(*args))
+    return call
+
+
+def rt_run(generator):
+    """Drive a Tool-capable call to its value, bouncing tail calls (a generator)."""
+    result = yield from generator
+    while type(result) is Tail:
+        result = result.fn(*result.args)
+        if _is_generator(result):
+            result = yield from result
+    return result
+
+
+def _is_generator(value) -> bool:
+    return type(value).__name__ == "generator"
+
+
+def rt_fcall(fn, args: tuple):
+    """Call a function value whose type may make Tool calls: it may be pure or a generator."""
+    result = fn(*args)
+    if _is_generator(result):
+        result = yield from result
+    while type(result) is Tail:
+        result = result.fn(*result.args)
+        if _is_generator(result):
+            result = yield from result
+    return result
+
+
+def rt_finish(generator):
+    """Run a generator that is known not to make Tool calls here (an effect variable bound to
+    pure at this call) to its value."""
+    try:
+        while True:
+            next(generator)
+            raise Fault("internal", "a call typed pure asked for an effect")
+    except StopIteration as done:
+        return rt_bounce(done.value)
+
+
+# ---- values ------------------------------------------------------------------------------------
+
+rt_record_type = V.record_type
+rt_enum_type = V.enum_type
+rt_Some = V.some
+rt_None = V.NONE
+rt_Ok = V.ok
+rt_Err = V.err
+rt_Failed = V.failed
+rt_NotRun = V.not_run
+rt_Unknown = V.unknown
+rt_BadReply = V.bad_reply
+rt_len = len
+
+
+def rt_ctor(cls, tag: str):
+    """A constructor: the value itself for a bare one, else a function building the value."""
+    form, names, _ = cls.flow_ctors[tag]
+    if form == "bare":
+        return cls.flow_bare[tag]
+    new = tuple.__new__
+
+    def make(*payload):
+        return new(cls, (tag,) + payload)
+
+    make.__name__ = tag
+    return make
+
+
+def rt_dec(text: str) -> Decimal:
+    return Decimal(text)
+
+
+def rt_duration(nanos: str) -> V.Duration:
+    return V.Duration(int(nanos))
+
+
+def rt_bigint(text: str) -> int:
+    return V.text_int(text)
+
+
+def rt_idiv(a: int, b: int) -> int:
+    if b == 0:
+        raise Fault("division-by-zero", "division by zero")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def rt_imod(a: int, b: int) -> int:
+    if b == 0:
+        raise Fault("division-by-zero", "remainder of a division by zero")
+    return a - b * rt_idiv(a, b)
+
+
+def rt_ddiv(a: Decimal, b: Decimal) -> Decimal:
+    if b == 0:
+        raise Fault("division-by-zero", "division by zero")
+    return DIVISION.divide(a, b)
+
+
+def rt_dmod(a: Decimal, b: Decimal) -> Decimal:
+    if b == 0:
+        raise Fault("division-by-zero", "remainder of a division by zero")
+    return EXACT.remainder(a, b)
+
+
+def rt_show(value) -> str:
+    """A value as interpolated text: Text as it is; anything else as its canonical JSON text,
+    a JSON string without its quotes."""
+    if type(value) is str:
+        return value
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is int:
+        return V.int_text(value)
+    plain = to_json(value)
+    if isinstance(plain, str):
+        return plain
+    from flowrt.abi import canonical_json
+
+    return canonical_json(plain).decode("utf-8")
+
+
+def to_json(value, option_nested: bool = False):
+    """The encoding of a value from the value alone (values carry their record and enum
+    descriptions; List and tuple encode alike)."""
+    if value is None:
+        return None
+    kind = type(value)
+    if kind is bool or kind is str or kind is int:
+        return value
+    if kind is Decimal:
+        return V.decimal_text(value)
+    if kind is bytes:
+        return base64.b64encode(value).decode("ascii")
+    if kind is V.Duration:
+        return V.duration_text(value)
+    if kind is V.Instant:
+        return V.instant_text(value)
+    if kind is V.Token:
+        return value.token
+    if kind is V.FlowSet:
+        from flowrt.abi import canonical_json
+
+        items = [to_json(x) for x in value]
+        return sorted(items, key=canonical_json)
+    if kind is V.FlowDict:
+        if all(type(k) is str for k in value.keys()):
+            return {k: to_json(v) for k, v in value.items()}
+        from flowrt.abi import canonical_json
+
+        pairs = [[to_json(k), to_json(v)] for k, v in value.items()]
+        return sorted(pairs, key=lambda p: canonical_json(p[0]))
+    flow_kind = getattr(kind, "flow_kind", None)
+    if flow_kind == "record":
+        return {name: to_json(v) for name, v in zip(kind.flow_fields, value)}
+    if flow_kind == "enum":
+        tag = value[0]
+        if kind.flow_identity == V.OPTION_ID:
+            if tag == "None":
+                return "None" if option_nested else None
+            inner = value[1]
+            encoded = to_json(inner, option_nested=True)
+            return {"Some": encoded} if option_nested else encoded
+        if kind.flow_identity == V.JSON_VALUE_ID:
+            return _json_value(value)
+        form, names, _ = kind.flow_ctors[tag]
+        if form == "bare":
+            return tag
+        if form == "named":
+            return {tag: {n: to_json(v) for n, v in zip(names, value[1:])}}
+        payload = value[1:]
+        if len(payload) == 1:
+            return {tag: to_json(payload[0])}
+        return {tag: [to_json(v) for v in payload]}
+    if kind is tuple:
+        return [to_json(v) for v in value]
+    raise Fault("internal", f"cannot encode a {kind.__name__}")
+
+
+def _json_value(value):
+    tag = value[0]
+    if tag == "Null":
+        return None
+    if tag == "Array":
+        return [_json_value(v) for v in value[1]]
+    if tag == "Object":
+        return {k: _json_value(v) for k, v in value[1].items()}
+    if tag == "Number":
+        return value[1]
+    return value[1]
+
+
+# ---- Tools -------------------------------------------------------------------------------------
+
+
+class ToolDesc:
+    __slots__ = ("identity", "params")
+
+    def __init__(self, identity: str, params: tuple) -> None:
+        self.identity = identity
+        self.params = params
+
+
+def rt_tool(identity: str, params: tuple) -> ToolDesc:
+    return ToolDesc(identity, params)
+
+
+class TypeArg:
+    """A concrete type argument at run time: its term and `$defs`."""
+
+    __slots__ = ("term", "defs")
+
+    def __init__(self, term, defs) -> None:
+        self.term = term
+        self.defs = defs
+
+
+def rt_type(term, defs) -> TypeArg:
+    return TypeArg(term, defs)
+
+
+def rt_call(desc: ToolDesc, args: tuple, type_args: tuple = ()):
+    """A Tool call: the scheduler records it, the host answers, the reply comes back decoded."""
+    reply = yield ("call", desc, args, type_args)
+    return reply
+
+
+def rt_tool_fn(desc: ToolDesc):
+    """A Tool declaration used as a function value."""
+    def call(*args):
+        return (yield from rt_call(desc, args))
+    call.__name__ = desc.identity
+    return call
+
+
+def names() -> dict[str, object]:
+    """Every `rt_*` name generated code may use."""
+    return {name: value for name, value in globals().items() if name.startswith("rt_")} | {"rt_Tail": Tail}
