@@ -21,7 +21,7 @@ from flowc import syntax as S
 from flowc import types as T
 from flowc.diagnostics import Location, error, warning
 from flowc.diagnostics.suggest import did_you_mean
-from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope, loc, signature
+from flowc.resolve import UNBOUND_EFFECT, CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope, loc, signature
 from flowc.typeinfo import holds_function, is_data, is_ord, satisfies
 
 ARITHMETIC = {"+", "-", "*", "/", "%"}
@@ -171,7 +171,7 @@ class _ModuleChecker:
         except T.Mismatch:
             a, e = self.s.apply(actual), self.s.apply(expected)
             if isinstance(a, T.TFun) and isinstance(e, T.TFun) and self._only_effect_differs(a, e):
-                self.report("type-mismatch", "this function can make Tool calls, but a pure function is expected here",
+                self.report("tool-in-pure-context", "this function can make Tool calls, but a pure function is expected here",
                             span, help="the parameter's type would need `!tool`")
             else:
                 self.report("type-mismatch", f"expected `{self.show(e)}`{what}, found `{self.show(a)}`", span)
@@ -247,7 +247,7 @@ class _ModuleChecker:
                             help=_requirement_help(requirement))
         for t, span, tool in ctx.generic_tool_calls:
             if _has_unknown(self.s.apply(t)):
-                self.report("cannot-infer", f"the type argument of the generic Tool `{tool}` cannot be inferred",
+                self.report("cannot-infer", f"the type argument of `{tool.replace('std@v1/', '')}` cannot be inferred",
                             span, help="annotate the result, e.g. `let plan: Plan = ...`")
         if declared == T.TOOL and not ctx.used_tool and not ctx.allow_tools:
             self.report("unneeded-tool-mark", f"`{decl.name}` is marked `!tool` but makes no Tool call", decl.name_span,
@@ -267,7 +267,8 @@ class _ModuleChecker:
         if ctx.allow_tools or ctx.effect == T.TOOL:
             ctx.used_tool = True
             return
-        if isinstance(effect, T.EffParam) and ctx.effect == effect:
+        if isinstance(effect, T.EffParam) and ctx.effect == effect or \
+                isinstance(ctx.effect, T.EffParam) and ctx.effect.owner == UNBOUND_EFFECT:
             ctx.used_tool = True
             return
         name = self.current_fn.rsplit(".", 1)[-1]
@@ -313,7 +314,8 @@ class _ModuleChecker:
             self.report("not-callable", f"`{e.name}` is a module, not a value", e.span,
                         help=f"name one of its members: `{e.name}.name`")
             return T.ERROR
-        if e.name in self.menv.loaded.parsed.lost:
+        if e.name in self.menv.loaded.parsed.lost or e.name in self.menv.loaded.failed_aliases \
+                or self._failed_import(e.name):
             return T.ERROR
         candidates = scope.all_names() + list(self.menv.fns)
         guess = did_you_mean(e.name, candidates)
@@ -332,8 +334,10 @@ class _ModuleChecker:
         for p in fn.decl.type_params:
             for bound in p.bounds:
                 self.ctx.obligations.append((mapping[p.name], bound, span))
-        if fn.tool and fn.decl.type_params:
-            self.ctx.generic_tool_calls.append((T.TTuple(tuple(mapping.values())), span, fn.identity))
+        data_params = [mapping[p.name] for p in fn.decl.type_params if "Data" in p.bounds]
+        if (fn.tool or fn.intrinsic) and data_params:
+            # The type is needed at run time (to decode a reply or a JSON text): it must be known.
+            self.ctx.generic_tool_calls.append((T.TTuple(tuple(data_params)), span, fn.identity))
         return T.substitute(base, mapping, effects)
 
     def _instantiate_local(self, local: LocalFn, span: S.Span) -> T.Type:
@@ -430,6 +434,7 @@ class _ModuleChecker:
         if isinstance(fn_t, T.TError):
             for a in e.args:
                 self.expr(a, None, scope)
+            self.ctx.used_tool = True  # unknown callee: do not also claim the mark is unneeded
             return T.ERROR
         if isinstance(fn_t, T.TVar):
             self.report("cannot-infer", "the type of this function must be known to call it", e.fn.span)
@@ -447,6 +452,7 @@ class _ModuleChecker:
                         help=f"its type is `{self.show(fn_t)}`")
             for a in e.args:
                 self.expr(a, None, scope)
+            self.use_effect(fn_t.effect, e.span, f"`{direct}`" if direct else "this call")
             return self.s.resolve(fn_t.ret)
         # Arguments that are not lambdas first, then the expected result, then lambdas: lambda
         # parameters take the types the other arguments and the context have fixed.
@@ -515,6 +521,9 @@ class _ModuleChecker:
     def ctor_call(self, e: S.Call, expected, scope: _Scope) -> T.Type:
         ref = e.fn
         assert isinstance(ref, S.CtorRef)
+        host = self._host_type(ref)
+        if host is not None:
+            return self.token_call(e, host, expected, scope)
         ctor, enum_type = self.find_ctor(ref.name, ref.qualifier, expected, ref.span)
         if ctor is None:
             for a in e.args:
@@ -530,6 +539,7 @@ class _ModuleChecker:
                 self.report("type-mismatch", f"`{ref.name}` has named fields: write `{ref.name} {{ ... }}`", e.span)
             return T.ERROR
         payload = self.payload_types(ctor, enum_type)
+        self._type_obligations(self.env.types[ctor.type_identity], enum_type, ref.span)
         self.facts.ctors[id(e)] = (self.env.types[ctor.type_identity], ctor)
         self.facts.calls[id(e)] = CallFact("ctor", ctor, T.PURE, (), False)
         if expected is not None:
@@ -547,6 +557,39 @@ class _ModuleChecker:
         for arg, t in zip(e.args, payload):
             self.expr(arg, t, scope)
         return self.expect(enum_type, expected, e.span)
+
+    def _type_obligations(self, info: TypeInfo, instance: T.Type, span: S.Span) -> None:
+        """A value of a generic type must satisfy the requirements on the type's parameters."""
+        instance = self.s.resolve(instance)
+        if not isinstance(instance, T.TCon):
+            return
+        for p, arg in zip(info.params, instance.args):
+            for bound in p.bounds:
+                self.ctx.obligations.append((arg, bound, span))
+
+    def _host_type(self, ref: S.CtorRef) -> TypeInfo | None:
+        if ref.qualifier is None:
+            info = self.menv.types.get(ref.name)
+        else:
+            identity = self.menv.imports.get(ref.qualifier)
+            target = self.env.modules.get(identity) if identity else None
+            info = target.types.get(ref.name) if target else None
+        return info if info is not None and info.kind == "host" else None
+
+    def token_call(self, e: S.Call, host: TypeInfo, expected, scope: _Scope) -> T.Type:
+        """`Page("tab-1")` in a fake or a test: a host value with the token "tab-1"."""
+        if not self.ctx.allow_tools:
+            self.report("ctor-undefined", f"`{host.name}` is a host type: only the host, or a `@fake`, makes its values",
+                        e.fn.span)
+            for a in e.args:
+                self.expr(a, None, scope)
+            return T.ERROR
+        if len(e.args) != 1:
+            self.report("arity-mismatch", f"`{host.name}(token)` takes the token text", e.span)
+            return T.ERROR
+        self.expr(e.args[0], T.TEXT, scope)
+        self.facts.calls[id(e)] = CallFact("token", host, T.PURE, (), False)
+        return self.expect(T.TCon(host.identity), expected, e.span)
 
     def payload_types(self, ctor: CtorInfo, enum_type: T.Type) -> list[T.Type]:
         enum_type = self.s.resolve(enum_type)
@@ -622,8 +665,13 @@ class _ModuleChecker:
             return self.env.types.get(t.name)
         return None
 
-    def _fresh_instance(self, info: TypeInfo) -> T.TCon:
-        return T.TCon(info.identity, tuple(self.s.fresh() for _ in info.params))
+    def _fresh_instance(self, info: TypeInfo, span: S.Span | None = None) -> T.TCon:
+        args = tuple(self.s.fresh() for _ in info.params)
+        if span is not None:
+            for p, var in zip(info.params, args):
+                for bound in p.bounds:
+                    self.ctx.obligations.append((var, bound, span))
+        return T.TCon(info.identity, args)
 
     def _module(self, alias: str, span: S.Span) -> ModuleEnv | None:
         return TypeScope(self.env, self.menv).module_for(alias, span)
@@ -692,7 +740,8 @@ class _ModuleChecker:
         if isinstance(t, T.TError):
             return T.ERROR
         if not (isinstance(t, T.TCon) and t.name == T.RESULT):
-            self.report("type-mismatch", f"`?` needs a Result, found `{self.show(t)}`", e.span)
+            self.report("try-outside-result", f"`?` needs a Result, found `{self.show(t)}`", e.span,
+                        help="`?` returns a Result's Err early; match on other values instead")
             return T.ERROR
         ok, err = t.args
         ret = self.s.resolve(self.ctx.ret)
@@ -801,7 +850,7 @@ class _ModuleChecker:
                 self.report("not-a-record", f"`{ref.name}` is not a record type", ref.span,
                             help="an enum value is built with one of its constructors")
                 return None, None, (), None
-            return info, self._fresh_instance(info), info.fields, None
+            return info, self._fresh_instance(info, ref.span), info.fields, None
         ctor, instance = self.find_ctor(ref.name, ref.qualifier, expected, ref.span)
         if ctor is None:
             return None, None, (), None
@@ -816,7 +865,8 @@ class _ModuleChecker:
     def e_Lambda(self, e: S.Lambda, expected, scope: _Scope, tail) -> T.Type:
         want = self.s.resolve(expected) if expected is not None else None
         want_fn = want if isinstance(want, T.TFun) and len(want.params) == len(e.params) else None
-        if isinstance(want, T.TFun) and want_fn is None:
+        arity_wrong = isinstance(want, T.TFun) and want_fn is None
+        if arity_wrong:
             self.report("arity-mismatch", f"a function taking {len(want.params)} parameter"
                         f"{'s' if len(want.params) != 1 else ''} is expected here, this one takes {len(e.params)}",
                         e.span)
@@ -830,6 +880,8 @@ class _ModuleChecker:
                     self.expect(want_fn.params[i], t, p.span)
             elif want_fn is not None:
                 t = want_fn.params[i]
+            elif arity_wrong:
+                t = T.ERROR
             else:
                 self.report("cannot-infer", f"the type of parameter `{p.name}` cannot be inferred", p.span,
                             help=f"write it: `{p.name}: Type`")
@@ -849,6 +901,8 @@ class _ModuleChecker:
             self.report("missing-tool-mark", "this function makes Tool calls but is not marked `!tool`", e.span)
         fn_t = T.TFun(tuple(params), ret, effect)
         self.later(self.facts.lambdas, e, effect)
+        if arity_wrong:
+            return T.ERROR
         if want_fn is not None and not T.effect_leq(self.s.effect(effect), self.s.effect(want_fn.effect)) \
                 and not isinstance(want_fn.effect, T.EffVar):
             self.report("tool-in-pure-context", "this function makes Tool calls, but a pure function is expected here",
@@ -883,6 +937,9 @@ class _ModuleChecker:
         scrutinee = self.expr(e.scrutinee, None, scope)
         rows: list[list[X.Pat]] = []
         arm_scopes: list[_Scope] = []
+        # A pattern that was already reported says nothing about coverage: when one is present,
+        # neither missing cases nor unreachable arms are reported for this match.
+        reported_before = len(self.env.diagnostics)
         for arm in e.arms:
             inner = _Scope(scope)
             bindings: dict[str, Local] = {}
@@ -890,7 +947,10 @@ class _ModuleChecker:
             inner.names.update(bindings)
             if arm.guard is not None:
                 self.expr(arm.guard, T.BOOL, inner)
-            if rows is not None and not X.useful([r for r in rows], [pat], [self.s.apply(scrutinee)], self.signature):
+            patterns_ok = not any(d.code.startswith("pattern-") or d.code in ("ctor-undefined", "arity-mismatch",
+                                                                             "field-undefined", "field-missing")
+                                  for d in self.env.diagnostics[reported_before:])
+            if patterns_ok and not X.useful([r for r in rows], [pat], [self.s.apply(scrutinee)], self.signature):
                 self.warn("match-unreachable-arm", "no value reaches this arm: the arms above match everything it does",
                           arm.pattern.span, help="remove it or move it above the arm that covers it")
             if arm.guard is None:
@@ -898,7 +958,10 @@ class _ModuleChecker:
             arm_scopes.append(inner)
         result = self.join([a.body for a in e.arms], expected, scope, tail, e.span, arm_scopes)
         scrut_t = self.s.apply(scrutinee)
-        if not isinstance(scrut_t, T.TError):
+        patterns_ok = not any(d.code.startswith("pattern-") or d.code in ("ctor-undefined", "arity-mismatch",
+                                                                         "field-undefined", "field-missing")
+                              for d in self.env.diagnostics[reported_before:])
+        if not isinstance(scrut_t, T.TError) and patterns_ok:
             gaps = X.missing(rows, [scrut_t], self.signature)
             if gaps:
                 shown = [X.show(g[0]) for g in gaps]
@@ -952,6 +1015,12 @@ class _ModuleChecker:
         t = self.expr(stmt.value, declared, scope)
         bindings: dict[str, Local] = {}
         pat = self.pattern(stmt.pattern, declared or t, bindings, kind="let")
+        for name in bindings:
+            old = scope.names.get(name)
+            if old is not None and old.kind == "let" and not old.used and not name.startswith("_"):
+                self.warn("unused-variable", f"`{name}` is never used before it is bound again", old.span,
+                          help=f"remove it, or name it `_{name}`")
+                old.used = True
         gaps = X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
         if gaps and not isinstance(self.s.apply(t), T.TError):
             self.report("let-refutable", "this pattern does not match every value: `" + X.show(gaps[0][0])
@@ -991,6 +1060,19 @@ class _ModuleChecker:
         method = getattr(self, "p_" + type(p).__name__)
         return method(p, t, bindings, kind)
 
+    def _bind_quietly(self, p: S.PCtor, bindings: dict[str, Local], kind: str) -> None:
+        """Bind the names of a pattern already reported, so its arm reports nothing more."""
+        for sub in p.args:
+            self.pattern(sub, T.ERROR, bindings, kind)
+        for f in p.fields:
+            if f.pattern is not None:
+                self.pattern(f.pattern, T.ERROR, bindings, kind)
+            else:
+                bindings[f.name] = Local(T.ERROR, f.span, "param", used=True)
+
+    def _failed_import(self, name: str) -> bool:
+        return any(i.alias == name for i in self.menv.loaded.imports) and name not in self.menv.imports
+
     def p_PWild(self, p, t, bindings, kind) -> X.Pat:
         return X.WILD
 
@@ -1018,8 +1100,9 @@ class _ModuleChecker:
             return X.Con(_quote(lit.value), ())
         if lit.kind == "decimal":
             from decimal import Decimal
-            return X.Con(str(Decimal(lit.value).normalize()), ())
-        return X.Con(lit.value if lit.kind == "int" else lit.value + "ns", ())
+            value = Decimal(lit.value)
+            return X.Con(str(abs(value).normalize()) if value == 0 else str(value.normalize()), ())
+        return X.Con(str(int(lit.value)) if lit.kind == "int" else lit.value + "ns", ())
 
     def p_PTuple(self, p: S.PTuple, t, bindings, kind) -> X.Pat:
         want = self.s.resolve(t)
@@ -1126,6 +1209,7 @@ class _ModuleChecker:
         except T.Mismatch:
             self.report("pattern-mismatch", f"`{p.name}` is a constructor of `{T.display_name(ctor.type_identity)}`, "
                         f"not of `{self.show(t)}`", p.span)
+            self._bind_quietly(p, bindings, kind)
             return X.WILD
         payload = self.payload_types(ctor, instance)
         enum_info = self.env.types[ctor.type_identity]
@@ -1140,9 +1224,14 @@ class _ModuleChecker:
                             f"{'s' if len(payload) != 1 else ''}", p.span,
                             help=f"write `{p.name}(" + ", ".join("_" for _ in payload) + ")`")
                 return X.WILD
-            if p.form == "named" or len(p.args) != len(payload):
-                self.report("pattern-mismatch", f"`{p.name}` carries {len(payload)} value"
+            if p.form == "named":
+                self.report("pattern-mismatch", f"`{p.name}` carries positional values, not named fields", p.span)
+                return X.WILD
+            if len(p.args) != len(payload):
+                self.report("arity-mismatch", f"`{p.name}` carries {len(payload)} value"
                             f"{'s' if len(payload) != 1 else ''}, the pattern has {len(p.args)}", p.span)
+                for sub, pt in zip(p.args, list(payload) + [T.ERROR] * len(p.args)):
+                    self.pattern(sub, pt, bindings, kind)
                 return X.WILD
             args = tuple(self.pattern(sub, pt, bindings, kind) for sub, pt in zip(p.args, payload))
             return X.Con(ctor.name, args, "positional")

@@ -112,7 +112,9 @@ def missing(rows: list[list[Pat]], types: list[Any], sig: Signature) -> list[lis
         return [] if rows else [[]]
     ctors = sig(types[0])
     present = _heads(rows)
-    if ctors is None or not ctors:
+    if ctors is not None and not ctors:
+        return []  # a type with no values (Never): nothing can be missing
+    if ctors is None:
         rest = missing(_default(rows), types[1:], sig)
         return [[WILD] + r for r in rest][:MAX_WITNESSES]
     found: list[list[Pat]] = []

@@ -622,6 +622,9 @@ class ModuleLowerer:
         fact: CallFact | None = self.facts.calls.get(id(e))
         if fact is None:
             raise Lowering(f"unchecked call at {e.span}")
+        if fact.kind == "token":
+            stmts, values = self.args(e.args)
+            return stmts, _call("rt_token", [ast.Constant(fact.target.identity)] + values)
         if fact.kind == "ctor":
             info, ctor = self.facts.ctors[id(e)]
             stmts, values = self.args(e.args)

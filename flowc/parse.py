@@ -112,8 +112,14 @@ class _Postlex:
     def process(self, stream):
         prev_end_line = 0
         depth = 0
+        keywords = _keyword_terminals()
         for token in stream:
             kind = token.type
+            if kind == "NAME" and token.value in keywords:
+                # The contextual lexer would read a keyword as a name where a name fits
+                # (`let type = 1`); keywords are reserved everywhere.
+                token = Token.new_borrow_pos(keywords[token.value], token.value, token)
+                kind = token.type
             if kind == "_LPAR" and token.line > prev_end_line:
                 token = Token.new_borrow_pos("_NL_LPAR", token.value, token)
             if kind in ("_LPAR", "LSQB", "LBRACE"):
@@ -124,6 +130,27 @@ class _Postlex:
                 depth -= 1
             prev_end_line = token.end_line
             yield token
+
+
+_KEYWORDS: dict[str, str] = {}
+
+
+def _keyword_terminals() -> dict[str, str]:
+    if not _KEYWORDS:
+        for t in _get_parser().terminals:
+            if t.pattern.type == "str" and t.pattern.value.isidentifier():
+                _KEYWORDS[t.pattern.value] = t.name
+    return _KEYWORDS
+
+
+class _Chained(Exception):
+    """`a < b < c`: a syntax error raised from the tree builder, so the declaration is dropped
+    like any other that does not parse."""
+
+    def __init__(self, first: Token, second: Token) -> None:
+        super().__init__("comparisons do not chain")
+        self.first = first
+        self.second = second
 
 
 class _TooDeep(Exception):
@@ -254,6 +281,10 @@ def _parse_chunk(text: str, start: str, state: _State, first_line: int):
             raise
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
+    except _Chained as chained:
+        state.diagnostics.append(error(
+            "syntax-error", f"comparisons do not chain: `{chained.first}` then `{chained.second}`",
+            _token_location(state, chained.second), help="join the comparisons with `&&`"))
     except RecursionError:
         state.diagnostics.append(error(
             "nesting-too-deep", "the expression is nested too deeply to compile",
@@ -797,10 +828,7 @@ def _precedence(chain: list) -> S.Expr:
             left = S.Binary(str(op), left, right, S.Span(left.span.line, left.span.column,
                                                           right.span.end_line, right.span.end_column))
             if power == 3 and position < len(operators) and _PRECEDENCE[str(operators[position])] == 3:
-                state = _state()
-                state.diagnostics.append(error(
-                    "syntax-error", f"comparisons do not chain: `{op}` then `{operators[position]}`",
-                    _token_location(state, operators[position]), help="join the comparisons with `&&`"))
+                raise _Chained(op, operators[position])
         return left
 
     return climb(1)

@@ -39,6 +39,8 @@ class LoadedModule:
     source: str
     parsed: Parsed
     imports: tuple[Import, ...]
+    #: names of `use`s that failed (already reported): references through them stay quiet
+    failed_aliases: frozenset[str] = frozenset()
 
     @property
     def is_std(self) -> bool:
@@ -153,13 +155,15 @@ class _Loader:
         if parsed is None:
             parsed = parse(source, display)
             self.parse_cache[(display, source)] = parsed
-        imports = self._resolve_uses(identity, path, display, parsed, std)
-        self.modules[identity] = LoadedModule(identity, display, source, parsed, tuple(imports))
+        failed: set[str] = set()
+        imports = self._resolve_uses(identity, path, display, parsed, std, failed)
+        self.modules[identity] = LoadedModule(identity, display, source, parsed, tuple(imports), frozenset(failed))
         for imp in imports:
             self._load_import(imp, display)
         return True
 
-    def _resolve_uses(self, identity: str, path: str, display: str, parsed: Parsed, std: bool) -> list[Import]:
+    def _resolve_uses(self, identity: str, path: str, display: str, parsed: Parsed, std: bool,
+                      failed: set[str]) -> list[Import]:
         imports: list[Import] = []
         bound: dict[str, S.Use] = {}
         for item in parsed.module.items:
@@ -168,6 +172,7 @@ class _Loader:
             location = _loc(display, item.span)
             target = self._target_identity(item.path, identity, location)
             if target is None:
+                failed.add(item.alias or item.path.rstrip("/").rsplit("/", 1)[-1])
                 continue
             alias = item.alias or target.rsplit("/", 1)[-1]
             if alias in bound:

@@ -17,6 +17,8 @@ from flowc.diagnostics import Diagnostic, Location, error
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.program import PRELUDE, LoadedModule, Program
 
+#: The owner of an effect variable already reported as unbound: nothing else is said about it.
+UNBOUND_EFFECT = "<unbound>"
 KNOWN_ATTRIBUTES = {"tool", "test", "fake", "intrinsic"}
 REQUIREMENTS = ("Eq", "Ord", "Data")
 
@@ -254,7 +256,20 @@ class TypeScope:
                         menv, texpr.span, help="mark it `pub` where it is declared to use it here")
         if not self._arity(texpr, len(info.params), len(args)):
             return T.ERROR
+        self._requirements(info, args, texpr.span)
         return T.TCon(info.identity, args)
+
+    def _requirements(self, info: "TypeInfo", args: tuple[T.Type, ...], span: S.Span) -> None:
+        from flowc.typeinfo import satisfies
+
+        for param, arg in zip(info.params, args):
+            for bound in param.bounds:
+                if isinstance(arg, T.TParam):
+                    continue  # checked where the parameter is given a type
+                if bound in ("Eq", "Ord", "Data") and not satisfies(self.env, arg, bound):
+                    _report(self.env, "requirement-unmet",
+                            f"`{T.show(arg)}` does not satisfy `{bound}`, which `{info.name}` requires of "
+                            f"`{param.name}`", self.menv, span)
 
     def module_for(self, alias: str, span: S.Span) -> ModuleEnv | None:
         identity = self.menv.imports.get(alias)
@@ -282,7 +297,9 @@ class TypeScope:
         _report(self.env, "effect-variable-unbound",
                 f"effect variable `!{name}` is not introduced by a parameter of this signature",
                 self.menv, span, help="write `!tool`, or use the variable on a function-typed parameter first")
-        return T.TOOL
+        eff = T.EffParam(name, UNBOUND_EFFECT)
+        self.effects[name] = eff  # reported once; treated as a variable so nothing else cascades
+        return eff
 
     def _arity(self, texpr: S.TNamed, expected: int, found: int) -> bool:
         if expected == found:
@@ -486,13 +503,23 @@ def _check_fake(env: Env, menv: ModuleEnv, fn: FnInfo, attr: S.Attr) -> None:
             _report(env, "fake-target-invalid", f"`@fake({shown})` {what}", menv, attr.span)
         return
     fn.fake_target = target
-    if target.decl.type_params:
-        return  # a fake for a generic Tool is checked per call in tests
     want_params = target.sig.params
+    declared = target.sig.ret
+    if target.decl.type_params:
+        # A fake for a generic Tool is generic in the same way: its type parameters stand for the
+        # Tool's, in order.
+        if len(fn.decl.type_params) != len(target.decl.type_params):
+            _report(env, "fake-signature-mismatch",
+                    f"a fake for the generic Tool `{target.identity}` takes the same type parameters "
+                    f"({', '.join(p.name for p in target.decl.type_params)})", menv, fn.decl.name_span)
+            return
+        mapping = {p.name: T.TParam(q.name, fn.identity) for p, q in zip(target.decl.type_params,
+                                                                         fn.decl.type_params)}
+        want_params = tuple(T.substitute(t, mapping) for t in want_params)
+        declared = T.substitute(declared, mapping)
     have = fn.sig.params
     if len(have) == len(want_params) + 1 and have and have[0] == T.INT and fn.decl.params[0].name == "call":
         have = have[1:]
-    declared = target.sig.ret
     want_ret = tool_reply_type(declared)
     if have != want_params or fn.sig.ret != want_ret:
         shown_params = ", ".join(T.show(p) for p in want_params)

@@ -1,0 +1,44 @@
+"""Flow's trusted host: run, resume and inspect Flow programs, and the Python embedding API.
+
+    import flowrt
+
+    host = flowrt.Host({"planner.next": lambda ticket, notes: {"Search": "safari cookie"}})
+    outcome = host.run("support/main.flow", {"ticket": "Login fails"})
+    print(outcome.exit_code, outcome.output)
+
+A Tool implementation is a Python callable taking the Tool's arguments as keyword arguments (JSON
+values, as the Tool protocol carries them). It returns the Ok value (or an outcome dict, or
+`flowrt.PENDING` to leave the call open), or returns or raises `flowrt.failed(e)`,
+`flowrt.not_run(text)` or `flowrt.unknown(text)`. `async def` implementations are awaited. Calls
+run concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flowrt.bindings import PENDING, Problem, failed, not_run, ok, unknown
+
+__all__ = ["Host", "PENDING", "Problem", "failed", "not_run", "ok", "unknown"]
+
+
+class Host:
+    """An embedding host: Python callables bound to Tool identities (`module.tool`)."""
+
+    def __init__(self, tools: Mapping[str, Callable[..., Any]] | None = None, *, runs_dir: str = ".flow/runs",
+                 durability: str = "fsync") -> None:
+        self.tools = dict(tools or {})
+        self.runs_dir = runs_dir
+        self.durability = durability
+
+    def run(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
+            allow: bool = False):
+        """Run a program live; returns a `flowrt.run.RunOutcome` (exit_code, run_id, output...)."""
+        import json
+
+        from flowrt.run import run
+
+        text = input if isinstance(input, str) else json.dumps(dict(input or {}))
+        return run(path, entry=entry, input_text=text, runs_dir=self.runs_dir, python_tools=self.tools,
+                   allow=allow, durability=self.durability)

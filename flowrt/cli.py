@@ -61,6 +61,37 @@ def check_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, col
     ctx.exit(0 if report.ok else 2)
 
 
+@main.command("tools")
+@click.argument("file", type=click.Path())
+@click.option("--entry", default=None, help="Keep only the declarations a run of this entry can reach.")
+@click.pass_context
+def tools_command(ctx: click.Context, file: str, entry: str | None) -> None:
+    """List the Tool declarations of a program as JSON (identity, fingerprint, types)."""
+    from flowc.frontend import check_program
+    from flowc.typeterms import DATA_VERSION, tool_description
+    from flowrt.files import read_text
+    from flowrt.run import reachable_tools
+
+    checked = check_program(file, read_text)
+    program: dict = {"root": file, "diagnostics": [d.to_json() for d in checked.diagnostics], "tools": [],
+                     "types": {}}
+    if checked.ok:
+        env = checked.env
+        if entry is not None:
+            fn = env.modules[checked.program.root].fns.get(entry)
+            descriptions = list(reachable_tools(checked, fn).values()) if fn is not None else []
+        else:
+            descriptions = [tool_description(env, fn) for identity, fn in sorted(env.fns.items()) if fn.tool]
+        for d in descriptions:
+            program["types"].update(d.get("types", {}))
+            program["tools"].append({k: d[k] for k in ("tool", "fingerprint", "signature", "generic", "params",
+                                                        "ok", "err")})
+        program["types"] = dict(sorted(program["types"].items()))
+    document = {"data": DATA_VERSION, "programs": [program]}
+    sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+    ctx.exit(0 if checked.ok else 2)
+
+
 def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources) -> None:
     styled = use_color(_color(ctx, color), sys.stderr)
     sys.stderr.write(render(diagnostics, sources, color=styled))

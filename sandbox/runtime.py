@@ -128,6 +128,11 @@ def rt_ctor(cls, tag: str):
     return make
 
 
+def rt_token(identity: str, token: str) -> V.Token:
+    """A host value made by a fake: `Page("tab-1")`."""
+    return V.Token(identity, token)
+
+
 def rt_dec(text: str) -> Decimal:
     return Decimal(text)
 

@@ -37,8 +37,9 @@ NO_EXAMPLE = {
     "file-not-utf8": "A source file whose bytes are not valid UTF-8, for example a file saved as "
                      "Latin-1 with an accented letter in a comment. The diagnostic names the byte "
                      "offset of the first bad byte.",
-    "entry-not-found": "Running a program (`flow run FILE`) whose root module has no `pub` function "
-                       "with the requested entry name (by default `main`).",
+    "entry-not-found": "Running a program whose root module has no `pub` function of the entry's "
+                       "name: the CLI runs `main` unless `--entry NAME` names another, and a missing "
+                       "or private entry is refused with this code.",
 }
 
 _STAGE = re.compile(r"^# --- (.+?) -+[ \t]*$", re.MULTILINE)

@@ -32,6 +32,13 @@ def main() -> None:
                 "hash": hash("flow"),
                 "net": os.readlink("/proc/self/ns/net"),
             })
+        elif op == "connect":
+            import socket
+            try:
+                socket.create_connection((message["host"], message["port"]), timeout=2).close()
+                channel.send(write_fd, {"connected": True})
+            except OSError as exc:
+                channel.send(write_fd, {"connected": False, "errno": exc.errno})
         elif op == "print":
             print("stray output on stdout", flush=True)
             channel.send(write_fd, {"printed": True})

@@ -32,9 +32,26 @@ def test_enough_cases():
     assert len(all_cases()) >= 150
 
 
+#: Codes that a case file cannot produce (they come from reading bytes or from `flow run`), with
+#: the test that shows each.
+TESTED_ELSEWHERE = {
+    "file-not-utf8": "tests/test_cli_check.py::test_invalid_utf8_is_a_diagnostic",
+    "entry-not-found": "tests/test_run.py::test_an_unknown_entry_is_refused",
+    "input-invalid": "tests/test_run.py::test_input_is_refused_before_any_fact",
+    "binding-missing": "tests/test_run.py::test_an_unbound_tool_refuses_the_run",
+    "binding-not-approved": "tests/test_run.py::test_manifest_commands_need_approval",
+    "binding-failed": "tests/test_run.py::test_an_implementation_that_cannot_start_refuses_the_run",
+    "binding-mismatch": "tests/test_run.py::test_an_implementation_with_another_fingerprint_is_refused",
+}
+
+
 def test_every_code_has_a_case():
     covered = set()
     for path in all_cases():
         covered |= {code for _, _, _, code in load_case(path).expected}
-    missing = sorted(set(REGISTRY) - covered)
+    missing = sorted(set(REGISTRY) - covered - set(TESTED_ELSEWHERE))
     assert not missing, f"codes without a case: {missing}"
+    root = CASES.parents[1]
+    for code, test in TESTED_ELSEWHERE.items():
+        file, name = test.split("::")
+        assert f"def {name}(" in (root / file).read_text(encoding="utf-8"), f"{code}: {test} does not exist"

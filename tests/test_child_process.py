@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import os
 import signal
 import time
@@ -123,10 +124,19 @@ def test_network_isolation_is_reported_truthfully():
     assert child.network_isolated == (report["net"] != os.readlink("/proc/self/ns/net"))
 
 
+def test_isolated_child_cannot_reach_the_network():
+    """In a new network namespace there is no route out: connecting fails with ENETUNREACH."""
+    with start() as child:
+        if not child.network_isolated:
+            pytest.skip("this kernel refused unshare(CLONE_NEWNET)")
+        reply = ask(child, {"op": "connect", "host": "192.0.2.1", "port": 80})
+    assert reply == {"connected": False, "errno": errno.ENETUNREACH}
+
+
 def test_files_cannot_be_written():
     """RLIMIT_FSIZE=0: a write to a file fails with EFBIG (CPython ignores SIGXFSZ)."""
     with start() as child:
-        assert ask(child, {"op": "write_file"}) == {"wrote": False, "error": 27}
+        assert ask(child, {"op": "write_file"}) == {"wrote": False, "error": errno.EFBIG}
 
 
 # -- every way the child ends -----------------------------------------------------------------

@@ -136,6 +136,26 @@ def test_append_many_is_one_chained_group(tmp_path):
     assert RunStore.open(root, "g", for_append=False).facts()[1:] == out
 
 
+def test_concurrent_appends_from_threads_chain(tmp_path):
+    import threading
+
+    root = str(tmp_path)
+    s = RunStore.create(root, "t", START, durability="none")
+
+    def reply(task):
+        for i in range(50):
+            s.append("Reply", {"call": f"{task}#{i}", "outcome": {"Ok": "r" * (i * 40)}})
+
+    threads = [threading.Thread(target=reply, args=(f"root/{t}",)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    s.close()
+    again = RunStore.open(root, "t", for_append=False)
+    assert len(again) == 201 and again.facts() == s.facts()
+
+
 def test_reopen_for_append_continues_the_chain(tmp_path):
     root = str(tmp_path)
     s = make_run(root, end=False)
@@ -819,6 +839,7 @@ json_values = st.recursive(
 )
 
 
+@settings(deadline=None)
 @given(json_values)
 def test_slow_encoder_matches_orjson(value):
     parts: list[str] = []

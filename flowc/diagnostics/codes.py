@@ -251,7 +251,7 @@ INTRINSIC_OUTSIDE_STD: Final = register(
     "intrinsic-outside-std", "error", "The `@intrinsic` attribute is used outside the bundled std modules."
 )
 TEST_SIGNATURE: Final = register(
-    "test-signature", "error", "A `@test` function's signature is not a test's: no parameters, returning `Result<Unit, E>`."
+    "test-signature", "error", "A `@test` function's signature is not a test's: no parameters, returning `Result<Unit, Text>`."
 )
 
 # --- Entry point (the CLI, after check) ------------------------------------------------------------
@@ -264,4 +264,22 @@ ENTRY_NOT_FOUND: Final = register(
 
 UNUSED_VARIABLE: Final = register(
     "unused-variable", "warning", "A local binding is never used."
+)
+
+# --- Running: input and bindings (flow run, before the first fact) --------------------------------
+
+BINDING_FAILED: Final = register(
+    "binding-failed", "error", "A Tool implementation named in flow.toml could not be started or described."
+)
+BINDING_MISMATCH: Final = register(
+    "binding-mismatch", "error", "A Tool implementation does not describe the Tool with the declaration's fingerprint."
+)
+BINDING_MISSING: Final = register(
+    "binding-missing", "error", "A Tool the entry can reach has no implementation bound."
+)
+BINDING_NOT_APPROVED: Final = register(
+    "binding-not-approved", "error", "Running an implementation flow.toml names was not approved (`--allow`)."
+)
+INPUT_INVALID: Final = register(
+    "input-invalid", "error", "The run's input is not a JSON object whose fields decode as the entry's parameters."
 )

@@ -1,0 +1,75 @@
+"""Write a Tool implementation in Python: `serve({"planner.next": next_step}, declared_in="main.flow")`.
+
+It speaks the JSON-lines Tool protocol (DESIGN.md §3) on stdin and stdout: answers `describe`
+with each Tool's identity, fingerprint and signature (computed from the Flow declarations, so an
+implementation and its declaration cannot drift apart silently), serves calls concurrently (one
+thread per call, answers in any order), and drops calls the host cancels. A handler takes the
+arguments as keyword arguments (JSON values) and returns the Ok value, an outcome dict, `PENDING`,
+or a `Problem` (returned or raised: `failed(e)`, `not_run(text)`, `unknown(text)`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+
+from flowrt.bindings import PENDING, Problem, _as_outcome
+
+
+def describe(declared_in: str, tools: list[str]) -> list[dict]:
+    from flowc.frontend import check_program
+    from flowc.typeterms import tool_description
+    from flowrt.files import read_text
+
+    checked = check_program(declared_in, read_text)
+    if not checked.ok:
+        raise SystemExit(f"{declared_in} does not check")
+    out = []
+    for identity in tools:
+        fn = checked.env.fns.get(identity)
+        if fn is None or not fn.tool:
+            raise SystemExit(f"{declared_in} declares no Tool {identity}")
+        d = tool_description(checked.env, fn)
+        out.append({"tool": d["tool"], "fingerprint": d["fingerprint"], "signature": d["signature"]})
+    return out
+
+
+def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
+    lock = threading.Lock()
+    cancelled: set[str] = set()
+
+    def send(message: dict) -> None:
+        line = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def answer(call_id: str, tool: str, arguments: dict) -> None:
+        try:
+            outcome = _as_outcome(handlers[tool](**arguments))
+        except Problem as problem:
+            outcome = problem.outcome()
+        except Exception as problem:  # effects unknown
+            outcome = {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}}
+        if call_id in cancelled:
+            return
+        if outcome is PENDING:
+            send({"id": call_id, "pending": True})
+        else:
+            send({"id": call_id, "outcome": outcome})
+
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        op = message.get("op")
+        if op == "describe":
+            send({"op": "described", "tools": describe(declared_in, sorted(handlers))})
+        elif op == "call":
+            threading.Thread(target=answer, args=(message["id"], message["tool"], message.get("arguments", {})),
+                             daemon=True).start()
+        elif op == "cancel":
+            cancelled.add(message.get("id"))

@@ -1,0 +1,200 @@
+"""`flow run` end to end through the real entry point and the embedding API: output, exit codes,
+refusals before the first fact, faults with Flow locations, pauses, BadReply, recorded history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+import flowrt
+from flowrt.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "tests" / "programs"
+
+
+def flow(*args: str, cwd: Path | None = None, stdin: str | None = None, timeout: float = 120):
+    return subprocess.run([sys.executable, "-m", "flowrt.cli", *args], cwd=cwd or ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def runs_in(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir()) if path.exists() else []
+
+
+def kinds(runs: Path, run_id: str) -> list[str]:
+    store = RunStore.open(str(runs), run_id, for_append=False)
+    try:
+        return [f["kind"] for f in store.facts()]
+    finally:
+        store.close()
+
+
+def test_a_pure_program_runs_and_records_start_and_end(tmp_path):
+    done = flow("run", str(PROGRAMS / "arith.flow"), "--input", '{"xs": [1, 2, 3, 4]}', "--runs", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"label": "n=4 even", "mean": "2.5", "sum": 10}
+    [run_id] = runs_in(tmp_path)
+    assert kinds(tmp_path, run_id) == ["Start", "End"]
+
+
+def test_input_is_refused_before_any_fact(tmp_path):
+    for text in ("not json", "[1]", '{"xs": [1, "two"]}', '{"xs": [], "extra": 1}', "{}"):
+        done = flow("run", str(PROGRAMS / "arith.flow"), "--input", text, "--runs", str(tmp_path))
+        assert done.returncode == 2, (text, done.stderr)
+        assert "input-invalid" in done.stderr
+    assert runs_in(tmp_path) == []
+
+
+def test_input_from_stdin(tmp_path):
+    done = flow("run", str(PROGRAMS / "arith.flow"), "--input", "-", "--runs", str(tmp_path), stdin='{"xs": [5]}')
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sum"] == 5
+
+
+def test_division_by_zero_faults_with_the_flow_location(tmp_path):
+    done = flow("run", str(PROGRAMS / "divide.flow"), "--input", '{"a": 1, "b": 0}', "--runs", str(tmp_path))
+    assert done.returncode == 1
+    assert "divide.flow:2:" in done.stderr and "division-by-zero" in done.stderr
+    assert "Traceback" not in done.stderr
+    [run_id] = runs_in(tmp_path)
+    store = RunStore.open(str(tmp_path), run_id, for_append=False)
+    end = store.facts()[-1]
+    store.close()
+    assert end["kind"] == "End" and end["outcome"]["Faulted"]["kind"] == "division-by-zero"
+    assert end["outcome"]["Faulted"]["location"]["line"] == 2
+
+
+def test_a_million_tail_calls_run_in_constant_stack(tmp_path):
+    done = flow("run", str(PROGRAMS / "loop.flow"), "--input", '{"n": 1000000}', "--runs", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1000000"
+
+
+def test_tools_through_the_embedding_api(tmp_path):
+    notes: list[str] = []
+
+    async def ask(question):
+        return f"yes to {question}"
+
+    host = flowrt.Host({"ask.ask": ask, "ask.note": lambda text: notes.append(text)}, runs_dir=str(tmp_path))
+    outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "tea"})
+    assert outcome.exit_code == 0, outcome.diagnostics
+    assert orjson.loads(outcome.output) == "answer: yes to What about tea?"
+    assert notes == ["asking about tea"]
+    assert kinds(tmp_path, outcome.run_id) == ["Start", "Call", "Reply", "Call", "Reply", "End"]
+
+
+def test_a_reply_that_does_not_decode_is_a_bad_reply(tmp_path):
+    host = flowrt.Host({"ask.ask": lambda question: 42, "ask.note": lambda text: None}, runs_dir=str(tmp_path))
+    outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "tea"})
+    assert outcome.exit_code == 0
+    assert orjson.loads(outcome.output).startswith("bad reply:")
+
+
+def test_failed_and_declined(tmp_path):
+    host = flowrt.Host({"ask.ask": lambda question: flowrt.failed("Declined"), "ask.note": lambda text: None},
+                       runs_dir=str(tmp_path))
+    assert orjson.loads(host.run(str(PROGRAMS / "ask.flow"), {"topic": "x"}).output) == "declined"
+
+
+def test_a_pending_call_pauses_the_run(tmp_path):
+    host = flowrt.Host({"ask.ask": lambda question: flowrt.PENDING, "ask.note": lambda text: None},
+                       runs_dir=str(tmp_path))
+    outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "x"})
+    assert outcome.exit_code == 3
+    assert outcome.pending == ["root#2"]
+    assert kinds(tmp_path, outcome.run_id) == ["Start", "Call", "Reply", "Call"]
+    store = RunStore.open(str(tmp_path), outcome.run_id, for_append=False)
+    assert store.host_records()[-1]["kind"] == "paused"
+    store.close()
+
+
+def test_an_unbound_tool_refuses_the_run(tmp_path):
+    outcome = flowrt.Host({}, runs_dir=str(tmp_path)).run(str(PROGRAMS / "ask.flow"), {"topic": "x"})
+    assert outcome.exit_code == 2
+    assert outcome.diagnostics[0].code == "binding-missing"
+    assert runs_in(tmp_path) == []
+
+
+def test_orders_example_with_command_tools(tmp_path):
+    order = {"order": {"id": "o-1", "item": "kettle", "quantity": 1, "cents": 2599}}
+    done = flow("run", "main.flow", "--allow", "--input", json.dumps(order), "--runs", str(tmp_path),
+                cwd=ROOT / "examples" / "orders")
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(done.stdout)["Ok"]
+    assert receipt["order"] == "o-1" and receipt["tracking"].startswith("TRK-")
+
+
+def test_orders_retry_an_unknown_charge_and_exit_4_on_err(tmp_path):
+    flaky = {"order": {"id": "o-2-flaky", "item": "kettle", "quantity": 1, "cents": 100}}
+    done = flow("run", "main.flow", "--allow", "--input", json.dumps(flaky), "--runs", str(tmp_path),
+                cwd=ROOT / "examples" / "orders")
+    assert done.returncode == 0, done.stderr
+    [run_id] = runs_in(tmp_path)
+    assert kinds(tmp_path, run_id).count("Call") == 4  # reserve, charge (Unknown), charge, ship
+    declined = {"order": {"id": "o-3", "item": "kettle", "quantity": 1, "cents": 500000}}
+    done = flow("run", "main.flow", "--allow", "--input", json.dumps(declined), "--runs", str(tmp_path),
+                cwd=ROOT / "examples" / "orders")
+    assert done.returncode == 4
+    assert json.loads(done.stdout) == {"Err": {"Declined": "over the card limit"}}
+
+
+def test_manifest_commands_need_approval(tmp_path):
+    order = {"order": {"id": "o-1", "item": "kettle", "quantity": 1, "cents": 1}}
+    done = flow("run", "main.flow", "--input", json.dumps(order), "--runs", str(tmp_path),
+                cwd=ROOT / "examples" / "orders", stdin="")
+    assert done.returncode == 2
+    assert "binding-not-approved" in done.stderr
+    assert runs_in(tmp_path) == []
+
+
+def test_a_child_that_exhausts_memory_is_a_fault_not_a_hang(tmp_path):
+    done = flow("run", str(PROGRAMS / "memory.flow"), "--input", '{"n": 40}', "--runs", str(tmp_path), timeout=120)
+    assert done.returncode == 1
+    assert "fault[limit]" in done.stderr
+
+
+def test_an_unknown_entry_is_refused(tmp_path):
+    done = flow("run", str(PROGRAMS / "arith.flow"), "--entry", "nope", "--input", "{}", "--runs", str(tmp_path))
+    assert done.returncode == 2
+    assert "entry-not-found" in done.stderr
+    assert runs_in(tmp_path) == []
+
+
+def _tool_program(tmp_path: Path, command: str) -> Path:
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "main.flow").write_text(
+        "@tool pub flow echo(text: Text) -> Text\n\npub flow main() -> Text !tool = echo(\"hi\")\n")
+    (tmp_path / "prog" / "flow.toml").write_text(f'[tools]\n"main" = {{ command = {command} }}\n')
+    return tmp_path / "prog" / "main.flow"
+
+
+def test_an_implementation_that_cannot_start_refuses_the_run(tmp_path):
+    main = _tool_program(tmp_path, '["/nonexistent/tool"]')
+    done = flow("run", str(main), "--allow", "--runs", str(tmp_path / "runs"))
+    assert done.returncode == 2
+    assert "binding-failed" in done.stderr
+    assert runs_in(tmp_path / "runs") == []
+
+
+def test_an_implementation_with_another_fingerprint_is_refused(tmp_path):
+    script = tmp_path / "wrong.py"
+    script.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if m.get('op') == 'describe':\n"
+        "        print(json.dumps({'op': 'described', 'tools': [{'tool': 'main.echo', 'fingerprint': 'sha256:00',"
+        " 'signature': 'echo(text: Int) -> Text'}]}), flush=True)\n")
+    main = _tool_program(tmp_path, json.dumps([sys.executable, str(script)]))
+    done = flow("run", str(main), "--allow", "--runs", str(tmp_path / "runs"))
+    assert done.returncode == 2
+    assert "binding-mismatch" in done.stderr
+    assert runs_in(tmp_path / "runs") == []
