@@ -387,7 +387,7 @@ class ModuleLowerer:
             else:
                 body.extend(_at(ast.Assign([_store(name)], access), arm.pattern.span) for name, access in binds)
             body.extend(self.branch(arm.body, tail, target))
-            if i == last and arm.guard is None:
+            if i == last and arm.guard is None and not _binds_in_condition(arm.pattern):
                 cond = None
             chain.append((cond, body or [ast.Pass()]))
         if not chain:
@@ -411,7 +411,8 @@ class ModuleLowerer:
         if isinstance(p, S.PWild):
             return None, []
         if isinstance(p, S.PBind):
-            name = self.bind(self.facts.bindings[id(p)], p.name)
+            local = self.facts.bindings[id(p)]
+            name = self.fn.names.get(id(local)) or self.bind(local, p.name)
             return None, [(name, access)]
         if isinstance(p, S.PLit):
             if p.lit.kind == "unit":
@@ -428,13 +429,21 @@ class ModuleLowerer:
             if cond is not None:
                 conds.append(cond)
             if p.rest:
-                name = self.bind(self.facts.bindings[id(p)], p.rest)
+                local = self.facts.bindings[id(p)]
+                name = self.fn.names.get(id(local)) or self.bind(local, p.rest)
                 binds.append((name, ast.Subscript(access, ast.Slice(ast.Constant(n), None, None), ast.Load())))
             return _and(conds), binds
         if isinstance(p, S.POr):
             alts = []
+            shared: dict[str, str] = {}
             for alt in p.alternatives:
+                # Every alternative binds the same names: give them the same Python names.
+                for name, local in _binders(alt, self.facts):
+                    if name in shared:
+                        self.fn.names[id(local)] = shared[name]
                 cond, binds = self.pattern(alt, access)
+                for name, local in _binders(alt, self.facts):
+                    shared.setdefault(name, self.fn.names[id(local)])
                 parts = ([cond] if cond is not None else []) + [_walrus(n, a) for n, a in binds]
                 alts.append(_and(parts) if parts else ast.Constant(True))
             return ast.BoolOp(ast.Or(), alts), []
@@ -471,7 +480,8 @@ class ModuleLowerer:
         for sub, access in subs:
             if isinstance(sub, tuple) and sub[0] == "bind":
                 f = sub[1]
-                name = self.bind(self.facts.bindings[id(f)], f.name)
+                local = self.facts.bindings[id(f)]
+                name = self.fn.names.get(id(local)) or self.bind(local, f.name)
                 binds.append((name, access))
                 continue
             cond, more = self.pattern(sub, access)
@@ -869,6 +879,47 @@ def _has_foreign_tail_call(fn: FnInfo, facts: Facts) -> bool:
             for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
                 if name != "span":
                     pending.append(getattr(node, name))
+    return False
+
+
+def _binders(p: S.Pattern, facts: Facts) -> list[tuple[str, Local]]:
+    """The names a pattern binds, with their checker bindings."""
+    out: list[tuple[str, Local]] = []
+    stack: list[object] = [p]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, S.PBind) or isinstance(node, S.PField) and node.pattern is None:
+            local = facts.bindings.get(id(node))
+            if local is not None:
+                out.append((node.name, local))
+        elif isinstance(node, S.PList) and node.rest:
+            local = facts.bindings.get(id(node))
+            if local is not None:
+                out.append((node.rest, local))
+        if isinstance(node, S.PCtor):
+            stack.extend(node.args)
+            stack.extend(node.fields)
+        elif isinstance(node, S.PField) and node.pattern is not None:
+            stack.append(node.pattern)
+        elif isinstance(node, (S.PTuple, S.PList)):
+            stack.extend(node.items)
+        elif isinstance(node, S.POr):
+            stack.extend(node.alternatives[:1])
+    return out
+
+
+def _binds_in_condition(p: S.Pattern) -> bool:
+    """Or-patterns bind inside their condition (`:=`): such an arm keeps its test."""
+    stack: list[object] = [p]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, S.POr):
+            return True
+        if isinstance(node, S.PCtor):
+            stack.extend(node.args)
+            stack.extend(f.pattern for f in node.fields if f.pattern is not None)
+        elif isinstance(node, (S.PTuple, S.PList)):
+            stack.extend(node.items)
     return False
 
 

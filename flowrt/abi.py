@@ -748,11 +748,12 @@ class _Decoder:
             if kt == "Text":
                 if type(j) is not dict:
                     raise _Fail(f"expected an object (a Dict with Text keys), found {_found(j)}")
+                for key in j:
+                    if type(key) is not str:
+                        raise _Fail(f"expected string keys, found {key!r:.40}")
                 ks = sorted(j)
                 vs = []
                 for key in ks:
-                    if type(key) is not str:
-                        raise _Fail(f"expected string keys, found {key!r:.40}")
                     if _SURROGATE.search(key):
                         raise _Fail("a key holds a lone surrogate (not Unicode text)", path_step(key))
                     try:
@@ -823,7 +824,7 @@ class _Decoder:
         if type(j) is not dict:
             raise _Fail(f"expected an object ({what}), found {_found(j)}")
         if len(j) != len(fields) or not names.issuperset(j):
-            extra = sorted(k for k in j if k not in names)
+            extra = sorted((k for k in j if k not in names), key=str)
             if extra:
                 key = extra[0]
                 declared = ", ".join(n for n, _ in fields) or "none"
@@ -862,7 +863,8 @@ class _Decoder:
 
     def enum(self, j, info):
         def unknown(tag):
-            return _Fail(f"{info.name} has no constructor {V.json_string(tag)}"
+            shown = V.json_string(tag) if type(tag) is str else repr(tag)
+            return _Fail(f"{info.name} has no constructor {shown}"
                          f" (its constructors: {', '.join(info.tags)})")
 
         if type(j) is str:
@@ -1001,11 +1003,12 @@ def _dec_json(j):
     if t is int:
         return _new(JSON_VALUE, ("Number", Decimal(j)))
     if t is dict:
+        for key in j:
+            if type(key) is not str:
+                raise _Fail(f"object keys are strings, found {key!r:.40}")
         ks = sorted(j)
         vs = []
         for key in ks:
-            if type(key) is not str:
-                raise _Fail(f"object keys are strings, found {key!r:.40}")
             if _SURROGATE.search(key):
                 raise _Fail("a key holds a lone surrogate (not Unicode text)", path_step(key))
             try:

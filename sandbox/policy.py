@@ -67,7 +67,7 @@ class Policy:
 
 # Every AST class generated code is made of (Python 3.11 `ast` class names). Anything else is
 # refused: imports, classes, try/with, lambda, del, global/nonlocal, comprehensions, for loops,
-# f-strings, set literals, `**`, bit operations, walrus, async, match, raise, assert.
+# f-strings, set literals, `**`, bit operations, async, match, raise, assert.
 ALLOWED_NODES: frozenset[str] = frozenset({
     # structure
     "Module", "FunctionDef", "arguments", "arg",
@@ -75,8 +75,8 @@ ALLOWED_NODES: frozenset[str] = frozenset({
     "Return", "Assign", "AugAssign", "Expr", "If", "While", "Break", "Continue", "Pass",
     # generators (effects are yielded to the scheduler)
     "Yield", "YieldFrom",
-    # expressions
-    "BoolOp", "BinOp", "UnaryOp", "Compare", "Call", "keyword", "IfExp",
+    # expressions (`:=` binds a pattern's names inside an arm guard's condition)
+    "BoolOp", "BinOp", "UnaryOp", "Compare", "Call", "keyword", "IfExp", "NamedExpr",
     "Attribute", "Subscript", "Slice", "Starred", "Name", "Constant",
     "List", "Tuple", "Dict",
     # contexts (not Del)

@@ -61,7 +61,6 @@ NODE_HINTS: dict[str, str] = {
     "Set": "writes set literals (their order depends on the hash seed); sets are `rt_` values",
     "AsyncFunctionDef": "defines async functions; effects are yielded to the scheduler",
     "Await": "awaits; effects are yielded to the scheduler",
-    "NamedExpr": "uses `:=`",
     "Match": "uses `match`; patterns are compiled to `if`/`elif` chains",
     "AnnAssign": "annotates assignments",
     "Pow": "uses `**`",

@@ -22,7 +22,7 @@ from flowrt import abi
 from sandbox import intrinsics as I
 from sandbox import values as V
 from sandbox.intrinsics import INTRINSICS, SCHEDULER_INTRINSICS, missing
-from sandbox.runtime import EXACT, Fault, TypeArg
+from sandbox.runtime import DIVISION, EXACT, Fault, TypeArg
 from sandbox.values import NONE, Duration, FlowDict, FlowSet, Instant, err, ok, some
 
 STD = Path(__file__).resolve().parent.parent / "flowc" / "std" / "v1"
@@ -544,7 +544,7 @@ def test_decimal_examples():
     assert I.i_decimal_to_text(D("1.50")) == "1.5" and I.i_decimal_to_text(D("-0.25")) == "-0.25"
     assert I.i_decimal_to_text(D("100.0")) == "100" and I.i_decimal_to_text(D("0.0")) == "0"
     assert I.i_decimal_to_text(D("-0")) == "0" and I.i_decimal_to_text(D("1E+3")) == "1000"
-    third = EXACT.divide(D(2), D(3))
+    third = DIVISION.divide(D(2), D(3))
     assert I.i_decimal_to_text(I.i_decimal_round(third, 2)) == "0.67"
     assert I.i_decimal_parse("12.50") == some(D("12.5")) and I.i_decimal_parse("-3") == some(D("-3.0"))
     assert I.i_decimal_parse("1e-2") == some(D("0.01")) and I.i_decimal_parse("1E+2") == some(D("100"))
@@ -822,3 +822,78 @@ def test_json_parse_render_round_trip(data):
     text = I.i_json_render(value)
     assert text == abi.canonical(value, "json.Value").decode()
     assert I.i_json_parse(text) == ok(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the compiler: generated code calls these names with these arguments
+
+E2E = '''
+use "std@v1/list"
+use "std@v1/text"
+use "std@v1/dict"
+use "std@v1/json"
+use "std@v1/decimal"
+
+pub type Point { pub x: Int, pub y: Int }
+
+@tool flow fetch(x: Int) -> Int
+
+pub flow pure_main() -> Text = {
+    let a = text.join(list.map(text.split("a,b", ","), text.upper), "+")
+    let p: Result<Point, Text> = json.decode("{\\"y\\": 2, \\"x\\": 1}")
+    let v: Result<List<Int>, Text> = json.from_value(json.to_value([1, 2]))
+    let e = decimal.to_text(decimal.round(decimal.from_int(2) / 3.0, 2))
+    "${a} ${json.encode(p)} ${json.encode(v)} ${e}"
+}
+
+pub flow tool_main() -> (List<Int>, Int, Option<Int>, List<Int>, Dict<Text, Int>) !tool = {
+    let a = list.map([1, 2, 3], fetch)
+    let b = list.fold([1, 2], 0, flow(acc: Int, x: Int) -> Int !tool = acc + fetch(x))
+    let c = list.find([1, 2, 3], flow(x: Int) -> Bool !tool = fetch(x) > 15)
+    let d = list.sort_by([3, 1, 2], flow(x: Int) -> Int !tool = 0 - fetch(x))
+    let e = dict.map_values(dict.from_list([("b", 2), ("a", 1)]), fetch)
+    (a, b, c, d, e)
+}
+'''
+
+
+def test_through_the_compiler(tmp_path):
+    """A program using pure, `_t` and typed intrinsics compiles, loads in the sandbox loader with
+    INTRINSICS injected, and runs; Tool calls inside effectful higher-order calls come in list
+    order, and `find` stops at the first match."""
+    import decimal
+
+    from flowc.emit import generate
+    from flowc.frontend import check_program
+    from sandbox import runtime as R
+    from sandbox.loader import load
+
+    main = tmp_path / "main.flow"
+    main.write_text(E2E, encoding="utf-8")
+    checked = check_program(str(main), lambda p: Path(p).read_text(encoding="utf-8"))
+    assert not [d for d in checked.diagnostics if d.severity == "error"], checked.diagnostics
+    generated = generate(checked)
+    injected = dict(R.names())
+    injected.update(INTRINSICS)
+    namespaces = load([(m.key[2:], m.filename, m.source) for m in generated.modules], injected)
+    root = next(m for m in generated.modules if m.flow_file.endswith("main.flow"))
+    ns = namespaces[root.key[2:]]
+    saved = decimal.getcontext()
+    decimal.setcontext(R.EXACT)
+    try:
+        assert R.rt_bounce(ns.pure_main()) == 'A+B {"Ok":{"x":1,"y":2}} {"Ok":[1,2]} 0.67'
+        gen = R.rt_run(ns.tool_main())
+        calls, reply = [], None
+        while True:
+            try:
+                request = gen.send(reply)
+            except StopIteration as done:
+                result = done.value
+                break
+            assert request[0] == "call" and request[1].identity.endswith("fetch")
+            calls.append(request[2][0])
+            reply = request[2][0] * 10
+    finally:
+        decimal.setcontext(saved)
+    assert result == ((10, 20, 30), 30, some(2), (3, 2, 1), FlowDict([("a", 10), ("b", 20)]))
+    assert calls == [1, 2, 3, 1, 2, 1, 2, 3, 1, 2, 1, 2]

@@ -117,7 +117,8 @@ CORPUS = [
     ("comprehension-walk", attempt("return [c for c in x.__class__.__bases__]"), "__bases__"),
     ("for-loop", attempt("for c in x:\n    pass"), "For"),
     ("async-def", "async def main(x):\n    return await x\n", "AsyncFunctionDef"),
-    ("walrus", attempt("return (y := x)"), "NamedExpr"),
+    ("walrus-underscore", attempt("return (_y := x)"), "name `_y`"),
+    ("walrus-rebind-module", attempt("return (m_lib := x)"), "name `m_lib`"),
     ("raise", attempt("raise x"), "Raise"),
     ("assert", attempt("assert x"), "Assert"),
     ("set-literal", attempt('return {"a", "b"}'), "Set"),
@@ -426,6 +427,12 @@ def run(state):
     return rt_done(b)
 
 
+def first_ok(pair):
+    if (tag := pair[0]) is tag and tag == "Ok":
+        return pair[1]
+    return None
+
+
 def make_adder(k):
     def add(v):
         return v + k
@@ -447,7 +454,8 @@ def twice(v):
 
 
 def test_legitimate_modules_load_and_run():
-    """Generators with yield from, while/break, unpacking, slices and cross-module calls work."""
+    """Generators with yield from, while/break, unpacking, slices, `:=` in a condition, closures
+    and cross-module calls work."""
     runtime = {"rt_call": lambda op, payload: (op, payload), "rt_done": lambda v: ("done", v)}
     loaded = load([("planner", "planner.py", PLANNER), ("util", "util.py", UTIL)], runtime)
     planner = loaded["planner"]
@@ -455,6 +463,7 @@ def test_legitimate_modules_load_and_run():
     assert planner.count_to(6) == 0 + 2 + 4 - 3
     assert planner.describe(5) == {"kind": "large", "ok": True, "raw": b"\x00", "pair": (5, -5), "div": 2}
     assert planner.make_adder(2)(40) == 42
+    assert (planner.first_ok(("Ok", 1)), planner.first_ok(("Err", 2))) == (1, None)
     assert planner.LIMIT == 3
 
     # Drive the generator the way the scheduler does: effects out, replies in.
