@@ -45,9 +45,17 @@ def py_name(name: str) -> str:
     if name.startswith("_"):
         return "u_" + name
     if name.startswith(_RESERVED_PREFIXES) or keyword.iskeyword(name) or keyword.issoftkeyword(name) \
-            or name in ("None", "True", "False"):
+            or name in ("None", "True", "False") or name in _sandbox_forbidden():
         return "u_" + name
     return name
+
+
+def _sandbox_forbidden() -> frozenset[str]:
+    """Names the sandbox's verifier refuses (builtins such as `open`): a Flow function may be
+    called that, its Python name may not."""
+    from sandbox.policy import POLICY
+
+    return POLICY.forbidden_names
 
 
 def module_key(identity: str) -> str:
@@ -116,7 +124,7 @@ class ModuleLowerer:
                 functions.append(self.function(fn, "pure"))
                 functions.append(self.function(fn, "tool"))
             else:
-                functions.append(self.function(fn, "tool" if fn.sig.effect == T.TOOL else "pure"))
+                functions.append(self.function(fn, "tool" if fn.call_type().effect == T.TOOL else "pure"))
         return ast.Module(body=body + self.constant_defs + functions, type_ignores=[])
 
     # ---- types
@@ -144,7 +152,7 @@ class ModuleLowerer:
     def function(self, fn: FnInfo, version: str) -> ast.stmt:
         decl = fn.decl
         name = py_name(decl.name) + ("__tool" if version == "tool" and _effect_vars(fn.sig) else "")
-        tool = version == "tool" or fn.sig.effect == T.TOOL
+        tool = version == "tool" or fn.call_type().effect == T.TOOL
         ctx = _Fn(name, decl, tool, True, fn, [], version)
         saved = self.fn
         self.fn = ctx
@@ -242,7 +250,7 @@ class ModuleLowerer:
         return None
 
     def callee_is_tool(self, target: FnInfo, fact: CallFact) -> bool:
-        return self.effect_is_tool(fact.effect) or target.sig.effect == T.TOOL
+        return self.effect_is_tool(fact.effect) or target.call_type().effect == T.TOOL
 
     def effect_is_tool(self, effect: T.Effect) -> bool:
         if effect == T.TOOL:

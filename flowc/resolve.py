@@ -93,6 +93,9 @@ class FnInfo:
         """The type callers see. A Tool declared `-> Result<T, E>` answers `Result<T, ToolProblem<E>>`."""
         if self.tool:
             return T.TFun(self.sig.params, tool_reply_type(self.sig.ret), T.TOOL)
+        if self.test or self.decl.attr("fake") is not None:
+            # Tests and fakes may call Tools without the mark: calling one is Tool-capable.
+            return T.TFun(self.sig.params, self.sig.ret, T.TOOL)
         return self.sig
 
 
