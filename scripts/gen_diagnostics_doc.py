@@ -40,6 +40,18 @@ NO_EXAMPLE = {
     "entry-not-found": "Running a program whose root module has no `pub` function of the entry's "
                        "name: the CLI runs `main` unless `--entry NAME` names another, and a missing "
                        "or private entry is refused with this code.",
+    "input-invalid": "`flow run --input` text that is not a JSON object, names a parameter the entry "
+                     "does not declare, lacks one, or holds a value that does not decode as the "
+                     "parameter's type, e.g. `--input '{\"xs\": [1, \"two\"]}'` for `xs: List<Int>`. "
+                     "Nothing is recorded.",
+    "binding-missing": "`flow run` of a program that can reach a Tool no implementation is bound for "
+                       "(no flow.toml entry for it or its module, no Python callable).",
+    "binding-not-approved": "`flow run` without `--allow`, when no person can answer the approval question, "
+                            "of a program whose flow.toml names a command.",
+    "binding-failed": "`flow run` when a command flow.toml names cannot be started, or does not answer "
+                      "`describe`.",
+    "binding-mismatch": "`flow run` when an implementation describes a Tool with another fingerprint than "
+                        "its declaration has (it was written for another signature).",
 }
 
 _STAGE = re.compile(r"^# --- (.+?) -+[ \t]*$", re.MULTILINE)
