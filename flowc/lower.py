@@ -35,7 +35,8 @@ from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
 
 PRELUDE = "std@v1/prelude"
 #: Intrinsics that need their type arguments at run time (they decode into a type).
-TYPED_INTRINSICS = {"std@v1/json.decode", "std@v1/json.from_value"}
+TYPED_INTRINSICS = {"std@v1/json.decode", "std@v1/json.from_value", "std@v1/json.encode",
+                    "std@v1/json.to_value"}
 _RESERVED_PREFIXES = ("rt_", "i_", "m_", "k_", "u_")
 
 
