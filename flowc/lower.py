@@ -440,7 +440,7 @@ class ModuleLowerer:
             if p.rest:
                 local = self.facts.bindings[id(p)]
                 name = self.fn.names.get(id(local)) or self.bind(local, p.rest)
-                binds.append((name, ast.Subscript(access, ast.Slice(ast.Constant(n), None, None), ast.Load())))
+                binds.append((name, _call("rt_rest", [access, ast.Constant(n)])))
             return _and(conds), binds
         if isinstance(p, S.POr):
             alts = []

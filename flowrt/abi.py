@@ -33,7 +33,7 @@ import orjson
 
 from sandbox import values as V
 from sandbox.values import (
-    JSON_VALUE, NONE, OPTION_ID, JSON_VALUE_ID, RESULT_ID, TOOL_PROBLEM_ID, FlowDict, FlowSet,
+    ListView, JSON_VALUE, NONE, OPTION_ID, JSON_VALUE_ID, RESULT_ID, TOOL_PROBLEM_ID, FlowDict, FlowSet,
     Duration, Instant, Token, decimal_text, duration_text, instant_text, bytes_text, int_text,
     order_key,
 )
@@ -311,7 +311,7 @@ class _Encoder:
             return f(v)
         k, a = _split(term)
         if k == "List":
-            if type(v) is not tuple and type(v) is not list:
+            if type(v) is not tuple and type(v) is not list and type(v) is not ListView:
                 raise _Fail(f"expected a List (tuple), found {_describe(v)}")
             out = []
             for i, x in enumerate(v):
@@ -326,7 +326,7 @@ class _Encoder:
         if k == "Named":
             return self.named(v, a)
         if k == "Tuple":
-            if (type(v) is not tuple and type(v) is not list) or len(v) != len(a):
+            if (type(v) is not tuple and type(v) is not list and type(v) is not ListView) or len(v) != len(a):
                 raise _Fail(f"expected a tuple of {len(a)}, found {_describe(v)}")
             out = []
             for i, (x, t) in enumerate(zip(v, a)):

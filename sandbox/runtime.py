@@ -112,6 +112,7 @@ rt_NotRun = V.not_run
 rt_Unknown = V.unknown
 rt_BadReply = V.bad_reply
 rt_len = len
+rt_rest = V.rest_of
 
 
 def rt_ctor(cls, tag: str):
@@ -146,16 +147,23 @@ def rt_bigint(text: str) -> int:
 
 
 def rt_idiv(a: int, b: int) -> int:
+    """Int division truncating toward zero (Python's `//` floors)."""
     if b == 0:
         raise Fault("division-by-zero", "division by zero")
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+    q = a // b
+    if q < 0 and q * b != a:
+        q += 1
+    return q
 
 
 def rt_imod(a: int, b: int) -> int:
+    """Int remainder with the dividend's sign (Python's `%` takes the divisor's)."""
     if b == 0:
         raise Fault("division-by-zero", "remainder of a division by zero")
-    return a - b * rt_idiv(a, b)
+    r = a % b
+    if r and (a < 0) != (b < 0):
+        r -= b
+    return r
 
 
 def rt_ddiv(a: Decimal, b: Decimal) -> Decimal:
@@ -239,7 +247,7 @@ def to_json(value, option_nested: bool = False):
         if len(payload) == 1:
             return {tag: to_json(payload[0])}
         return {tag: [to_json(v) for v in payload]}
-    if kind is tuple:
+    if kind is tuple or kind is V.ListView:
         return [to_json(v) for v in value]
     raise Fault("internal", f"cannot encode a {kind.__name__}")
 

@@ -253,6 +253,109 @@ class _Missing:
         return "MISSING"
 
 
+
+class ListView:
+    """The rest of a list after its first items: `[x, ..rest]` binds `rest` in O(1).
+
+    A Flow List is a tuple; matching `[x, ..rest]` over a long list would copy the tail at every
+    step (quadratic in a tail-recursive loop). A view shares the original tuple. It behaves as the
+    tuple it stands for: equal and hashed alike, indexable, sliceable (into another view),
+    concatenable, ordered; `to_tuple()` copies it out where a real tuple is needed."""
+
+    __slots__ = ("base", "start", "_hash")
+
+    def __init__(self, base: tuple, start: int) -> None:
+        self.base = base
+        self.start = start
+        self._hash = None
+
+    def to_tuple(self) -> tuple:
+        return self.base[self.start:]
+
+    def __len__(self) -> int:
+        return len(self.base) - self.start
+
+    def __getitem__(self, index):
+        if type(index) is int and index >= 0:
+            return self.base[self.start + index]
+        if type(index) is slice:
+            if index.step is None and index.stop is None and (index.start or 0) >= 0:
+                return rest_of(self, index.start or 0)
+            return self.to_tuple()[index]
+        if index < 0:
+            index += len(self)
+            if index < 0:
+                raise IndexError("list index out of range")
+        return self.base[self.start + index]
+
+    def __iter__(self):
+        base = self.base
+        for i in range(self.start, len(base)):
+            yield base[i]
+
+    def __contains__(self, item) -> bool:
+        return any(x == item for x in self)
+
+    def __eq__(self, other) -> bool:
+        if type(other) is ListView or type(other) is tuple:
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __ne__(self, other) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self.to_tuple())
+        return self._hash
+
+    def __add__(self, other):
+        if type(other) is ListView:
+            other = other.to_tuple()
+        if type(other) is tuple:
+            return self.to_tuple() + other
+        return NotImplemented
+
+    def __radd__(self, other):
+        if type(other) is tuple:
+            return other + self.to_tuple()
+        return NotImplemented
+
+    def __lt__(self, other):
+        return _as_tuple(self) < _as_tuple(other)
+
+    def __le__(self, other):
+        return _as_tuple(self) <= _as_tuple(other)
+
+    def __gt__(self, other):
+        return _as_tuple(self) > _as_tuple(other)
+
+    def __ge__(self, other):
+        return _as_tuple(self) >= _as_tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self.to_tuple())
+
+
+def _as_tuple(v):
+    return v.to_tuple() if type(v) is ListView else v
+
+
+#: Below this many remaining items a rest is copied; a view is not worth its indirection.
+VIEW_THRESHOLD = 32
+
+
+def rest_of(xs, n: int):
+    """`xs[n:]` for a Flow list, in O(1) for a long one."""
+    if type(xs) is ListView:
+        base, start = xs.base, xs.start + n
+    else:
+        base, start = xs, n
+    if len(base) - start <= VIEW_THRESHOLD:
+        return base[start:]
+    return ListView(base, start)
+
 MISSING = _Missing()
 
 _RECORD_CLASSES: dict = {}
@@ -691,7 +794,7 @@ def _vj(v, out):
         out.append("null")
     elif t is Decimal:
         out.append('"' + decimal_text(v) + '"')
-    elif t is tuple:
+    elif t is tuple or t is ListView:
         out.append("[")
         first = True
         for x in v:
@@ -822,7 +925,7 @@ def order_key(v):
     t = type(v)
     if t is str or t is int or t is Decimal or t is bool or t is bytes:
         return v
-    if t is tuple:
+    if t is tuple or t is ListView:
         return tuple(map(order_key, v))
     if t is Duration or t is Instant:
         return v.nanos
