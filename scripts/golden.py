@@ -29,7 +29,8 @@ def programs() -> list[tuple[str, str, dict[str, str]]]:
     for folder in sorted((ROOT / "examples").iterdir()):
         if not folder.is_dir():
             continue
-        files = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.flow"))}
+        files = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.flow"))
+                 if p.is_file() and not p.name.startswith(".")}
         roots = [n for n in files if n in ("main.flow",)] or sorted(n for n in files if not n.endswith("_test.flow"))[:1]
         for root in roots:
             out.append((f"examples-{folder.name}", root, files))
