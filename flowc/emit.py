@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import os
 from dataclasses import dataclass
-
-import libcst as cst
+from pathlib import Path
 
 from flowc import syntax as S
-from flowc.lower import ModuleLowerer, module_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,8 @@ class Generated:
 
 def generate(checked) -> Generated:
     """Generate every module of a checked program (`frontend.Checked` without errors)."""
+    from flowc.lower import ModuleLowerer
+
     env = checked.env
     facts = checked.facts
     out: list[GeneratedModule] = []
@@ -51,6 +53,10 @@ def generate(checked) -> Generated:
 
 
 def _emit(identity: str, flow_file: str, tree: ast.Module, program: str) -> GeneratedModule:
+    import libcst as cst
+
+    from flowc.lower import module_key
+
     ast.fix_missing_locations(tree)
     text = ast.unparse(tree) + "\n"
     comments: dict[str, str] = {}
@@ -86,21 +92,85 @@ def _line_map(tree: ast.Module, text: str) -> list[tuple[int, int, int]]:
     return sorted((py, fl, fc) for py, (fl, fc) in mapping.items())
 
 
-class _Comments(cst.CSTTransformer):
-    def __init__(self, comments: dict[str, str]) -> None:
-        self.comments = comments
-        self.depth = 0
+def _Comments(comments: dict[str, str]):
+    import libcst as cst
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.depth += 1
-        return True
+    class Comments(cst.CSTTransformer):
+        def __init__(self) -> None:
+            self.depth = 0
 
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
-        self.depth -= 1
-        if self.depth == 0 and original.name.value in self.comments:
-            comment = cst.EmptyLine(comment=cst.Comment(self.comments[original.name.value]))
-            return updated.with_changes(leading_lines=[cst.EmptyLine(), comment])
-        return updated
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            self.depth += 1
+            return True
+
+        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+            self.depth -= 1
+            if self.depth == 0 and original.name.value in comments:
+                comment = cst.EmptyLine(comment=cst.Comment(comments[original.name.value]))
+                return updated.with_changes(leading_lines=[cst.EmptyLine(), comment])
+            return updated
+
+    return Comments()
+
+
+# ---- a cache of generated programs ---------------------------------------------------------------
+#
+# Generating code is pure: the same program identity and the same compiler give the same bytes. So
+# `flow run` keeps what it generated, by program identity and a digest of the compiler's own
+# source, and a later run of the same program skips lowering and libcst altogether.
+
+_COMPILER_FILES = ("lower.py", "emit.py", "check.py", "resolve.py", "typeterms.py", "types.py")
+_compiler_digest: str | None = None
+
+
+def compiler_digest() -> str:
+    global _compiler_digest
+    if _compiler_digest is None:
+        digest = hashlib.sha256()
+        here = Path(__file__).parent
+        for name in _COMPILER_FILES:
+            digest.update((here / name).read_bytes())
+        _compiler_digest = digest.hexdigest()[:16]
+    return _compiler_digest
+
+
+def _cache_dir() -> str | None:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "flow", "build")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None
+    return folder if os.access(folder, os.W_OK) else None
+
+
+def generate_cached(checked) -> Generated:
+    """`generate`, served from the build cache when this program was generated before."""
+    folder = _cache_dir()
+    key = hashlib.sha256(f"{checked.identity} {compiler_digest()}".encode()).hexdigest()
+    path = os.path.join(folder, key + ".json") if folder else None
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+            return Generated(data["program"], tuple(
+                GeneratedModule(m["identity"], m["key"], m["flow_file"], m["source"],
+                                tuple(tuple(x) for x in m["line_map"])) for m in data["modules"]))
+        except (OSError, ValueError, KeyError):
+            pass
+    generated = generate(checked)
+    if path is not None:
+        data = {"program": generated.program, "modules": [
+            {"identity": m.identity, "key": m.key, "flow_file": m.flow_file, "source": m.source,
+             "line_map": [list(x) for x in m.line_map]} for m in generated.modules]}
+        temporary = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(data, handle)
+            os.replace(temporary, path)
+        except OSError:
+            pass
+    return generated
 
 
 def module_digest(module: GeneratedModule) -> str:

@@ -10,7 +10,6 @@ multiplexed by id over one process's pipe (commands).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import os
@@ -87,7 +86,11 @@ class PythonTools(Implementation):
     the call is answered `Unknown`."""
 
     def __init__(self, functions: Mapping[str, Callable[..., Any]]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.functions = dict(functions)
+        # Calls run concurrently on reused threads (a thread per call costs more than a call).
+        self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
 
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
         fn = self.functions[tool]
@@ -96,17 +99,26 @@ class PythonTools(Implementation):
             try:
                 result = fn(**arguments)
                 if inspect.isawaitable(result):
-                    result = asyncio.run(_await(result))
+                    result = _run_async(result)
                 deliver(call_id, _as_outcome(result))
             except Problem as problem:
                 deliver(call_id, problem.outcome())
             except Exception as problem:  # the implementation failed; effects are unknown
                 deliver(call_id, {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}})
 
-        threading.Thread(target=work, name=f"tool {call_id}", daemon=True).start()
+        self.pool.submit(work)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
 
     def label(self) -> str:
         return "python"
+
+
+def _run_async(awaitable):
+    import asyncio  # only embeddings with async implementations pay for it
+
+    return asyncio.run(_await(awaitable))
 
 
 async def _await(awaitable):

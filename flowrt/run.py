@@ -21,7 +21,7 @@ from typing import Any
 from flowc import syntax as S
 from flowc import types as T
 from flowc.diagnostics import Diagnostic, Location, error
-from flowc.emit import Generated, generate
+from flowc.emit import Generated, generate_cached
 from flowc.frontend import Checked, check_program
 from flowc.lower import module_key, py_name
 from flowc.resolve import FnInfo
@@ -90,7 +90,7 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
     args_json = decode_input(checked, fn, input_text)
     tools = reachable_tools(checked, fn)
     implementations = bind(checked, path, tools, python_tools or {}, allow=allow, ask=ask)
-    generated = generate(checked)
+    generated = generate_cached(checked)
     return Prepared(checked, fn, args_json, tools, implementations, generated)
 
 
@@ -263,13 +263,13 @@ def load_message(prepared: Prepared) -> dict:
 class Driver:
     """Runs the child and records facts. One per live run (and per resume)."""
 
-    def __init__(self, prepared: Prepared, store: RunStore, run_id: str) -> None:
+    def __init__(self, prepared: Prepared, store: RunStore, run_id: str, child=None) -> None:
         self.prepared = prepared
         self.store = store
         self.run_id = run_id
         self.replies: "queue.Queue[tuple[str, Any]]" = queue.Queue()
         self.open_calls: dict[str, dict] = {}  # call id -> {"tool", "pending"}
-        self.child = None
+        self.child = child
 
     def deliver(self, call_id: str, outcome: Any) -> None:
         self.replies.put((call_id, outcome))
@@ -277,7 +277,8 @@ class Driver:
     def run(self) -> RunOutcome:
         from flowrt.child import Child, ChildDied
 
-        self.child = Child.start()
+        if self.child is None:
+            self.child = Child.start()
         try:
             self.child.send(load_message(self.prepared))
             while True:
@@ -366,19 +367,28 @@ def admit(description: dict, outcome: Any) -> dict:
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync") -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2."""
+    from flowrt.child import Child
+
+    # The child starts (and imports its runtime) while the host checks and binds.
+    child = Child.start()
     try:
         prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask)
     except Refused as refused:
+        child.kill()
         return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
+    except BaseException:
+        child.kill()
+        raise
     run_id = new_run_id()
     fields, sources = start_fields(prepared)
     try:
         store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability)
     except StorageError as problem:
+        child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
-    driver = Driver(prepared, store, run_id)
+    driver = Driver(prepared, store, run_id, child)
     try:
         outcome = driver.run()
     except StorageError as problem:

@@ -1,0 +1,91 @@
+"""One recorded Tool call end to end: sandbox -> host -> in-process Python binding -> Call and Reply
+facts written. Reports calls/s without fsync and with fsync, next to a bare Python loop that
+appends and fsyncs one JSON line per call; and `flow run` of hello world next to `python -c pass`.
+Medians of several runs.
+
+    python scripts/bench/recorded_calls.py [--calls 2000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import flowrt  # noqa: E402
+
+PROGRAM = """
+@tool pub flow echo(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = loop(n, 0)
+
+flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }
+"""
+
+HELLO = 'pub flow main() -> Text = "hello, world"\n'
+
+
+def bare_loop(calls: int, directory: str) -> float:
+    path = os.path.join(directory, "bare.jsonl")
+    start = time.perf_counter()
+    with open(path, "ab") as handle:
+        for i in range(calls):
+            handle.write(json.dumps({"n": i, "kind": "Call", "arguments": {"n": i}}).encode() + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    return time.perf_counter() - start
+
+
+def flow_calls(calls: int, directory: str, durability: str) -> float:
+    program = os.path.join(directory, "echo.flow")
+    Path(program).write_text(PROGRAM)
+    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(directory, "runs"), durability=durability)
+    start = time.perf_counter()
+    outcome = host.run(program, {"n": calls})
+    elapsed = time.perf_counter() - start
+    assert outcome.exit_code == 0, outcome
+    return elapsed
+
+
+def main() -> None:
+    options = argparse.ArgumentParser()
+    options.add_argument("--calls", type=int, default=2000)
+    options.add_argument("--runs", type=int, default=3)
+    args = options.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        none = statistics.median(flow_calls(args.calls, directory, "none") for _ in range(args.runs))
+        fsync = statistics.median(flow_calls(args.calls // 4, directory, "fsync") for _ in range(args.runs))
+        bare = statistics.median(bare_loop(args.calls // 2, directory) for _ in range(args.runs))
+        per_bare = bare / (args.calls // 2)
+        per_fsync = fsync / (args.calls // 4)
+        print(f"recorded calls, no fsync:   {args.calls / none:8.0f} calls/s (run of {args.calls} calls, start-up included)")
+        print(f"recorded calls, fsync:      {1 / per_fsync:8.0f} calls/s (two facts fsynced per call)")
+        print(f"bare append+fsync loop:     {1 / per_bare:8.0f} lines/s")
+        print(f"ratio fsync call / bare line: {per_fsync / per_bare:.2f}x (a call writes two facts: Call and Reply)")
+        hello = os.path.join(directory, "hello.flow")
+        Path(hello).write_text(HELLO)
+        runs = os.path.join(directory, "hello-runs")
+        flow_times, python_times = [], []
+        for _ in range(args.runs + 2):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "flowrt.cli", "run", hello, "--runs", runs], check=True,
+                           capture_output=True)
+            flow_times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            python_times.append(time.perf_counter() - start)
+        print(f"flow run hello world:       {statistics.median(flow_times) * 1000:8.0f} ms "
+              f"(python -c pass: {statistics.median(python_times) * 1000:.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
