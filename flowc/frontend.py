@@ -37,13 +37,16 @@ class Checked:
         return {m.file: m.source for m in self.program.modules}
 
 
-def check_program(root_file: str, read: Reader, parse_cache: dict | None = None) -> Checked:
+def check_program(root_file: str, read: Reader, parse_cache: dict | None = None, *,
+                  std_read: Reader | None = None) -> Checked:
+    """Check the program rooted at `root_file`. `std_read` reads std modules from elsewhere than
+    the package (replay and resume read them from the history's recorded sources)."""
     result: list[Checked] = []
     failure: list[BaseException] = []
 
     def work() -> None:
         try:
-            result.append(_check(root_file, read, parse_cache))
+            result.append(_check(root_file, read, parse_cache, std_read))
         except BaseException as problem:  # re-raised on the caller's thread
             failure.append(problem)
 
@@ -53,8 +56,11 @@ def check_program(root_file: str, read: Reader, parse_cache: dict | None = None)
     return result[0]
 
 
-def _check(root_file: str, read: Reader, parse_cache: dict | None) -> Checked:
-    program = load(root_file, read, parse_cache=parse_cache)
+def _check(root_file: str, read: Reader, parse_cache: dict | None, std_read: Reader | None) -> Checked:
+    if std_read is None:
+        program = load(root_file, read, parse_cache=parse_cache)
+    else:
+        program = load(root_file, read, parse_cache=parse_cache, std_read=std_read)
     diagnostics: list[Diagnostic] = list(program.diagnostics)
     for module in program.modules:
         diagnostics.extend(module.parsed.diagnostics)

@@ -92,6 +92,64 @@ def tools_command(ctx: click.Context, file: str, entry: str | None) -> None:
     ctx.exit(0 if checked.ok else 2)
 
 
+def _runs_dir(runs_dir: str | None) -> str:
+    import os
+
+    return runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
+
+
+@main.command("replay")
+@click.argument("run_id")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@_color_option
+@click.pass_context
+def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_json: bool, color: str | None) -> None:
+    """Re-run a recorded run against its history, calling nothing: Matched, Incomplete or Diverged."""
+    from flowrt.replay import replay
+
+    result = replay(_runs_dir(runs_dir), run_id)
+    if result.diagnostics:
+        _render_refusal(ctx, color, result.diagnostics, result.sources)
+    if result.verdict is not None:
+        v = result.verdict
+        if as_json:
+            sys.stdout.buffer.write(orjson.dumps(v.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+        elif v.kind == "Diverged":
+            sys.stdout.write(f"Diverged at fact {v.fact}: {v.reason}\n")
+        elif v.kind == "Incomplete":
+            sys.stdout.write(f"Incomplete: {v.reason}\n")
+        else:
+            sys.stdout.write("Matched\n")
+    if result.message:
+        sys.stderr.write(result.message + "\n")
+    ctx.exit(result.exit_code)
+
+
+@main.command("resume")
+@click.argument("run_id")
+@click.option("--call", "call", default=None, help="The open call the reply answers.")
+@click.option("--reply", "reply", default=None, help='The outcome, e.g. \'{"Ok": "Safari 17.4"}\', or - for stdin.')
+@click.option("--resend", multiple=True, help="Send a call that was out at a crash again, under the same id.")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@_color_option
+@click.pass_context
+def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str | None, resend: tuple[str, ...],
+                   runs_dir: str | None, allow: bool, color: str | None) -> None:
+    """Continue a paused, halted or crashed run from its history."""
+    from flowrt.replay import resume
+
+    if (call is None) != (reply is None):
+        sys.stderr.write("--call and --reply go together\n")
+        ctx.exit(2)
+    text = sys.stdin.read() if reply == "-" else reply
+    ask = None if reply == "-" else _ask_on_terminal
+    outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
+                     ask=ask)
+    _report_outcome(ctx, color, outcome)
+
+
 def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources) -> None:
     styled = use_color(_color(ctx, color), sys.stderr)
     sys.stderr.write(render(diagnostics, sources, color=styled))

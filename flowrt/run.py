@@ -386,6 +386,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     except StorageError as problem:
         child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")
+    store.host_record({"kind": "origin", "root": os.path.abspath(path)})
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
     driver = Driver(prepared, store, run_id, child)

@@ -1,0 +1,354 @@
+"""Replay and resume: re-run a recorded program against its history.
+
+Both read one history. The program is re-formed from the module sources the history stores
+(never the working files), re-checked, and re-run in a fresh sandbox; the child's requests are
+served from the record in the recorded order:
+
+* each Call the program makes must be the next fact, with the same id, Tool and arguments;
+* when every task waits, the next fact must be a Reply to an open call, and it is handed over;
+* End must record what the program computes.
+
+`replay` binds nothing and calls nothing: it reports Matched, Incomplete (the record ends first,
+or a needed value is a hole) or Diverged at fact N with the reason. A damaged history is a
+storage failure, never a verdict. `resume` does the same and, where the record ends, admits the
+supplied reply, settles the other open calls and continues live on the same history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowc.frontend import Checked, check_program
+from flowrt import abi
+from flowrt import bindings as B
+from flowrt.run import (Driver, Prepared, Refused, RunOutcome, admit, bind, load_message, reachable_tools,
+                        refuse)
+from flowrt.store import Hole, RunStore, StorageError
+
+
+@dataclass
+class Verdict:
+    kind: str  # Matched | Incomplete | Diverged
+    fact: int | None = None
+    reason: str = ""
+
+    def exit_code(self) -> int:
+        return {"Matched": 0, "Diverged": 1, "Incomplete": 3}[self.kind]
+
+    def to_json(self) -> dict:
+        return {"verdict": self.kind, "fact": self.fact, "reason": self.reason}
+
+
+class _Diverged(Exception):
+    def __init__(self, fact: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.fact = fact
+        self.reason = reason
+
+
+class _Incomplete(Exception):
+    def __init__(self, reason: str, fact: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fact = fact
+
+
+# ---- re-forming the recorded program -----------------------------------------------------------
+
+
+def recorded_program(store: RunStore) -> tuple[Checked, dict]:
+    """Check the program exactly as the history's Start recorded it, from its stored sources."""
+    start = store.facts()[0]
+    texts: dict[str, str] = {}
+    for module in start.get("modules", []):
+        texts[module["module"]] = store.source(module["hash"])
+    root = start["entry"]["module"]
+
+    def read(path: str) -> str:
+        identity = path[:-5] if path.endswith(".flow") else path
+        identity = posixpath.normpath(identity)
+        if identity in texts:
+            return texts[identity]
+        raise FileNotFoundError(2, "not in the recorded sources", path)
+
+    def std_read(path: str) -> str:
+        name = posixpath.basename(path)[:-5]
+        identity = f"std@v1/{name}"
+        if identity in texts:
+            return texts[identity]
+        raise FileNotFoundError(2, "not in the recorded sources", path)
+
+    checked = check_program(root + ".flow", read, std_read=std_read)
+    if not checked.ok:
+        raise Refused(list(checked.diagnostics), checked.sources())
+    if checked.identity != start["program"]:
+        raise StorageError(f"the recorded sources form program {checked.identity}, but Start names "
+                           f"{start['program']}", 1)
+    return checked, start
+
+
+def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: dict | None = None,
+                          allow: bool = False, ask=None, path_for_manifest: str | None = None) -> Prepared:
+    from flowc.emit import generate_cached
+
+    checked, start = recorded_program(store)
+    env = checked.env
+    entry = env.modules[start["entry"]["module"]].fns[start["entry"]["function"]]
+    tools = reachable_tools(checked, entry)
+    implementations: dict = {}
+    if bind_tools:
+        implementations = bind(checked, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask)
+    return Prepared(checked, entry, dict(start["input"]), tools, implementations, generate_cached(checked))
+
+
+# ---- serving the record ------------------------------------------------------------------------
+
+
+class ReplayDriver(Driver):
+    """A Driver whose child is fed from recorded facts until they run out. With `live` it then
+    continues as a live run on the same store (resume); without, running out is Incomplete."""
+
+    def __init__(self, prepared: Prepared, store: RunStore, run_id: str, *, live: bool,
+                 supplied: tuple[str, Any] | None = None, resend: set[str] | None = None) -> None:
+        super().__init__(prepared, store, run_id)
+        self.facts = store.facts()[1:]
+        self.position = 0
+        self.live = live
+        self.recorded_open: dict[str, dict] = {}
+        self.supplied = supplied
+        self.resend = resend or set()
+        self.settled = False
+        self.verdict: Verdict | None = None
+
+    def next_fact(self) -> dict | None:
+        return self.facts[self.position] if self.position < len(self.facts) else None
+
+    def value(self, fact: dict, name: str) -> Any:
+        try:
+            return self.store.value(fact, name)
+        except Hole:
+            raise _Incomplete(f"fact {fact['n']} is a hole: its {name} was withheld", fact["n"]) from None
+
+    def replaying(self) -> bool:
+        return self.position < len(self.facts)
+
+    def on_call(self, message: dict) -> None:
+        fact = self.next_fact()
+        if fact is None:
+            if not self.live:
+                raise _Incomplete("the history ends before the program does")
+            self.settle()
+            return super().on_call(message)
+        n = fact["n"]
+        if fact["kind"] != "Call":
+            raise _Diverged(n, f"the program calls {message['tool']} ({message['id']}), but fact {n} is a "
+                               f"{fact['kind']}")
+        if fact["call"] != message["id"] or fact["tool"] != message["tool"]:
+            raise _Diverged(n, f"the program calls {message['tool']} as {message['id']}, but fact {n} records "
+                               f"{fact['tool']} as {fact['call']}")
+        recorded = self.value(fact, "arguments")
+        if abi.canonical_json(recorded) != abi.canonical_json(message["arguments"]):
+            raise _Diverged(n, f"the program calls {fact['tool']} ({fact['call']}) with other arguments than "
+                               f"fact {n} records")
+        if fact.get("types") != message.get("types"):
+            raise _Diverged(n, f"the program calls {fact['tool']} at another type than fact {n} records")
+        self.position += 1
+        self.recorded_open[fact["call"]] = {"tool": fact["tool"], "arguments": message["arguments"],
+                                            "types": message.get("types")}
+
+    def on_wait(self) -> RunOutcome | None:
+        fact = self.next_fact()
+        if fact is None:
+            if not self.live:
+                raise _Incomplete("the history ends while the program waits for a reply")
+            self.settle()
+            return super().on_wait()
+        n = fact["n"]
+        if fact["kind"] != "Reply":
+            raise _Diverged(n, f"every task of the program waits, but fact {n} is a {fact['kind']}")
+        if fact["call"] not in self.recorded_open:
+            raise _Diverged(n, f"fact {n} replies to {fact['call']}, which the program has not called")
+        outcome = self.value(fact, "outcome")
+        self.position += 1
+        del self.recorded_open[fact["call"]]
+        self.child.send({"op": "reply", "id": fact["call"], "outcome": outcome})
+        return None
+
+    def on_end(self, outcome: dict) -> RunOutcome:
+        fact = self.next_fact()
+        if fact is None:
+            if not self.live:
+                raise _Incomplete("the history ends before the program's End")
+            self.settle()
+            return super().on_end(outcome)
+        n = fact["n"]
+        if fact["kind"] != "End":
+            raise _Diverged(n, f"the program ends, but fact {n} ({fact['kind']}) is unused")
+        recorded = self.value(fact, "outcome")
+        if abi.canonical_json(_comparable(recorded)) != abi.canonical_json(_comparable(outcome)):
+            raise _Diverged(n, "the program ends otherwise than fact n records".replace("fact n", f"fact {n}"))
+        self.position += 1
+        if self.position < len(self.facts):
+            raise _Diverged(self.facts[self.position]["n"], "facts after End are unused")
+        self.verdict = Verdict("Matched")
+        return RunOutcome(0, self.run_id)
+
+    # -- continuing live
+
+    def settle(self) -> None:
+        """Where the record ends: admit the supplied reply, then settle every other open call."""
+        if self.settled:
+            return
+        self.settled = True
+        paused = _paused_calls(self.store)
+        supplied_id = self.supplied[0] if self.supplied else None
+        for call_id in sorted(self.recorded_open):
+            entry = self.recorded_open[call_id]
+            description = self.prepared.tools[entry["tool"]]
+            if call_id == supplied_id:
+                admitted = admit(description, self.supplied[1])
+                self.deliver(call_id, admitted)
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False}
+            elif call_id in paused:
+                # Left pending at a pause: it stays open; its implementation may answer it.
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": True}
+                implementation = self.prepared.implementations[entry["tool"]]
+                implementation.call(self.run_id, call_id, entry["tool"], entry["arguments"], entry["types"],
+                                    self.deliver)
+            elif call_id in self.resend:
+                self.store.host_record({"kind": "resent", "call": call_id, "head": self.store.head})
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False}
+                implementation = self.prepared.implementations[entry["tool"]]
+                implementation.call(self.run_id, call_id, entry["tool"], entry["arguments"], entry["types"],
+                                    self.deliver)
+            else:
+                # Out when the process died: by default its reply is Unknown (a host decision).
+                self.store.host_record({"kind": "settled", "call": call_id, "as": "Unknown", "head": self.store.head})
+                self.deliver(call_id, {"Err": {"Unknown": "the run stopped while the call was out"}})
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False}
+        self.recorded_open.clear()
+
+
+def _comparable(outcome: dict) -> dict:
+    """End outcomes compare by what the program computed (a fault's location is part of it)."""
+    return outcome
+
+
+def _paused_calls(store: RunStore) -> set[str]:
+    records = store.host_records()
+    for record in reversed(records):
+        if record.get("kind") in ("paused", "halted") and record.get("head") == store.head:
+            return set(record.get("pending", [])) if record["kind"] == "paused" else set()
+    return set()
+
+
+def open_calls(store: RunStore) -> list[str]:
+    replied = {f["call"] for f in store.facts() if f["kind"] == "Reply"}
+    return [f["call"] for f in store.facts() if f["kind"] == "Call" and f["call"] not in replied]
+
+
+# ---- the commands ------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayResult:
+    exit_code: int
+    verdict: Verdict | None = None
+    message: str | None = None
+    diagnostics: list = field(default_factory=list)
+    sources: dict = field(default_factory=dict)
+
+
+def replay(runs_dir: str, run_id: str) -> ReplayResult:
+    try:
+        store = RunStore.open(runs_dir, run_id, for_append=False)
+    except StorageError as problem:
+        return ReplayResult(5, message=f"storage failure: {problem}")
+    except Exception as problem:  # RunNotFound, an invalid id
+        return ReplayResult(2, message=str(problem))
+    try:
+        prepared = prepared_from_history(store, bind_tools=False)
+        driver = ReplayDriver(prepared, store, run_id, live=False)
+        try:
+            driver.run()
+        except _Diverged as diverged:
+            return ReplayResult(1, Verdict("Diverged", diverged.fact, diverged.reason))
+        except _Incomplete as incomplete:
+            return ReplayResult(3, Verdict("Incomplete", incomplete.fact, incomplete.reason))
+        return ReplayResult(0, driver.verdict or Verdict("Matched"))
+    except Refused as refused:
+        return ReplayResult(2, diagnostics=refused.diagnostics, sources=refused.sources,
+                            message="the recorded program does not check with this compiler")
+    except StorageError as problem:
+        return ReplayResult(5, message=f"storage failure: {problem}")
+    finally:
+        store.close()
+
+
+def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
+           resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
+           durability: str = "fsync") -> RunOutcome:
+    try:
+        store = RunStore.open(runs_dir, run_id, for_append=True, durability=durability)
+    except StorageError as problem:
+        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+    except Exception as problem:
+        return RunOutcome(2, run_id, message=str(problem))
+    try:
+        if store.ended:
+            return RunOutcome(2, run_id, message=f"run {run_id} has ended: there is nothing to resume")
+        outstanding = open_calls(store)
+        supplied = None
+        if call is not None:
+            if call not in outstanding:
+                return RunOutcome(2, run_id, message=f"call {call} is not open in run {run_id} "
+                                                    f"(open: {', '.join(outstanding) or 'none'})")
+            try:
+                supplied = (call, abi.parse_json(reply_text or ""))
+            except Exception as problem:
+                return RunOutcome(2, run_id, message=f"the reply is not JSON: {problem}")
+            if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
+                    ("Ok" in supplied[1] or "Err" in supplied[1])):
+                return RunOutcome(2, run_id, message='a reply is an outcome: {"Ok": value} or {"Err": problem}')
+        for call_id in sorted(resend or ()):
+            if call_id not in outstanding:
+                return RunOutcome(2, run_id, message=f"--resend {call_id}: that call is not open")
+        manifest = _manifest_path(store)
+        try:
+            prepared = prepared_from_history(store, bind_tools=True, python_tools=python_tools, allow=allow,
+                                             ask=ask, path_for_manifest=manifest)
+        except Refused as refused:
+            return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
+        driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
+        try:
+            outcome = driver.run()
+        except _Diverged as diverged:
+            return RunOutcome(1, run_id, message=f"the recorded program diverged from its history at fact "
+                                                 f"{diverged.fact}: {diverged.reason}")
+        except _Incomplete as incomplete:
+            return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
+        except KeyboardInterrupt:
+            store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
+            return RunOutcome(130, run_id, message="halted by an interrupt")
+        if outcome.exit_code == 3:
+            store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
+        return outcome
+    except StorageError as problem:
+        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+    finally:
+        store.close()
+
+
+def _manifest_path(store: RunStore) -> str:
+    """The root file the run was started from (a host record), for finding flow.toml."""
+    for record in store.host_records():
+        if record.get("kind") == "origin":
+            return record.get("root", ".")
+    return "."
+
+
+def source_digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,189 @@
+"""Replay and resume through the real `flow` entry point: verdicts, pauses answered later, crashes
+settled as Unknown (or resent on request), damaged and forged histories."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flowrt.store import RunStore, canonical_bytes, fact_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+APPROVAL = ROOT / "examples" / "approval" / "main.flow"
+BIG = {"expense": {"id": "e-1", "who": "Ada", "cents": 120050, "reason": "a ticket"}}
+
+
+def flow(*args: str, cwd: Path | None = None, stdin: str | None = None, timeout: float = 120):
+    return subprocess.run([sys.executable, "-m", "flowrt.cli", *args], cwd=cwd or ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def paused_run(runs: Path) -> str:
+    done = flow("run", str(APPROVAL), "--allow", "--input", json.dumps(BIG), "--runs", str(runs))
+    assert done.returncode == 3, done.stderr
+    assert "pending call root#1" in done.stdout
+    return done.stdout.split()[2]
+
+
+def test_pause_resume_then_replay_matches(tmp_path):
+    run_id = paused_run(tmp_path)
+    replayed = flow("replay", run_id, "--runs", str(tmp_path), "--json")
+    assert replayed.returncode == 3
+    assert json.loads(replayed.stdout)["verdict"] == "Incomplete"
+    done = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Yes": "fine"}}', "--runs", str(tmp_path),
+                "--allow")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"Approved": "L-" + done.stdout.split("L-")[1].split(":")[0] + ": fine"}
+    replayed = flow("replay", run_id, "--runs", str(tmp_path))
+    assert replayed.returncode == 0 and replayed.stdout.strip() == "Matched"
+
+
+def test_resume_refuses_a_call_that_is_not_open_or_a_reply_that_is_not_an_outcome(tmp_path):
+    run_id = paused_run(tmp_path)
+    wrong_call = flow("resume", run_id, "--call", "root#7", "--reply", '{"Ok": 1}', "--runs", str(tmp_path))
+    assert wrong_call.returncode == 2 and "not open" in wrong_call.stderr
+    not_outcome = flow("resume", run_id, "--call", "root#1", "--reply", '"yes"', "--runs", str(tmp_path))
+    assert not_outcome.returncode == 2
+    not_json = flow("resume", run_id, "--call", "root#1", "--reply", "{nope", "--runs", str(tmp_path))
+    assert not_json.returncode == 2
+
+
+def test_a_reply_that_does_not_decode_is_admitted_as_bad_reply(tmp_path):
+    run_id = paused_run(tmp_path)
+    done = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Maybe": 1}}', "--runs", str(tmp_path),
+                "--allow")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"NoAnswer": '$.Ok: Answer has no constructor "Maybe" (its constructors: Yes, No)'}
+
+
+def test_reply_from_stdin(tmp_path):
+    run_id = paused_run(tmp_path)
+    done = flow("resume", run_id, "--call", "root#1", "--reply", "-", "--runs", str(tmp_path), "--allow",
+                stdin='{"Ok": {"No": "too much"}}')
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"Rejected": "too much"}
+
+
+def test_a_flipped_byte_is_a_storage_failure_not_a_verdict(tmp_path):
+    run_id = paused_run(tmp_path)
+    history = tmp_path / run_id / "history.jsonl"
+    data = bytearray(history.read_bytes())
+    middle = len(data) // 2
+    data[middle] = ord("X") if data[middle] != ord("X") else ord("Y")
+    history.write_bytes(bytes(data))
+    replayed = flow("replay", run_id, "--runs", str(tmp_path))
+    assert replayed.returncode == 5, (replayed.stdout, replayed.stderr)
+    assert "storage failure" in replayed.stderr
+
+
+def _rewrite(history: Path, change) -> None:
+    """Rewrite facts with `change(fact)` and recompute the hash chain (a forged but valid history)."""
+    facts = [json.loads(line) for line in history.read_text().splitlines()]
+    prev = None
+    lines = []
+    for fact in facts:
+        fact = change(dict(fact))
+        fact.pop("hash", None)
+        fact["prev"] = prev
+        fact["hash"] = fact_hash(fact)
+        prev = fact["hash"]
+        lines.append(canonical_bytes(fact))
+    history.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_a_history_the_program_does_not_make_diverges_at_that_fact(tmp_path):
+    run_id = paused_run(tmp_path)
+    done = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Yes": "fine"}}', "--runs", str(tmp_path),
+                "--allow")
+    assert done.returncode == 0
+
+    def other_question(fact):
+        if fact["kind"] == "Call" and fact["n"] == 2:
+            fact["arguments"] = {"question": "something else"}
+        return fact
+
+    _rewrite(tmp_path / run_id / "history.jsonl", other_question)
+    replayed = flow("replay", run_id, "--runs", str(tmp_path), "--json")
+    assert replayed.returncode == 1
+    verdict = json.loads(replayed.stdout)
+    assert verdict["verdict"] == "Diverged" and verdict["fact"] == 2
+    assert "arguments" in verdict["reason"]
+
+    def other_end(fact):
+        if fact["kind"] == "End":
+            fact["outcome"] = {"Completed": {"Rejected": "forged"}}
+        return fact
+
+    _rewrite(tmp_path / run_id / "history.jsonl", lambda f: other_end(f))
+    replayed = flow("replay", run_id, "--runs", str(tmp_path), "--json")
+    verdict = json.loads(replayed.stdout)
+    assert verdict["verdict"] == "Diverged"
+
+
+@pytest.fixture
+def slow_program(tmp_path):
+    folder = tmp_path / "slow"
+    shutil.copytree(ROOT / "tests" / "programs" / "slow", folder)
+    return folder
+
+
+def _run_until_call_then_kill(folder: Path, runs: Path) -> str:
+    (folder / "delay").write_text("30")
+    process = subprocess.Popen([sys.executable, "-m", "flowrt.cli", "run", "main.flow", "--allow", "--input",
+                                '{"topic": "tea"}', "--runs", str(runs)], cwd=folder, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 60
+    run_id = None
+    while time.time() < deadline:
+        if runs.exists():
+            ids = sorted(os.listdir(runs))
+            if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+                run_id = ids[0]
+                break
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert run_id is not None
+    (folder / "delay").write_text("0")
+    return run_id
+
+
+def test_a_call_out_at_a_crash_is_settled_unknown_on_resume(slow_program, tmp_path):
+    runs = tmp_path / "runs"
+    run_id = _run_until_call_then_kill(slow_program, runs)
+    done = flow("resume", run_id, "--runs", str(runs), "--allow", cwd=slow_program)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout).startswith("unknown:")
+    assert (slow_program / "calls.log").read_text().count("tea") == 1  # never sent twice
+    store = RunStore.open(str(runs), run_id, for_append=False)
+    assert any(r.get("kind") == "settled" and r.get("as") == "Unknown" for r in store.host_records())
+    store.close()
+    assert flow("replay", run_id, "--runs", str(runs)).returncode == 0
+
+
+def test_resend_sends_the_call_again_under_the_same_id(slow_program, tmp_path):
+    runs = tmp_path / "runs"
+    run_id = _run_until_call_then_kill(slow_program, runs)
+    done = flow("resume", run_id, "--resend", "root#1", "--runs", str(runs), "--allow", cwd=slow_program)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == "answer: yes (tea)"
+    assert (slow_program / "calls.log").read_text().count("tea") == 2
+
+
+def test_a_torn_last_fact_is_removed_before_resuming(tmp_path):
+    run_id = paused_run(tmp_path)
+    history = tmp_path / run_id / "history.jsonl"
+    with open(history, "ab") as handle:
+        handle.write(b'{"kind":"Reply","n":3,"outco')
+    done = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Yes": "ok"}}', "--runs", str(tmp_path),
+                "--allow")
+    assert done.returncode == 0, done.stderr
+    assert flow("replay", run_id, "--runs", str(tmp_path)).returncode == 0
