@@ -110,6 +110,15 @@ class ModuleLowerer:
         self.fn: _Fn | None = None
         self.lambda_count = 0
         self.may_tail_fns: set[str] = set()
+        #: Python names bound at module level (functions, types, constructors): locals avoid them.
+        self.module_names: set[str] = set()
+        for fn in menv.fns.values():
+            self.module_names.add(py_name(fn.name))
+            self.module_names.add(py_name(fn.name) + "__tool")
+        for info in menv.types.values():
+            self.module_names.add(info.name)
+            for c in info.ctors:
+                self.module_names.add(ctor_py_name(info, c))
 
     # ---- entry
 
@@ -181,9 +190,11 @@ class ModuleLowerer:
         base = py_name(flow_name)
         candidate = base
         n = 1
-        while candidate in ctx.used:
+        while candidate in ctx.used or candidate in self.module_names:
             n += 1
             candidate = f"{base}_{n}"
+            if candidate.startswith(_RESERVED_PREFIXES):
+                candidate = f"{base}{n}"
         ctx.used.add(candidate)
         ctx.names[id(local)] = candidate
         return candidate

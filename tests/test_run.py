@@ -198,3 +198,75 @@ def test_an_implementation_with_another_fingerprint_is_refused(tmp_path):
     assert done.returncode == 2
     assert "binding-mismatch" in done.stderr
     assert runs_in(tmp_path / "runs") == []
+
+
+def test_a_tour_of_std_through_flow_run(tmp_path):
+    done = flow("run", str(PROGRAMS / "stdtour.flow"), "--input",
+                '{"xs": [30, 5, 12, 1], "sentence": "to be or not to be"}', "--runs", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    tour = json.loads(done.stdout)
+    assert tour["sorted"] == [1, 5, 12, 30]
+    assert tour["counts"] == {"be": 2, "not": 1, "or": 1, "to": 2}
+    assert tour["unique"] == ["be", "not", "or", "to"]
+    assert tour["first_big"] == 12 and tour["total"] == "16" and tour["rounded"] == "2.34"
+    assert tour["wait"] == "PT90.25S" and tour["later"] == "1970-01-01T02:00:00Z"
+    assert tour["decoded"] == {"Ok": {"name": "kettle", "price": "25.99", "tags": ["kitchen", "tea"]}}
+    assert tour["safe"] == 2 and tour["folded"] == 285 and tour["joined"] == "TO-BE-OR-NOT-TO-BE"
+
+
+def test_a_reply_over_the_limit_is_a_bad_reply(tmp_path):
+    host = flowrt.Host({"ask.ask": lambda question: "x" * (2 * 1024 * 1024), "ask.note": lambda text: None},
+                       runs_dir=str(tmp_path))
+    outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "tea"})
+    assert outcome.exit_code == 0
+    assert "over the 1048576-byte limit" in orjson.loads(outcome.output)
+
+
+def test_an_implementation_that_dies_with_a_call_out_answers_unknown(tmp_path):
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "main.flow").write_text(
+        "pub type E { Bad }\n@tool pub flow echo(text: Text) -> Result<Text, E>\n\n"
+        "pub flow main() -> Text !tool = match echo(\"hi\") { Ok(t) => t, Err(Unknown(why)) => \"unknown: ${why}\","
+        " Err(_) => \"other\" }\n")
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import json, sys\n"
+        "from flowrt.toolkit import describe\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if m.get('op') == 'describe':\n"
+        "        print(json.dumps({'op': 'described', 'tools': describe('main.flow', ['main.echo'])}), flush=True)\n"
+        "    elif m.get('op') == 'call':\n"
+        "        sys.exit(3)\n")
+    (tmp_path / "prog" / "flow.toml").write_text(f'[tools]\n"main" = {{ command = ["{sys.executable}", "{script}"] }}\n')
+    done = flow("run", "main.flow", "--allow", "--runs", str(tmp_path / "runs"), cwd=tmp_path / "prog")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout).startswith("unknown: the implementation exited")
+
+
+def test_an_interrupt_halts_the_run_with_a_host_record_and_no_end(tmp_path):
+    import shutil
+    import signal
+    import time
+
+    folder = tmp_path / "slow"
+    shutil.copytree(ROOT / "tests" / "programs" / "slow", folder)
+    (folder / "delay").write_text("30")
+    runs = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "flowrt.cli", "run", "main.flow", "--allow", "--input",
+                                '{"topic": "tea"}', "--runs", str(runs)], cwd=folder, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        ids = runs_in(runs)
+        if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    [run_id] = runs_in(runs)
+    store = RunStore.open(str(runs), run_id, for_append=False)
+    assert [f["kind"] for f in store.facts()] == ["Start", "Call"]
+    assert store.host_records()[-1]["kind"] == "halted"
+    store.close()
