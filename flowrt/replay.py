@@ -177,6 +177,46 @@ class ReplayDriver(Driver):
         self.child.send({"op": "reply", "id": fact["call"], "outcome": outcome})
         return None
 
+    def on_choice(self, message: dict) -> None:
+        fact = self.next_fact()
+        if fact is None:
+            if not self.live:
+                raise _Incomplete("the history ends before the program's choice")
+            self.settle()
+            return super().on_choice(message)
+        n = fact["n"]
+        if fact["kind"] != "Choice" or fact["task"] != message["task"]:
+            raise _Diverged(n, f"task {message['task']} picks {message['picked']}, but fact {n} is a {fact['kind']}")
+        if fact["picked"] != message["picked"]:
+            raise _Diverged(n, f"task {message['task']} picks {message['picked']}, but fact {n} records "
+                               f"{fact['picked']}")
+        self.position += 1
+
+    def on_stop(self, message: dict) -> None:
+        fact = self.next_fact()
+        if fact is None:
+            if not self.live:
+                raise _Incomplete("the history ends before the program's stop")
+            self.settle()
+            return super().on_stop(message)
+        n = fact["n"]
+        if fact["kind"] != "Stop" or fact["task"] != message["task"]:
+            raise _Diverged(n, f"{message['by']} stops {message['task']}, but fact {n} is a {fact['kind']}"
+                               + (f" of {fact['task']}" if fact["kind"] == "Stop" else ""))
+        found = self.value(fact, "found")
+        if (found == "Running") != (message["found"] == "Running"):
+            raise _Diverged(n, f"task {message['task']} is found otherwise than fact {n} records")
+        self.position += 1
+        # Replies that had arrived when the task was stopped follow the Stop; they reach no value.
+        calls = set(message.get("calls", []))
+        while True:
+            following = self.next_fact()
+            if following is None or following["kind"] != "Reply" or following["call"] not in calls:
+                break
+            self.position += 1
+        for call_id in calls:
+            self.recorded_open.pop(call_id, None)
+
     def on_end(self, outcome: dict) -> RunOutcome:
         fact = self.next_fact()
         if fact is None:
@@ -246,8 +286,12 @@ def _paused_calls(store: RunStore) -> set[str]:
 
 
 def open_calls(store: RunStore) -> list[str]:
-    replied = {f["call"] for f in store.facts() if f["kind"] == "Reply"}
-    return [f["call"] for f in store.facts() if f["kind"] == "Call" and f["call"] not in replied]
+    """Calls with a Call and no Reply that no Stop closed."""
+    done = {f["call"] for f in store.facts() if f["kind"] == "Reply"}
+    for f in store.facts():
+        if f["kind"] == "Stop":
+            done.update(f.get("closed", []))
+    return [f["call"] for f in store.facts() if f["kind"] == "Call" and f["call"] not in done]
 
 
 # ---- the commands ------------------------------------------------------------------------------

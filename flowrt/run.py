@@ -269,6 +269,7 @@ class Driver:
         self.run_id = run_id
         self.replies: "queue.Queue[tuple[str, Any]]" = queue.Queue()
         self.open_calls: dict[str, dict] = {}  # call id -> {"tool", "pending"}
+        self.arrived: list[tuple[str, Any]] = []  # replies taken off the queue, not yet admitted
         self.child = child
 
     def deliver(self, call_id: str, outcome: Any) -> None:
@@ -292,6 +293,10 @@ class Driver:
                         return outcome
                 elif op == "end":
                     return self.on_end(message["outcome"])
+                elif op == "choice":
+                    self.on_choice(message)
+                elif op == "stop":
+                    self.on_stop(message)
                 elif op == "refused":
                     return RunOutcome(1, self.run_id, message=f"the sandbox refused the program: {message.get('message')}")
         except ChildDied as died:
@@ -322,7 +327,7 @@ class Driver:
             if self.open_calls and all(c["pending"] for c in self.open_calls.values()):
                 ids = sorted(self.open_calls)
                 return RunOutcome(3, self.run_id, pending=ids)
-            call_id, outcome = self.replies.get()
+            call_id, outcome = self.arrived.pop(0) if self.arrived else self.replies.get()
             if call_id not in self.open_calls:
                 continue
             if outcome is B.PENDING:
@@ -333,6 +338,33 @@ class Driver:
             self.store.append("Reply", {"call": call_id, "outcome": admitted})
             self.child.send({"op": "reply", "id": call_id, "outcome": admitted})
             return None
+
+    def on_choice(self, message: dict) -> None:
+        self.store.append("Choice", {"task": message["task"], "picked": message["picked"]})
+
+    def on_stop(self, message: dict) -> None:
+        """Record the Stop first, then close each open call of the stopped task: a reply that
+        already arrived is recorded as that call's Reply; a call with none is closed as having
+        none, and its implementation is told to cancel."""
+        while True:
+            try:
+                self.arrived.append(self.replies.get_nowait())
+            except queue.Empty:
+                break
+        calls = [c for c in message.get("calls", []) if c in self.open_calls]
+        answered = {call_id: outcome for call_id, outcome in self.arrived
+                    if call_id in calls and outcome is not B.PENDING}
+        closed = [c for c in calls if c not in answered]
+        self.store.append("Stop", {"task": message["task"], "by": message["by"], "found": message["found"],
+                                   "closed": closed})
+        for call_id in calls:
+            tool = self.open_calls.pop(call_id)["tool"]
+            if call_id in answered:
+                self.store.append("Reply", {"call": call_id, "outcome": admit(self.prepared.tools[tool],
+                                                                             answered[call_id])})
+            else:
+                self.prepared.implementations[tool].cancel(call_id)
+        self.arrived = [(c, o) for c, o in self.arrived if c not in calls]
 
     def on_end(self, outcome: dict) -> RunOutcome:
         self.store.append("End", {"outcome": outcome})

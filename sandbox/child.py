@@ -28,23 +28,39 @@ from sandbox import values as V
 
 
 class Task:
-    __slots__ = ("id", "gen", "pure", "calls", "spawns", "waiting", "send", "done", "result", "owner",
-                 "closed")
+    """A task: its generator, its place in the id tree, what it waits on."""
+
+    __slots__ = ("id", "gen", "calls", "spawns", "state", "waiting", "result", "owner", "resume_with",
+                 "open_calls", "finished_at")
 
     def __init__(self, task_id: str, gen, owner: "Task | None") -> None:
         self.id = task_id
         self.gen = gen
         self.calls = 0
         self.spawns = 0
-        self.waiting: str | None = None  # call id, or "task:<id>" ...
-        self.send = None
-        self.done = False
+        self.state = "ready"  # ready | blocked | finished | stopped
+        self.waiting = None  # ("call", id) | ("wait", task) | ("first", tasks)
         self.result = None
         self.owner = owner
-        self.closed = False
+        self.resume_with = None  # the value (or exception) the task resumes with
+        self.open_calls: list[str] = []
+        self.finished_at = 0  # completion order, for task.first
+
+
+BLOCKED = object()
+
+
+class _Throw:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
 
 
 class Scheduler:
+    """Deterministic cooperative scheduling: every ready task runs, in the order it became ready,
+    until it waits; only then is the host asked for the next reply."""
+
     def __init__(self, read_fd: int, write_fd: int, load: dict) -> None:
         self.read_fd = read_fd
         self.write_fd = write_fd
@@ -52,10 +68,12 @@ class Scheduler:
         self.tools: dict = load.get("tools", {})
         self.line_maps: dict[str, list] = {m["filename"]: m.get("line_map", []) for m in load["modules"]}
         self.flow_files: dict[str, str] = {m["filename"]: m.get("flow_file", m["filename"]) for m in load["modules"]}
-        self.tasks: list[Task] = []
-        self.waiting_calls: dict[str, Task] = {}
-        self.checkpoints = 0
+        self.tasks: dict[str, Task] = {}
+        self.ready: list[Task] = []
+        self.by_call: dict[str, tuple[Task, object, tuple]] = {}
+        self.completed = 0
         self.prefix = ""
+        self.root: Task | None = None
 
     # -- messages
 
@@ -72,9 +90,14 @@ class Scheduler:
 
     def run(self, entry_fn, args: tuple) -> None:
         root = Task("root", None, None)
-        self.tasks.append(root)
+        self.root = root
+        self.tasks["root"] = root
+        root.gen = self.root_driver(entry_fn, args)
+        self.ready.append(root)
         try:
-            result = self.run_root(root, entry_fn, args)
+            self.loop()
+            result = root.result
+            self.stop_owned(root)
             self.send({"op": "end", "outcome": {"Completed": self.encode_result(result)}})
         except R.Fault as fault:
             self.send({"op": "end", "outcome": {"Faulted": self.fault_data(fault, fault.kind, fault.message)}})
@@ -84,26 +107,119 @@ class Scheduler:
         except MemoryError as problem:
             self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", "out of memory")}})
 
-    def run_root(self, root: Task, fn, args: tuple):
+    def root_driver(self, fn, args: tuple):
+        """The root task: the entry, with its tail calls bounced here (where checkpoints go)."""
         result = fn(*args)
         while True:
             if _is_generator(result):
-                result = self.drive(root, result)
+                result = yield from result
             if type(result) is R.Tail:
-                fn, args = result.fn, result.args
-                result = fn(*args)
+                result = result.fn(*result.args)
                 continue
             return result
 
-    def drive(self, task: Task, gen):
-        """Run the root task's generator, serving its requests, until it returns."""
-        value = None
+    def loop(self) -> None:
+        while True:
+            while self.ready:
+                task = self.ready.pop(0)
+                self.step(task)
+                if self.root.state == "finished":
+                    return
+            if not self.by_call:
+                blocked = sorted(t.id for t in self.tasks.values() if t.state == "blocked")
+                raise R.Fault("deadlock", "no task can proceed: " + ", ".join(blocked) + " wait on each other "
+                              "and no call is out")
+            self.send({"op": "wait"})
+            self.receive_reply()
+
+    def receive_reply(self) -> None:
+        while True:
+            message = self.recv()
+            if message.get("op") != "reply":
+                continue
+            entry = self.by_call.pop(message["id"], None)
+            if entry is None:
+                continue  # a reply for a call closed by a stop
+            task, desc, type_args = entry
+            task.open_calls.remove(message["id"])
+            try:
+                value = self.decode_reply(desc, message["outcome"], type_args)
+            except R.Fault as fault:
+                value = _Throw(fault)
+            self.make_ready(task, value)
+            return
+
+    def make_ready(self, task: Task) -> None:
+        if task.state == "blocked":
+            task.state = "ready"
+            task.waiting = None
+            self.ready.append(task)
+
+    def step(self, task: Task) -> None:
+        """Run one task until it blocks or finishes."""
+        value = task.resume_with
+        task.resume_with = None
         while True:
             try:
-                request = gen.send(value)
+                if type(value) is _Throw:
+                    request = task.gen.throw(value.exc)
+                else:
+                    request = task.gen.send(value)
             except StopIteration as done:
-                return done.value
+                self.finish(task, done.value)
+                return
+            except BaseException as problem:
+                problem.flow_task = task.id  # type: ignore[attr-defined]
+                raise
             value = self.serve(task, request)
+            if value is BLOCKED:
+                return
+
+    def finish(self, task: Task, result) -> None:
+        task.state = "finished"
+        task.result = result
+        self.completed += 1
+        task.finished_at = self.completed
+        if task is not self.root:
+            self.stop_owned(task, keep=_tasks_in(result))
+        self.wake_waiters(task)
+
+    def wake_waiters(self, task: Task) -> None:
+        for other in list(self.tasks.values()):
+            if other.state != "blocked" or other.waiting is None or other.waiting[0] == "call":
+                continue
+            kind, target = other.waiting
+            if kind == "wait" and target is task:
+                if task.state == "finished":
+                    self.make_ready(other, task.result)
+                else:
+                    self.make_ready(other, _Throw(R.Fault(
+                        "task-stopped", f"task {task.id} was stopped; waiting on it can never end")))
+            elif kind == "first" and task in target:
+                if task.state == "finished":
+                    self.send({"op": "choice", "task": other.id, "picked": task.id})
+                    self.make_ready(other, (target.index(task), task.result))
+                elif all(t.state == "stopped" for t in target):
+                    self.make_ready(other, _Throw(R.Fault("task-stopped", "every task given to task.first was stopped")))
+
+    def make_ready(self, task: Task, value=None) -> None:
+        if task.state == "blocked":
+            task.state = "ready"
+            task.waiting = None
+            task.resume_with = value
+            self.ready.append(task)
+
+    def stop_owned(self, owner: Task, keep: set | None = None) -> None:
+        """Running tasks still owned when their owner returns are stopped (and recorded); a task
+        handed back in the result changes owner."""
+        for task in list(self.tasks.values()):
+            if task.owner is owner and task.state in ("ready", "blocked"):
+                if keep and task in keep:
+                    task.owner = owner.owner
+                    continue
+                self.stop_task(task, by=owner)
+
+    # -- requests from generated code
 
     def serve(self, task: Task, request):
         kind = request[0]
@@ -115,12 +231,76 @@ class Scheduler:
             if type_args:
                 message["types"] = [{"term": t.term, "defs": t.defs} for t in type_args]
             self.send(message)
-            self.send({"op": "wait"})
-            while True:
-                reply = self.recv()
-                if reply.get("op") == "reply" and reply.get("id") == call_id:
-                    return self.decode_reply(desc, reply["outcome"], type_args)
-        raise R.Fault("internal", f"unknown request {kind!r}")
+            self.by_call[call_id] = (task, desc, type_args)
+            task.open_calls.append(call_id)
+            self.block(task, ("call", call_id))
+            return BLOCKED
+        if kind == "spawn":
+            task.spawns += 1
+            child = Task(f"{task.id}/{task.spawns}", R.rt_fcall(request[1], ()), task)
+            self.tasks[child.id] = child
+            self.ready.append(child)
+            return TaskHandle(child)
+        if kind == "wait":
+            target = request[1].task
+            if target.state == "finished":
+                return target.result
+            if target.state == "stopped":
+                return _Throw(R.Fault("task-stopped", f"task {target.id} was stopped; waiting on it can never end"))
+            self.block(task, ("wait", target))
+            return BLOCKED
+        if kind == "first":
+            targets = [h.task for h in request[1]]
+            if not targets:
+                return _Throw(R.Fault("empty-first", "task.first was given no tasks"))
+            done = [t for t in targets if t.state == "finished"]
+            if done:
+                winner = min(done, key=lambda t: t.finished_at)
+                self.send({"op": "choice", "task": task.id, "picked": winner.id})
+                return (targets.index(winner), winner.result)
+            if all(t.state == "stopped" for t in targets):
+                return _Throw(R.Fault("task-stopped", "every task given to task.first was stopped"))
+            self.block(task, ("first", targets))
+            return BLOCKED
+        if kind == "stop":
+            return self.stop(task, request[1].task)
+        return _Throw(R.Fault("internal", f"unknown request {kind!r}"))
+
+    def block(self, task: Task, waiting) -> None:
+        task.state = "blocked"
+        task.waiting = waiting
+
+    def stop(self, task: Task, target: Task):
+        stopped = V.enum_type("std@v1/task.Stopped", (("Finished", "positional", ()), ("WasRunning", "bare", ())))
+        if target.state == "finished":
+            self.send({"op": "stop", "task": target.id, "by": task.id,
+                       "found": {"Finished": self.to_wire(target.result)}, "calls": []})
+            return stopped.make("Finished", target.result)
+        if target.state != "stopped":
+            self.stop_task(target, by=task)
+        return stopped.flow_bare["WasRunning"]
+
+    def stop_task(self, target: Task, by: Task) -> None:
+        calls = list(target.open_calls)
+        self.send({"op": "stop", "task": target.id, "by": by.id, "found": "Running", "calls": calls})
+        for call_id in calls:
+            self.by_call.pop(call_id, None)
+        target.open_calls.clear()
+        target.state = "stopped"
+        if target in self.ready:
+            self.ready.remove(target)
+        try:
+            target.gen.close()
+        except Exception:
+            pass
+        self.stop_owned(target)
+        self.wake_waiters(target)
+
+    def to_wire(self, value):
+        try:
+            return R.to_json(value)
+        except R.Fault:
+            return None
 
     def new_call_id(self, task: Task) -> str:
         task.calls += 1
@@ -176,7 +356,32 @@ class Scheduler:
                 mapped = _map_line(self.line_maps[filename], line)
                 if mapped is not None:
                     location = {"file": self.flow_files[filename], "line": mapped[0], "column": mapped[1]}
-        return {"kind": kind, "message": message, "location": location, "task": "root"}
+        return {"kind": kind, "message": message, "location": location,
+                "task": getattr(problem, "flow_task", "root")}
+
+
+class TaskHandle:
+    """A `Task<T>` value as Flow code holds it."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"Task({self.task.id})"
+
+
+def _tasks_in(value) -> set:
+    found: set = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is TaskHandle:
+            found.add(v.task)
+        elif isinstance(v, tuple):
+            stack.extend(v)
+    return found
 
 
 def _substitute(term, tool: dict, type_args, defs: dict):
@@ -226,6 +431,7 @@ def main() -> None:
 
     injected = dict(R.names())
     injected.update(INTRINSICS)
+    injected.update(R.TASK_INTRINSICS)
     try:
         namespaces = load_modules([(m["key"][2:], m["filename"], m["source"]) for m in load["modules"]], injected)
     except SandboxRefusal as refusal:

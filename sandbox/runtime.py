@@ -308,6 +308,29 @@ def rt_tool_fn(desc: ToolDesc):
     return call
 
 
+# ---- std@v1/task: requests to the scheduler ------------------------------------------------------
+
+
+def i_task_spawn(f):
+    return (yield ("spawn", f))
+
+
+def i_task_wait(t):
+    return (yield ("wait", t))
+
+
+def i_task_first(ts):
+    return (yield ("first", tuple(ts)))
+
+
+def i_task_stop(t):
+    return (yield ("stop", t))
+
+
+TASK_INTRINSICS = {"i_task_spawn": i_task_spawn, "i_task_wait": i_task_wait, "i_task_first": i_task_first,
+                   "i_task_stop": i_task_stop}
+
+
 def names() -> dict[str, object]:
     """Every `rt_*` name generated code may use."""
     return {name: value for name, value in globals().items() if name.startswith("rt_")} | {"rt_Tail": Tail}
