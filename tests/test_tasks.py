@@ -1,0 +1,112 @@
+"""std@v1/task at run time: concurrent calls, race with a recorded Choice and Stop, the support
+example's history, faults in spawned tasks, replay of concurrent runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+import flowrt
+from flowrt.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TEN = """
+use "std@v1/task"
+use "std@v1/list"
+
+@tool pub flow slow(n: Int) -> Int
+
+pub flow main(n: Int) -> List<Int> !tool = task.all(list.map(list.range(0, n), flow(i) = flow() = slow(i)))
+"""
+
+FAULTY = """
+use "std@v1/task"
+
+pub flow main(n: Int) -> Int !tool = {
+    let t = task.spawn(flow() = 10 / n)
+    task.wait(t)
+}
+"""
+
+
+def flow(*args: str, cwd: Path | None = None, timeout: float = 120):
+    return subprocess.run([sys.executable, "-m", "flowrt.cli", *args], cwd=cwd or ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def facts(runs: Path, run_id: str) -> list[dict]:
+    store = RunStore.open(str(runs), run_id, for_append=False)
+    try:
+        return store.facts()
+    finally:
+        store.close()
+
+
+def test_ten_one_second_calls_take_about_one_second_through_the_python_api(tmp_path):
+    program = tmp_path / "ten.flow"
+    program.write_text(TEN)
+
+    def slow(n):
+        time.sleep(1)
+        return n * n
+
+    host = flowrt.Host({"ten.slow": slow}, runs_dir=str(tmp_path / "runs"))
+    start = time.perf_counter()
+    outcome = host.run(str(program), {"n": 10})
+    elapsed = time.perf_counter() - start
+    assert outcome.exit_code == 0
+    assert orjson.loads(outcome.output) == [n * n for n in range(10)]
+    assert elapsed < 4, elapsed  # ten seconds if the calls ran one after another
+
+
+def test_ten_one_second_calls_take_about_one_second_through_a_command(tmp_path):
+    (tmp_path / "ten.flow").write_text(TEN)
+    (tmp_path / "slow.py").write_text(
+        "import time\nfrom flowrt.toolkit import serve\n\n"
+        "def slow(n):\n    time.sleep(1)\n    return n * n\n\n"
+        "serve({'ten.slow': slow}, declared_in='ten.flow')\n")
+    (tmp_path / "flow.toml").write_text(f'[tools]\n"ten" = {{ command = ["{sys.executable}", "slow.py"] }}\n')
+    start = time.perf_counter()
+    done = flow("run", "ten.flow", "--allow", "--input", '{"n": 10}', "--runs", str(tmp_path / "runs"), cwd=tmp_path)
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [n * n for n in range(10)]
+    assert elapsed < 5, elapsed
+
+
+def test_a_fault_in_a_spawned_task_faults_the_run(tmp_path):
+    program = tmp_path / "faulty.flow"
+    program.write_text(FAULTY)
+    outcome = flowrt.Host({}, runs_dir=str(tmp_path)).run(str(program), {"n": 0})
+    assert outcome.exit_code == 1
+    assert outcome.fault["kind"] == "division-by-zero" and outcome.fault["task"] == "root/1"
+    assert outcome.fault["location"]["line"] == 5
+
+
+def test_the_support_example_records_the_seeds_history_and_replays(tmp_path):
+    folder = tmp_path / "support"
+    shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns(".flow"))
+    runs = tmp_path / "runs"
+    done = flow("run", "main.flow", "--allow", "--input", '{"ticket": "Login fails on Safari"}', "--runs", str(runs),
+                cwd=folder)
+    assert done.returncode == 3, done.stderr
+    run_id = done.stdout.split()[2]
+    recorded = [(f["kind"], f.get("call") or f.get("task")) for f in facts(runs, run_id)]
+    assert recorded[:8] == [("Start", None), ("Call", "root#1"), ("Reply", "root#1"), ("Call", "root/1#1"),
+                            ("Call", "root/2#1"), ("Reply", "root/2#1"), ("Choice", "root"), ("Stop", "root/1")]
+    stop = facts(runs, run_id)[7]
+    assert stop["closed"] == ["root/1#1"] and stop["found"] == "Running"
+    pending = done.stdout.split("pending call ")[1].split()[0]
+    done = flow("resume", run_id, "--call", pending, "--reply", '{"Ok": "Safari 17.4"}', "--runs", str(runs),
+                "--allow", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"Resolved": "SameSite=None requires Secure ... | Safari 17.4"}
+    replayed = flow("replay", run_id, "--runs", str(runs))
+    assert replayed.returncode == 0 and replayed.stdout.strip() == "Matched"
