@@ -178,10 +178,12 @@ def _ask_on_terminal(command: str) -> bool:
 @click.option("--input", "input_text", default=None, help="The input: a JSON object keyed by parameter name, or - for stdin.")
 @click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@click.option("--checkpoints", default="every", show_default=True,
+              help="Where to take checkpoints: every (each place), off, or N (every Nth place).")
 @_color_option
 @click.pass_context
 def run_command(ctx: click.Context, file: str, entry: str, input_text: str | None, runs_dir: str | None,
-                allow: bool, color: str | None) -> None:
+                allow: bool, checkpoints: str, color: str | None) -> None:
     """Run a program live, recording its history."""
     import os
 
@@ -190,7 +192,10 @@ def run_command(ctx: click.Context, file: str, entry: str, input_text: str | Non
     text = _read_input(input_text)
     ask = None if input_text == "-" else _ask_on_terminal
     runs = runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
-    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask)
+    if checkpoints not in ("every", "off") and not checkpoints.isdigit():
+        sys.stderr.write("--checkpoints is every, off or a number\n")
+        ctx.exit(2)
+    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints)
     _report_outcome(ctx, color, outcome)
 
 

@@ -113,8 +113,13 @@ class ReplayDriver(Driver):
 
     def __init__(self, prepared: Prepared, store: RunStore, run_id: str, *, live: bool,
                  supplied: tuple[str, Any] | None = None, resend: set[str] | None = None) -> None:
-        super().__init__(prepared, store, run_id)
-        self.facts = store.facts()[1:]
+        super().__init__(prepared, store, run_id, checkpoints=_recorded_policy(store))
+        facts = store.facts()
+        latest = max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+        # Start at the latest checkpoint: the facts before it are never read again.
+        self.checkpoint = facts[latest] if latest is not None else None
+        self.checkpoint_number = sum(1 for f in facts if f["kind"] == "Checkpoint")
+        self.facts = facts[latest + 1:] if latest is not None else facts[1:]
         self.position = 0
         self.live = live
         self.recorded_open: dict[str, dict] = {}
@@ -176,6 +181,41 @@ class ReplayDriver(Driver):
         del self.recorded_open[fact["call"]]
         self.child.send({"op": "reply", "id": fact["call"], "outcome": outcome})
         return None
+
+    def load_message(self) -> dict:
+        message = super().load_message()
+        if self.checkpoint is not None:
+            function = self.checkpoint["function"]
+            fn = self.prepared.checked.env.fns[f"{function['module']}.{function['name']}"]
+            from flowc.lower import module_key, py_name
+
+            message["start"] = {"function": f"{module_key(fn.module)}.{py_name(fn.name)}",
+                                "arguments": self.value(self.checkpoint, "arguments"),
+                                "checkpoint": self.checkpoint_number}
+        return message
+
+    def on_place(self, message: dict) -> None:
+        fact = self.next_fact()
+        if fact is None:
+            if not self.live:
+                # A place past the end of the record: no checkpoint; the program goes on to ask
+                # for what the record lacks, which is where replay reports Incomplete.
+                self.child.send({"op": "checkpoint", "taken": False})
+                return
+            self.settle()
+            return super().on_place(message)
+        if fact["kind"] != "Checkpoint":
+            self.child.send({"op": "checkpoint", "taken": False})
+            return
+        n = fact["n"]
+        if fact["function"] != message["function"]:
+            raise _Diverged(n, f"the program reaches {message['function']['name']}, but checkpoint {n} records "
+                               f"{fact['function']['name']}")
+        recorded = self.value(fact, "arguments")
+        if abi.canonical_json(recorded) != abi.canonical_json(message["arguments"]):
+            raise _Diverged(n, f"checkpoint {n} holds other arguments than the program computes")
+        self.position += 1
+        self.child.send({"op": "checkpoint", "taken": True})
 
     def on_choice(self, message: dict) -> None:
         fact = self.next_fact()
@@ -275,6 +315,13 @@ class ReplayDriver(Driver):
 def _comparable(outcome: dict) -> dict:
     """End outcomes compare by what the program computed (a fault's location is part of it)."""
     return outcome
+
+
+def _recorded_policy(store: RunStore) -> str:
+    for record in reversed(store.host_records()):
+        if record.get("kind") == "checkpoints":
+            return str(record.get("policy", "every"))
+    return "every"
 
 
 def _paused_calls(store: RunStore) -> set[str]:

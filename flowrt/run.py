@@ -257,14 +257,40 @@ def load_message(prepared: Prepared) -> dict:
                   "result": result, "defs": dict(sorted(defs.items()))},
         "args": [prepared.args_json[p.name] for p in entry.decl.params],
         "tools": prepared.tools,
+        "functions": checkpoint_functions(prepared.checked),
     }
+
+
+def checkpoint_functions(checked: Checked) -> dict[str, dict]:
+    """The top-level functions a checkpoint may name, keyed as the child finds them
+    (`<module key>.<python name>`): non-generic, with a body, every parameter data."""
+    from flowc.check import _effect_param_names
+    from flowc.typeterms import term as type_term
+
+    env = checked.env
+    out: dict[str, dict] = {}
+    for identity in sorted(env.fns):
+        fn = env.fns[identity]
+        if fn.tool or fn.intrinsic or fn.decl.body is None or fn.decl.type_params or fn.test \
+                or fn.decl.attr("fake") is not None or _effect_param_names(fn.sig):
+            continue
+        if not all(is_data(env, t) for t in fn.sig.params):
+            continue
+        defs: dict[str, Any] = {}
+        params = [{"name": p.name, "type": type_term(env, t, defs)} for p, t in zip(fn.decl.params, fn.sig.params)]
+        out[f"{module_key(fn.module)}.{py_name(fn.name)}"] = {
+            "module": fn.module, "name": fn.name, "params": params, "defs": dict(sorted(defs.items()))}
+    return out
 
 
 class Driver:
     """Runs the child and records facts. One per live run (and per resume)."""
 
-    def __init__(self, prepared: Prepared, store: RunStore, run_id: str, child=None) -> None:
+    def __init__(self, prepared: Prepared, store: RunStore, run_id: str, child=None,
+                 checkpoints: str = "every") -> None:
         self.prepared = prepared
+        self.policy = checkpoints
+        self.places = 0
         self.store = store
         self.run_id = run_id
         self.replies: "queue.Queue[tuple[str, Any]]" = queue.Queue()
@@ -281,7 +307,7 @@ class Driver:
         if self.child is None:
             self.child = Child.start()
         try:
-            self.child.send(load_message(self.prepared))
+            self.child.send(self.load_message())
             while True:
                 message = self.child.recv(None)
                 op = message.get("op")
@@ -295,6 +321,8 @@ class Driver:
                     return self.on_end(message["outcome"])
                 elif op == "choice":
                     self.on_choice(message)
+                elif op == "place":
+                    self.on_place(message)
                 elif op == "stop":
                     self.on_stop(message)
                 elif op == "refused":
@@ -338,6 +366,18 @@ class Driver:
             self.store.append("Reply", {"call": call_id, "outcome": admitted})
             self.child.send({"op": "reply", "id": call_id, "outcome": admitted})
             return None
+
+    def load_message(self) -> dict:
+        return load_message(self.prepared)
+
+    def on_place(self, message: dict) -> None:
+        """A checkpoint place: take a checkpoint there when the policy says so."""
+        self.places += 1
+        policy = self.policy
+        taken = policy == "every" or (policy.isdigit() and int(policy) > 0 and self.places % int(policy) == 0)
+        if taken:
+            self.store.append("Checkpoint", {"function": message["function"], "arguments": message["arguments"]})
+        self.child.send({"op": "checkpoint", "taken": taken})
 
     def on_choice(self, message: dict) -> None:
         self.store.append("Choice", {"task": message["task"], "picked": message["picked"]})
@@ -397,7 +437,8 @@ def admit(description: dict, outcome: Any) -> dict:
 
 
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
-        python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync") -> RunOutcome:
+        python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
+        checkpoints: str = "every") -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2."""
     from flowrt.child import Child
 
@@ -421,7 +462,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     store.host_record({"kind": "origin", "root": os.path.abspath(path)})
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
-    driver = Driver(prepared, store, run_id, child)
+    store.host_record({"kind": "checkpoints", "policy": checkpoints})
+    driver = Driver(prepared, store, run_id, child, checkpoints)
     try:
         outcome = driver.run()
     except StorageError as problem:

@@ -73,11 +73,19 @@ class Scheduler:
         self.by_call: dict[str, tuple[Task, object, tuple]] = {}
         self.completed = 0
         self.prefix = ""
+        self.checkpoints = 0
+        #: facts the run has written since Start or the last checkpoint: a place with none adds
+        #: nothing a checkpoint could let go of, so none is taken there (pure loops stay fast)
+        self.facts_since = 0
         self.root: Task | None = None
+        #: top-level functions a checkpoint can name: function object -> description
+        self.functions: dict = {}
 
     # -- messages
 
     def send(self, message: dict) -> None:
+        if message.get("op") in ("call", "choice", "stop"):
+            self.facts_since += 1
         channel.send(self.write_fd, message)
 
     def recv(self) -> dict:
@@ -114,9 +122,46 @@ class Scheduler:
             if _is_generator(result):
                 result = yield from result
             if type(result) is R.Tail:
+                self.checkpoint_place(result)
                 result = result.fn(*result.args)
                 continue
             return result
+
+    def checkpoint_place(self, tail) -> None:
+        """A tail call made by the root task's outermost function: a checkpoint can be taken here
+        when the function is a top-level one whose arguments are data and no other task is live.
+        The host decides whether to take it (its policy, or in replay the record)."""
+        entry = self.functions.get(tail.fn)
+        if entry is None or self.facts_since == 0:
+            return
+        if any(t.state in ("ready", "blocked") for t in self.tasks.values() if t is not self.root):
+            return
+        from flowrt import abi
+
+        try:
+            arguments = {p["name"]: abi.encode(v, p["type"], entry["defs"])
+                         for p, v in zip(entry["params"], tail.args)}
+        except Exception:
+            return
+        self.send({"op": "place", "function": {"module": entry["module"], "name": entry["name"]},
+                   "arguments": arguments})
+        while True:
+            answer = self.recv()
+            if answer.get("op") == "checkpoint":
+                break
+        if answer.get("taken"):
+            self.begin_after_checkpoint(self.checkpoints + 1)
+
+    def begin_after_checkpoint(self, n: int) -> None:
+        """Ids after the run's nth checkpoint carry `cn:`, and counters restart under it."""
+        self.checkpoints = n
+        self.prefix = f"c{n}:"
+        self.facts_since = 0
+        self.root.calls = 0
+        self.root.spawns = 0
+
+    def task_label(self, task: Task) -> str:
+        return self.prefix + "root" if task is self.root else task.id
 
     def loop(self) -> None:
         while True:
@@ -197,7 +242,7 @@ class Scheduler:
                         "task-stopped", f"task {task.id} was stopped; waiting on it can never end")))
             elif kind == "first" and task in target:
                 if task.state == "finished":
-                    self.send({"op": "choice", "task": other.id, "picked": task.id})
+                    self.send({"op": "choice", "task": self.task_label(other), "picked": task.id})
                     self.make_ready(other, (target.index(task), task.result))
                 elif all(t.state == "stopped" for t in target):
                     self.make_ready(other, _Throw(R.Fault("task-stopped", "every task given to task.first was stopped")))
@@ -226,7 +271,7 @@ class Scheduler:
         if kind == "call":
             _, desc, args, type_args = request
             call_id = self.new_call_id(task)
-            message = {"op": "call", "id": call_id, "task": task.id, "tool": desc.identity,
+            message = {"op": "call", "id": call_id, "task": self.task_label(task), "tool": desc.identity,
                        "arguments": self.encode_arguments(desc, args, type_args)}
             if type_args:
                 message["types"] = [{"term": t.term, "defs": t.defs} for t in type_args]
@@ -237,7 +282,7 @@ class Scheduler:
             return BLOCKED
         if kind == "spawn":
             task.spawns += 1
-            child = Task(f"{task.id}/{task.spawns}", R.rt_fcall(request[1], ()), task)
+            child = Task(f"{self.task_label(task)}/{task.spawns}", R.rt_fcall(request[1], ()), task)
             self.tasks[child.id] = child
             self.ready.append(child)
             return TaskHandle(child)
@@ -256,7 +301,7 @@ class Scheduler:
             done = [t for t in targets if t.state == "finished"]
             if done:
                 winner = min(done, key=lambda t: t.finished_at)
-                self.send({"op": "choice", "task": task.id, "picked": winner.id})
+                self.send({"op": "choice", "task": self.task_label(task), "picked": winner.id})
                 return (targets.index(winner), winner.result)
             if all(t.state == "stopped" for t in targets):
                 return _Throw(R.Fault("task-stopped", "every task given to task.first was stopped"))
@@ -273,7 +318,7 @@ class Scheduler:
     def stop(self, task: Task, target: Task):
         stopped = V.enum_type("std@v1/task.Stopped", (("Finished", "positional", ()), ("WasRunning", "bare", ())))
         if target.state == "finished":
-            self.send({"op": "stop", "task": target.id, "by": task.id,
+            self.send({"op": "stop", "task": target.id, "by": self.task_label(task),
                        "found": {"Finished": self.to_wire(target.result)}, "calls": []})
             return stopped.make("Finished", target.result)
         if target.state != "stopped":
@@ -282,7 +327,7 @@ class Scheduler:
 
     def stop_task(self, target: Task, by: Task) -> None:
         calls = list(target.open_calls)
-        self.send({"op": "stop", "task": target.id, "by": by.id, "found": "Running", "calls": calls})
+        self.send({"op": "stop", "task": target.id, "by": self.task_label(by), "found": "Running", "calls": calls})
         for call_id in calls:
             self.by_call.pop(call_id, None)
         target.open_calls.clear()
@@ -304,7 +349,7 @@ class Scheduler:
 
     def new_call_id(self, task: Task) -> str:
         task.calls += 1
-        return f"{self.prefix}{task.id}#{task.calls}"
+        return f"{self.task_label(task)}#{task.calls}"
 
     # -- values across the pipe
 
@@ -437,16 +482,31 @@ def main() -> None:
     except SandboxRefusal as refusal:
         channel.send(write_fd, {"op": "refused", "message": str(refusal)})
         return
-    entry = load["entry"]
-    namespace = namespaces[entry["module"][2:]]
-    fn = getattr(namespace, entry["function"])
-    defs = entry.get("defs", {})
-    args = tuple(abi.decode(value, term, defs) for value, term in zip(load["args"], entry["params"]))
-    decimal_context = R.EXACT
     import decimal
 
-    decimal.setcontext(decimal_context)
-    Scheduler(read_fd, write_fd, load).run(fn, args)
+    decimal.setcontext(R.EXACT)
+    scheduler = Scheduler(read_fd, write_fd, load)
+    by_key = {}
+    for key, description in load.get("functions", {}).items():
+        module, name = key.rsplit(".", 1)
+        function = getattr(namespaces[module[2:]], name, None)
+        if function is not None:
+            scheduler.functions[function] = description
+            by_key[key] = (function, description)
+    start = load.get("start")
+    if start is not None:
+        # Resume or replay from a checkpoint: the whole future is the function and its arguments.
+        fn, description = by_key[start["function"]]
+        args = tuple(abi.decode(start["arguments"][p["name"]], p["type"], description["defs"])
+                     for p in description["params"])
+        scheduler.prefix = f"c{start['checkpoint']}:"
+        scheduler.checkpoints = start["checkpoint"]
+    else:
+        entry = load["entry"]
+        fn = getattr(namespaces[entry["module"][2:]], entry["function"])
+        defs = entry.get("defs", {})
+        args = tuple(abi.decode(value, term, defs) for value, term in zip(load["args"], entry["params"]))
+    scheduler.run(fn, args)
 
 
 if __name__ == "__main__":

@@ -105,27 +105,31 @@ def test_a_history_the_program_does_not_make_diverges_at_that_fact(tmp_path):
                 "--allow")
     assert done.returncode == 0
 
-    def other_question(fact):
-        if fact["kind"] == "Call" and fact["n"] == 2:
-            fact["arguments"] = {"question": "something else"}
-        return fact
-
-    _rewrite(tmp_path / run_id / "history.jsonl", other_question)
-    replayed = flow("replay", run_id, "--runs", str(tmp_path), "--json")
-    assert replayed.returncode == 1
-    verdict = json.loads(replayed.stdout)
-    assert verdict["verdict"] == "Diverged" and verdict["fact"] == 2
-    assert "arguments" in verdict["reason"]
+    history = tmp_path / run_id / "history.jsonl"
+    recorded = [json.loads(line) for line in history.read_text().splitlines()]
+    last_call = max(f["n"] for f in recorded if f["kind"] == "Call")
+    end = recorded[-1]["n"]
 
     def other_end(fact):
         if fact["kind"] == "End":
             fact["outcome"] = {"Completed": {"Rejected": "forged"}}
         return fact
 
-    _rewrite(tmp_path / run_id / "history.jsonl", lambda f: other_end(f))
+    _rewrite(history, other_end)
+    verdict = json.loads(flow("replay", run_id, "--runs", str(tmp_path), "--json").stdout)
+    assert verdict["verdict"] == "Diverged" and verdict["fact"] == end
+
+    def other_amount(fact):
+        if fact["n"] == last_call:
+            fact["arguments"] = dict(fact["arguments"], cents=1)
+        return fact
+
+    _rewrite(history, other_amount)
     replayed = flow("replay", run_id, "--runs", str(tmp_path), "--json")
+    assert replayed.returncode == 1
     verdict = json.loads(replayed.stdout)
-    assert verdict["verdict"] == "Diverged"
+    assert verdict["verdict"] == "Diverged" and verdict["fact"] == last_call
+    assert "arguments" in verdict["reason"]
 
 
 @pytest.fixture

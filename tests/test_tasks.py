@@ -91,22 +91,44 @@ def test_a_fault_in_a_spawned_task_faults_the_run(tmp_path):
 
 
 def test_the_support_example_records_the_seeds_history_and_replays(tmp_path):
+    """expected-history.txt of the seed: the same kinds, ids and order, the checkpoint at fact 9,
+    the pause on c1:root#2, the resume from fact 9, and replay Matched."""
     folder = tmp_path / "support"
     shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns(".flow"))
     runs = tmp_path / "runs"
     done = flow("run", "main.flow", "--allow", "--input", '{"ticket": "Login fails on Safari"}', "--runs", str(runs),
                 cwd=folder)
     assert done.returncode == 3, done.stderr
+    assert "pending call c1:root#2" in done.stdout
     run_id = done.stdout.split()[2]
     recorded = [(f["kind"], f.get("call") or f.get("task")) for f in facts(runs, run_id)]
-    assert recorded[:8] == [("Start", None), ("Call", "root#1"), ("Reply", "root#1"), ("Call", "root/1#1"),
-                            ("Call", "root/2#1"), ("Reply", "root/2#1"), ("Choice", "root"), ("Stop", "root/1")]
-    stop = facts(runs, run_id)[7]
-    assert stop["closed"] == ["root/1#1"] and stop["found"] == "Running"
-    pending = done.stdout.split("pending call ")[1].split()[0]
-    done = flow("resume", run_id, "--call", pending, "--reply", '{"Ok": "Safari 17.4"}', "--runs", str(runs),
+    assert recorded == [
+        ("Start", None), ("Call", "root#1"), ("Reply", "root#1"), ("Call", "root/1#1"), ("Call", "root/2#1"),
+        ("Reply", "root/2#1"), ("Choice", "root"), ("Stop", "root/1"), ("Checkpoint", None),
+        ("Call", "c1:root#1"), ("Reply", "c1:root#1"), ("Call", "c1:root#2")]
+    history = facts(runs, run_id)
+    assert history[6]["picked"] == "root/2"
+    assert history[7]["closed"] == ["root/1#1"] and history[7]["found"] == "Running"
+    assert history[8]["function"] == {"module": "main", "name": "work"}
+    assert history[8]["arguments"] == {"ticket": "Login fails on Safari",
+                                       "notes": ["SameSite=None requires Secure ..."], "round": 2}
+    done = flow("resume", run_id, "--call", "c1:root#2", "--reply", '{"Ok": "Safari 17.4"}', "--runs", str(runs),
                 "--allow", cwd=folder)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"Resolved": "SameSite=None requires Secure ... | Safari 17.4"}
+    after = [(f["kind"], f.get("call")) for f in facts(runs, run_id)][12:]
+    assert after[0] == ("Reply", "c1:root#2") and after[-1] == ("End", None)
     replayed = flow("replay", run_id, "--runs", str(runs))
     assert replayed.returncode == 0 and replayed.stdout.strip() == "Matched"
+
+
+def test_checkpoint_policy_off_records_none(tmp_path):
+    folder = tmp_path / "support"
+    shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns(".flow"))
+    runs = tmp_path / "runs"
+    done = flow("run", "main.flow", "--allow", "--checkpoints", "off", "--input", '{"ticket": "x"}', "--runs",
+                str(runs), cwd=folder)
+    assert done.returncode == 3
+    assert "pending call root#3" in done.stdout
+    run_id = done.stdout.split()[2]
+    assert all(f["kind"] != "Checkpoint" for f in facts(runs, run_id))
