@@ -92,6 +92,26 @@ def tools_command(ctx: click.Context, file: str, entry: str | None) -> None:
     ctx.exit(0 if checked.ok else 2)
 
 
+@main.command("test")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@_color_option
+@click.pass_context
+def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, color: str | None) -> None:
+    """Run @test functions with @fake Tools on a virtual clock."""
+    from flowrt.test_cmd import render as render_tests
+    from flowrt.test_cmd import run_tests
+
+    report = run_tests(list(paths))
+    if report.diagnostics:
+        _render_refusal(ctx, color, report.diagnostics, report.sources)
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+    else:
+        sys.stdout.write(render_tests(report))
+    ctx.exit(report.exit_code())
+
+
 def _runs_dir(runs_dir: str | None) -> str:
     import os
 

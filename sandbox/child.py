@@ -467,7 +467,7 @@ def _is_generator(value) -> bool:
 def main() -> None:
     read_fd, write_fd = channel.claim_stdio()
     load = channel.recv(read_fd)
-    if load is None or load.get("op") != "load":
+    if load is None or load.get("op") not in ("load", "test"):
         return
     sys.setrecursionlimit(12_000)
     from flowrt import abi
@@ -485,6 +485,11 @@ def main() -> None:
     import decimal
 
     decimal.setcontext(R.EXACT)
+    if load["op"] == "test":
+        from sandbox.testing import run_tests
+
+        channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces)})
+        return
     scheduler = Scheduler(read_fd, write_fd, load)
     by_key = {}
     for key, description in load.get("functions", {}).items():

@@ -1,0 +1,133 @@
+"""`flow test PATH...`: run @test functions against @fake Tools in the sandbox, on a virtual clock.
+
+Every `.flow` file given, or found in a directory given (searched as `flow fmt` searches), is
+checked as a program root; the @test functions of its root module run, all in one sandbox process
+per program. A test that can reach a Tool no fake stands in for (other than std's clock, which
+the virtual clock answers) does not start, and is reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from flowc.diagnostics import Diagnostic, Location, error
+from flowc.emit import generate_cached
+from flowc.frontend import check_program
+from flowc.lower import module_key, py_name
+from flowrt.files import find_flow_files, read_text
+from flowrt.run import reachable_tools
+
+CLOCK_TOOLS = {"std@v1/clock.now", "std@v1/clock.sleep"}
+
+
+@dataclass
+class TestReport:
+    results: list[dict] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    refused: bool = False
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for r in self.results if r["outcome"] == "passed")
+
+    @property
+    def failed(self) -> int:
+        return len(self.results) - self.passed
+
+    def exit_code(self) -> int:
+        if self.refused:
+            return 2
+        return 0 if self.failed == 0 else 1
+
+    def to_json(self) -> dict:
+        return {"passed": self.passed, "failed": self.failed, "tests": self.results,
+                "diagnostics": [d.to_json() for d in self.diagnostics]}
+
+
+def run_tests(paths: list[str]) -> TestReport:
+    report = TestReport()
+    roots: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            files, problems = find_flow_files(path)
+            roots.extend(files)
+            for problem in problems:
+                report.refused = True
+                report.diagnostics.append(error("file-unreadable", f"cannot read directory `{problem.path}`: "
+                                                f"{problem.reason}", Location(problem.path, 1, 1, 1, 2)))
+        elif os.path.exists(path):
+            roots.append(path)
+        else:
+            report.refused = True
+            report.diagnostics.append(error("file-unreadable", f"cannot read `{path}`: no such file or directory",
+                                            Location(path, 1, 1, 1, 2)))
+    cache: dict = {}
+    for root in roots:
+        checked = check_program(root, read_text, cache)
+        report.sources.update(checked.sources())
+        if not checked.ok:
+            report.refused = True
+            report.diagnostics.extend(d for d in checked.diagnostics if d not in report.diagnostics)
+            continue
+        _run_program(checked, report)
+    return report
+
+
+def _run_program(checked, report: TestReport) -> None:
+    env = checked.env
+    root = env.modules[checked.program.root]
+    tests = [fn for fn in root.fns.values() if fn.test]
+    if not tests:
+        return
+    fakes: dict[str, dict] = {}
+    for identity in sorted(env.fns):
+        fn = env.fns[identity]
+        if fn.fake_target is None:
+            continue
+        counted = len(fn.decl.params) == len(fn.fake_target.decl.params) + 1
+        fakes[fn.fake_target.identity] = {"key": f"{module_key(fn.module)}.{py_name(fn.name)}", "counted": counted}
+    entries = []
+    for fn in sorted(tests, key=lambda f: f.decl.span.line):
+        reachable = set(reachable_tools(checked, fn))
+        unfaked = sorted(reachable - set(fakes) - CLOCK_TOOLS)
+        entries.append({"key": f"{module_key(fn.module)}.{py_name(fn.name)}", "name": fn.name,
+                        "file": root.file, "line": fn.decl.span.line, "unfaked": unfaked})
+    generated = generate_cached(checked)
+    load = {"op": "test",
+            "modules": [{"key": m.key, "filename": m.filename, "source": m.source, "flow_file": m.flow_file,
+                         "line_map": [list(x) for x in m.line_map]} for m in generated.modules],
+            "tests": entries, "fakes": fakes}
+    from flowrt.child import Child, ChildDied
+
+    child = Child.start()
+    try:
+        child.send(load)
+        message = child.recv(None)
+        if message.get("op") == "refused":
+            report.refused = True
+            report.results.extend({"name": e["name"], "file": e["file"], "line": e["line"], "outcome": "failed",
+                                   "message": message.get("message")} for e in entries)
+            return
+        report.results.extend(message["results"])
+    except ChildDied as died:
+        report.results.extend({"name": e["name"], "file": e["file"], "line": e["line"], "outcome": "failed",
+                               "message": f"the sandbox died: {died}"} for e in entries)
+    finally:
+        child.kill()
+
+
+def render(report: TestReport) -> str:
+    lines = []
+    for r in report.results:
+        took = f" ({r['seconds'] * 1000:.0f} ms)" if "seconds" in r else ""
+        if r["outcome"] == "passed":
+            lines.append(f"PASS {r['name']}{took}")
+        else:
+            where = r.get("location") or {"file": r["file"], "line": r["line"]}
+            label = "NOT STARTED" if r["outcome"] == "not-started" else "FAIL"
+            lines.append(f"{label} {r['name']}{took}")
+            lines.append(f"  {where['file']}:{where['line']}: {r.get('message')}")
+    lines.append(f"{report.passed} passed, {report.failed} failed")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,104 @@
+"""`flow test` through the real entry point: fakes, call counters, the virtual clock, results and
+exit codes. The seed examples pass as written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "examples"
+
+
+def flow(*args: str, cwd: Path | None = None, timeout: float = 120):
+    return subprocess.run([sys.executable, "-m", "flowrt.cli", *args], cwd=cwd or ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared examples not beside the repository")
+def test_the_seed_examples_pass_as_written():
+    done = flow("test", str(SHARED / "support"), str(SHARED / "payments"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "3 passed, 0 failed"
+
+
+def test_the_bundled_examples_pass():
+    done = flow("test", "examples")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("3 passed, 0 failed")
+
+
+PROGRAM = """
+use "std@v1/clock"
+
+pub type Err { Nope }
+
+@tool pub flow charge(amount: Int) -> Result<Text, Err>
+@tool pub flow audit(text: Text) -> Unit
+
+pub flow pay(amount: Int) -> Result<Text, Text> !tool = match charge(amount) {
+    Ok(receipt) => Ok(receipt),
+    Err(Unknown(_)) => pay(amount),
+    Err(_) => Err("failed"),
+}
+
+@fake(charge) flow fake_charge(call: Int, amount: Int) -> Result<Text, ToolProblem<Err>> =
+    if call < 3 { Err(Unknown("again")) } else { Ok("r${call}-${amount}") }
+
+@test flow counts_calls_from_one() -> Result<Unit, Text> =
+    if pay(5) == Ok("r3-5") { Ok(()) } else { Err("expected the third call to succeed") }
+
+@test flow fails_with_its_text() -> Result<Unit, Text> = Err("this one fails")
+
+@test flow sleeps_an_hour_in_no_time() -> Result<Unit, Text> = {
+    let before = clock.now()
+    clock.sleep(1h)
+    let after = clock.now()
+    guard after != before else { return Err("the clock did not move") }
+    Ok(())
+}
+
+@test flow reaches_an_unfaked_tool() -> Result<Unit, Text> = {
+    audit("x")
+    Ok(())
+}
+
+@test flow faults() -> Result<Unit, Text> = {
+    let zero = 0
+    guard 1 / zero == 1 else { return Err("no") }
+    Ok(())
+}
+"""
+
+
+def test_results_exit_codes_and_the_virtual_clock(tmp_path):
+    (tmp_path / "pay_test.flow").write_text(PROGRAM)
+    start = time.perf_counter()
+    done = flow("test", str(tmp_path / "pay_test.flow"), "--json")
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    outcomes = {t["name"]: t["outcome"] for t in report["tests"]}
+    assert outcomes == {"counts_calls_from_one": "passed", "fails_with_its_text": "failed",
+                        "sleeps_an_hour_in_no_time": "passed", "reaches_an_unfaked_tool": "not-started",
+                        "faults": "failed"}
+    messages = {t["name"]: t.get("message") for t in report["tests"]}
+    assert messages["fails_with_its_text"] == "this one fails"
+    assert "pay_test.audit" in messages["reaches_an_unfaked_tool"]
+    assert messages["faults"].startswith("fault[division-by-zero]")
+    assert elapsed < 30  # the hour is virtual
+    human = flow("test", str(tmp_path / "pay_test.flow"))
+    assert human.stdout.strip().splitlines()[-1] == "2 passed, 3 failed"
+    assert "NOT STARTED reaches_an_unfaked_tool" in human.stdout
+
+
+def test_a_program_that_does_not_check_exits_2(tmp_path):
+    (tmp_path / "bad_test.flow").write_text('@test flow t() -> Result<Unit, Text> = Ok(1)\n')
+    done = flow("test", str(tmp_path))
+    assert done.returncode == 2
+    assert "type-mismatch" in done.stderr
