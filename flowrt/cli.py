@@ -112,6 +112,102 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, colo
     ctx.exit(report.exit_code())
 
 
+@main.command("history")
+@click.argument("run_id")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--kind", default=None, help="Show only facts of this kind (Call, Reply, Choice, Stop, Checkpoint, ...).")
+@click.option("--search", default=None, help="Show only facts whose summary contains this text.")
+@click.option("--fact", "fact", type=int, default=None, help="Show only the fact with this number.")
+@click.option("--summary", is_flag=True, help="Show the run's state and the next commands only.")
+@click.option("--source", "source", default=None, help="Print a module's recorded source.")
+@click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
+@click.pass_context
+def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind: str | None, search: str | None,
+                    fact: int | None, summary: bool, source: str | None, as_json: bool) -> None:
+    """Show a run's recorded history (facts keep their numbers)."""
+    from flowrt.inspect_cmd import history_view, recorded_source, render_history
+    from flowrt.store import RunStore, StorageError
+
+    try:
+        store = RunStore.open(_runs_dir(runs_dir), run_id, for_append=False)
+    except StorageError as problem:
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
+    except Exception as problem:
+        sys.stderr.write(f"{problem}\n")
+        ctx.exit(2)
+    try:
+        if source is not None:
+            text = recorded_source(store, source)
+            if text is None:
+                sys.stderr.write(f"run {run_id} recorded no module `{source}`\n")
+                ctx.exit(2)
+            sys.stdout.write(text)
+            ctx.exit(0)
+        view = history_view(store, kind=kind, search=search, fact=fact)
+        if as_json:
+            sys.stdout.buffer.write(orjson.dumps(view, option=orjson.OPT_SORT_KEYS) + b"\n")
+        else:
+            sys.stdout.write(render_history(view, summary=summary))
+    finally:
+        store.close()
+    ctx.exit(0)
+
+
+@main.command("runs")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--limit", type=int, default=50, show_default=True, help="Rows per page, 1 to 200.")
+@click.option("--after", default=None, help="Start after this run id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
+@click.pass_context
+def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: str | None, as_json: bool) -> None:
+    """List stored runs (metadata only; values and sources are never read)."""
+    from flowrt.inspect_cmd import render_runs, runs_page
+
+    try:
+        page = runs_page(_runs_dir(runs_dir), limit=limit, after=after)
+    except ValueError as problem:
+        sys.stderr.write(f"{problem}\n")
+        ctx.exit(2)
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(page, option=orjson.OPT_SORT_KEYS) + b"\n")
+    else:
+        sys.stdout.write(render_runs(page))
+    root_problems = [p for p in page["problems"] if p.get("component") in (None, "root", ".")
+                     and p.get("status") not in ("not-created",)]
+    ctx.exit(2 if root_problems else 0)
+
+
+@main.command("redact")
+@click.argument("run_id")
+@click.option("--fact", "fact", type=int, required=True, help="The fact whose stored value becomes a hole.")
+@click.option("--field", default=None, help="Only this value field (input, arguments, outcome, found).")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.pass_context
+def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None, runs_dir: str | None) -> None:
+    """Replace a stored value with a hole that keeps its hash."""
+    from flowrt.store import RedactRefused, RunStore, StorageError
+
+    try:
+        store = RunStore.open(_runs_dir(runs_dir), run_id, for_append=True)
+    except StorageError as problem:
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
+    except Exception as problem:
+        sys.stderr.write(f"{problem}\n")
+        ctx.exit(2)
+    try:
+        holes = store.redact(fact, field)
+    except (RedactRefused, KeyError, ValueError) as problem:
+        sys.stderr.write(f"{problem}\n")
+        ctx.exit(2)
+    finally:
+        store.close()
+    for hole in holes:
+        sys.stdout.write(f"fact {hole['fact']}: {hole['field']} is now a hole ({hole['ref']})\n")
+    ctx.exit(0)
+
+
 def _runs_dir(runs_dir: str | None) -> str:
     import os
 
@@ -198,12 +294,13 @@ def _ask_on_terminal(command: str) -> bool:
 @click.option("--input", "input_text", default=None, help="The input: a JSON object keyed by parameter name, or - for stdin.")
 @click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@click.option("--redactable", is_flag=True, help="Store every value by reference, so any can be redacted later.")
 @click.option("--checkpoints", default="every", show_default=True,
               help="Where to take checkpoints: every (each place), off, or N (every Nth place).")
 @_color_option
 @click.pass_context
 def run_command(ctx: click.Context, file: str, entry: str, input_text: str | None, runs_dir: str | None,
-                allow: bool, checkpoints: str, color: str | None) -> None:
+                allow: bool, redactable: bool, checkpoints: str, color: str | None) -> None:
     """Run a program live, recording its history."""
     import os
 
@@ -215,7 +312,8 @@ def run_command(ctx: click.Context, file: str, entry: str, input_text: str | Non
     if checkpoints not in ("every", "off") and not checkpoints.isdigit():
         sys.stderr.write("--checkpoints is every, off or a number\n")
         ctx.exit(2)
-    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints)
+    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
+                  inline_limit=0 if redactable else None)
     _report_outcome(ctx, color, outcome)
 
 
@@ -225,7 +323,7 @@ def _report_outcome(ctx: click.Context, color: str | None, outcome) -> None:
     if outcome.output is not None:
         sys.stdout.buffer.write(outcome.output + b"\n")
         sys.stdout.flush()
-    if outcome.exit_code == 3:
+    if outcome.exit_code == 3 and outcome.pending:
         sys.stdout.write(f"paused: run {outcome.run_id}\n")
         for call in outcome.pending:
             sys.stdout.write(f"  pending call {call}\n")

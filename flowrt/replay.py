@@ -101,7 +101,11 @@ def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: di
     implementations: dict = {}
     if bind_tools:
         implementations = bind(checked, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask)
-    return Prepared(checked, entry, dict(start["input"]), tools, implementations, generate_cached(checked))
+    try:
+        recorded_input = store.value(start, "input")
+    except Hole as hole:
+        raise _Incomplete(f"the run's input is a hole ({hole.hash})", 1) from None
+    return Prepared(checked, entry, dict(recorded_input), tools, implementations, generate_cached(checked))
 
 
 # ---- serving the record ------------------------------------------------------------------------
@@ -361,9 +365,9 @@ def replay(runs_dir: str, run_id: str) -> ReplayResult:
     except Exception as problem:  # RunNotFound, an invalid id
         return ReplayResult(2, message=str(problem))
     try:
-        prepared = prepared_from_history(store, bind_tools=False)
-        driver = ReplayDriver(prepared, store, run_id, live=False)
         try:
+            prepared = prepared_from_history(store, bind_tools=False)
+            driver = ReplayDriver(prepared, store, run_id, live=False)
             driver.run()
         except _Diverged as diverged:
             return ReplayResult(1, Verdict("Diverged", diverged.fact, diverged.reason))
@@ -413,6 +417,8 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
                                              ask=ask, path_for_manifest=manifest)
         except Refused as refused:
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
+        except _Incomplete as incomplete:
+            return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
         driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
         try:
             outcome = driver.run()

@@ -438,7 +438,7 @@ def admit(description: dict, outcome: Any) -> dict:
 
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
-        checkpoints: str = "every") -> RunOutcome:
+        checkpoints: str = "every", inline_limit: int | None = None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2."""
     from flowrt.child import Child
 
@@ -455,7 +455,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     run_id = new_run_id()
     fields, sources = start_fields(prepared)
     try:
-        store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability)
+        extra = {} if inline_limit is None else {"inline_limit": inline_limit}
+        store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability, **extra)
     except StorageError as problem:
         child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")
