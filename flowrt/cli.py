@@ -208,6 +208,27 @@ def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None
     ctx.exit(0)
 
 
+@main.command("fork")
+@click.argument("run_id")
+@click.option("--checkpoint", "checkpoint", type=int, required=True, help="The fact number of the checkpoint.")
+@click.option("--input", "input_text", default=None, help="Replace some of the checkpoint's arguments (a JSON object).")
+@click.option("--program", "program_file", default=None, type=click.Path(), help="Continue on a newer program.")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@_color_option
+@click.pass_context
+def fork_command(ctx: click.Context, run_id: str, checkpoint: int, input_text: str | None, program_file: str | None,
+                 runs_dir: str | None, allow: bool, color: str | None) -> None:
+    """Start a new run from a checkpoint of another (the parent is not changed)."""
+    from flowrt.replay import fork
+
+    outcome = fork(_runs_dir(runs_dir), run_id, checkpoint, input_text=input_text, program_file=program_file,
+                   allow=allow, ask=_ask_on_terminal)
+    if outcome.run_id:
+        sys.stderr.write(f"fork: run {outcome.run_id} from checkpoint {checkpoint} of {run_id}\n")
+    _report_outcome(ctx, color, outcome)
+
+
 def _runs_dir(runs_dir: str | None) -> str:
     import os
 

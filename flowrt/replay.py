@@ -449,3 +449,114 @@ def _manifest_path(store: RunStore) -> str:
 
 def source_digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | None = None,
+         program_file: str | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
+         durability: str = "fsync") -> RunOutcome:
+    """A new run from a checkpoint of another: the same program or a newer one, with the
+    checkpoint's arguments or some of them replaced. The parent is never changed."""
+    from flowc.typeterms import term_and_defs
+    from flowrt.files import read_text
+    from flowrt.run import new_run_id
+
+    try:
+        parent = RunStore.open(runs_dir, parent_id, for_append=False)
+    except StorageError as problem:
+        return RunOutcome(5, message=f"storage failure: {problem}")
+    except Exception as problem:
+        return RunOutcome(2, message=str(problem))
+    try:
+        try:
+            fact = parent.fact(checkpoint)
+        except (IndexError, KeyError, ValueError):
+            fact = None
+        if fact is None or fact["kind"] != "Checkpoint":
+            return RunOutcome(2, message=f"fact {checkpoint} of run {parent_id} is not a checkpoint")
+        try:
+            arguments = dict(parent.value(fact, "arguments"))
+            recorded_input = parent.value(parent.facts()[0], "input")
+        except Hole as hole:
+            return RunOutcome(3, message=f"cannot fork: {hole}")
+        start = parent.facts()[0]
+        try:
+            if program_file is not None:
+                checked = check_program(program_file, read_text)
+                if not checked.ok:
+                    return RunOutcome(2, diagnostics=list(checked.diagnostics), sources=checked.sources())
+            else:
+                checked, _ = recorded_program(parent)
+        except Refused as refused:
+            return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
+        function = fact["function"]
+        env = checked.env
+        fn = env.fns.get(f"{function['module']}.{function['name']}")
+        if fn is None or fn.tool or fn.decl.body is None:
+            return RunOutcome(2, message=f"the program has no top-level function `{function['name']}` in module "
+                                         f"`{function['module']}` to continue the checkpoint with")
+        names = [p.name for p in fn.decl.params]
+        if input_text is not None:
+            try:
+                replacement = abi.parse_json(input_text)
+            except Exception as problem:
+                return RunOutcome(2, message=f"the input is not JSON: {problem}")
+            if not isinstance(replacement, dict):
+                return RunOutcome(2, message="the input is a JSON object keyed by parameter name")
+            for key in sorted(replacement):
+                if key not in names:
+                    return RunOutcome(2, message=f"`{fn.name}` has no parameter `{key}`")
+            arguments.update(replacement)
+        fitted: dict[str, Any] = {}
+        for p, t in zip(fn.decl.params, fn.sig.params):
+            if p.name not in arguments:
+                return RunOutcome(2, message=f"the checkpoint has no argument for `{p.name}` of `{fn.name}`")
+            term, defs = term_and_defs(env, t)
+            try:
+                fitted[p.name] = abi.encode(abi.decode(arguments[p.name], term, defs), term, defs)
+            except abi.DecodeError as problem:
+                return RunOutcome(2, message=f"argument `{p.name}` does not fit `{fn.name}`: {problem}")
+        entry = start["entry"]
+        root = env.modules[checked.program.root]
+        if entry["module"] != checked.program.root or entry["function"] not in root.fns:
+            entry = {"module": fn.module, "function": fn.name}
+        modules = []
+        sources = []
+        for m in checked.program.modules:
+            modules.append({"module": m.identity, "hash": source_digest(m.source)})
+            sources.append(m.source)
+        run_id = new_run_id()
+        fields = {"program": checked.identity, "std": "std@v1", "entry": entry, "input": recorded_input,
+                  "modules": modules, "parent": {"run": parent_id, "checkpoint": checkpoint}}
+        try:
+            store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability)
+        except StorageError as problem:
+            return RunOutcome(5, message=f"storage failure: {problem}")
+    finally:
+        parent.close()
+    try:
+        store.append("Checkpoint", {"function": function, "arguments": fitted})
+        origin = program_file or _manifest_path_of(parent)
+        store.host_record({"kind": "origin", "root": origin})
+        store.host_record({"kind": "forked", "parent": parent_id, "checkpoint": checkpoint})
+        try:
+            prepared = prepared_from_history(store, bind_tools=True, python_tools=python_tools, allow=allow,
+                                             ask=ask, path_for_manifest=origin)
+        except Refused as refused:
+            return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
+        driver = ReplayDriver(prepared, store, run_id, live=True)
+        try:
+            outcome = driver.run()
+        except KeyboardInterrupt:
+            store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
+            return RunOutcome(130, run_id, message="halted by an interrupt")
+        if outcome.exit_code == 3:
+            store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
+        return outcome
+    except StorageError as problem:
+        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+    finally:
+        store.close()
+
+
+def _manifest_path_of(store: RunStore) -> str:
+    return _manifest_path(store)
