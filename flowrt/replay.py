@@ -444,7 +444,10 @@ def _manifest_path(store: RunStore) -> str:
     for record in store.host_records():
         if record.get("kind") == "origin":
             return record.get("root", ".")
-    return "."
+    # No record of where the run started: look for flow.toml in the working directory.
+    import os
+
+    return os.path.join(os.getcwd(), "main.flow")
 
 
 def source_digest(text: str) -> str:

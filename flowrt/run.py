@@ -301,6 +301,12 @@ class Driver:
     def deliver(self, call_id: str, outcome: Any) -> None:
         self.replies.put((call_id, outcome))
 
+    def record(self, kind: str, fields: dict) -> dict:
+        """Append a fact; it is durable before this returns (and so before its consequence)."""
+        fact = self.store.append(kind, fields)
+        crash_after(fact["n"])
+        return fact
+
     def run(self) -> RunOutcome:
         from flowrt.child import Child, ChildDied
 
@@ -330,7 +336,7 @@ class Driver:
         except ChildDied as died:
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
-            self.store.append("End", {"outcome": {"Faulted": fault}})
+            self.record("End", {"outcome": {"Faulted": fault}})
             return RunOutcome(1, self.run_id, fault=fault)
         finally:
             self.child.kill()
@@ -344,7 +350,7 @@ class Driver:
                   "arguments": message["arguments"]}
         if "types" in message:
             fields["types"] = message["types"]
-        self.store.append("Call", fields)
+        self.record("Call", fields)
         self.open_calls[message["id"]] = {"tool": tool, "pending": False}
         implementation = self.prepared.implementations[tool]
         implementation.call(self.run_id, message["id"], tool, message["arguments"], message.get("types"),
@@ -363,7 +369,7 @@ class Driver:
                 continue
             tool = self.open_calls.pop(call_id)["tool"]
             admitted = admit(self.prepared.tools[tool], outcome)
-            self.store.append("Reply", {"call": call_id, "outcome": admitted})
+            self.record("Reply", {"call": call_id, "outcome": admitted})
             self.child.send({"op": "reply", "id": call_id, "outcome": admitted})
             return None
 
@@ -376,11 +382,11 @@ class Driver:
         policy = self.policy
         taken = policy == "every" or (policy.isdigit() and int(policy) > 0 and self.places % int(policy) == 0)
         if taken:
-            self.store.append("Checkpoint", {"function": message["function"], "arguments": message["arguments"]})
+            self.record("Checkpoint", {"function": message["function"], "arguments": message["arguments"]})
         self.child.send({"op": "checkpoint", "taken": taken})
 
     def on_choice(self, message: dict) -> None:
-        self.store.append("Choice", {"task": message["task"], "picked": message["picked"]})
+        self.record("Choice", {"task": message["task"], "picked": message["picked"]})
 
     def on_stop(self, message: dict) -> None:
         """Record the Stop first, then close each open call of the stopped task: a reply that
@@ -395,19 +401,19 @@ class Driver:
         answered = {call_id: outcome for call_id, outcome in self.arrived
                     if call_id in calls and outcome is not B.PENDING}
         closed = [c for c in calls if c not in answered]
-        self.store.append("Stop", {"task": message["task"], "by": message["by"], "found": message["found"],
+        self.record("Stop", {"task": message["task"], "by": message["by"], "found": message["found"],
                                    "closed": closed})
         for call_id in calls:
             tool = self.open_calls.pop(call_id)["tool"]
             if call_id in answered:
-                self.store.append("Reply", {"call": call_id, "outcome": admit(self.prepared.tools[tool],
+                self.record("Reply", {"call": call_id, "outcome": admit(self.prepared.tools[tool],
                                                                              answered[call_id])})
             else:
                 self.prepared.implementations[tool].cancel(call_id)
         self.arrived = [(c, o) for c, o in self.arrived if c not in calls]
 
     def on_end(self, outcome: dict) -> RunOutcome:
-        self.store.append("End", {"outcome": outcome})
+        self.record("End", {"outcome": outcome})
         if "Completed" in outcome:
             value = outcome["Completed"]
             code = 0
@@ -417,6 +423,14 @@ class Driver:
                 code = 4
             return RunOutcome(code, self.run_id, output=abi.canonical_json(value))
         return RunOutcome(1, self.run_id, fault=outcome.get("Faulted"))
+
+
+def crash_after(n: int) -> None:
+    """Fault injection for the crash tests (scripts/reliability.py): with FLOW_FAULT_KILL_AFTER=N
+    the host kills itself with SIGKILL right after fact N is durable. Never set in normal use."""
+    target = os.environ.get("FLOW_FAULT_KILL_AFTER")
+    if target is not None and target.isdigit() and int(target) == n:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def admit(description: dict, outcome: Any) -> dict:
@@ -461,6 +475,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")
     store.host_record({"kind": "origin", "root": os.path.abspath(path)})
+    crash_after(1)
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
     store.host_record({"kind": "checkpoints", "policy": checkpoints})
