@@ -229,6 +229,17 @@ def fork_command(ctx: click.Context, run_id: str, checkpoint: int, input_text: s
     _report_outcome(ctx, color, outcome)
 
 
+@main.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_command(shell: str) -> None:
+    """Print a completion script for SHELL (it describes the current commands and options,
+    `--color` included). For bash: `eval "$(flow completion bash)"`."""
+    from click.shell_completion import get_completion_class
+
+    completer = get_completion_class(shell)(main, {}, "flow", "_FLOW_COMPLETE")
+    sys.stdout.write(completer.source())
+
+
 def _runs_dir(runs_dir: str | None) -> str:
     import os
 
