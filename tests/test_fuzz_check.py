@@ -16,7 +16,8 @@ from flowc.frontend import check_program
 from flowc.parse import parse
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").rglob("*.flow")) + sorted((ROOT / "tests" / "cases" / "examples").rglob("*.flow"))
+EXAMPLES = [p for p in sorted((ROOT / "examples").rglob("*.flow")) + sorted((ROOT / "tests" / "cases" / "examples").rglob("*.flow"))
+            if p.is_file()]
 SOURCES = [p.read_text(encoding="utf-8") for p in EXAMPLES]
 TOKENS = [
     "use", "as", "pub", "type", "flow", "let", "guard", "else", "if", "match", "return", "true", "false",
