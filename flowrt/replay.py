@@ -91,10 +91,18 @@ def recorded_program(store: RunStore) -> tuple[Checked, dict]:
 
 
 def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: dict | None = None,
-                          allow: bool = False, ask=None, path_for_manifest: str | None = None) -> Prepared:
+                          allow: bool = False, ask=None, path_for_manifest: str | None = None,
+                          current: Checked | None = None) -> Prepared:
+    """The program to re-run: the one the history recorded, or `current` (a saved history replayed
+    as a regression test against today's program)."""
     from flowc.emit import generate_cached
 
-    checked, start = recorded_program(store)
+    if current is None:
+        checked, start = recorded_program(store)
+    else:
+        checked, start = current, store.facts()[0]
+        if start["entry"]["function"] not in checked.env.modules[checked.program.root].fns:
+            raise Refused([], {})
     env = checked.env
     entry = env.modules[start["entry"]["module"]].fns[start["entry"]["function"]]
     tools = reachable_tools(checked, entry)
@@ -357,7 +365,7 @@ class ReplayResult:
     sources: dict = field(default_factory=dict)
 
 
-def replay(runs_dir: str, run_id: str) -> ReplayResult:
+def replay(runs_dir: str, run_id: str, current: Checked | None = None) -> ReplayResult:
     try:
         store = RunStore.open(runs_dir, run_id, for_append=False)
     except StorageError as problem:
@@ -366,7 +374,7 @@ def replay(runs_dir: str, run_id: str) -> ReplayResult:
         return ReplayResult(2, message=str(problem))
     try:
         try:
-            prepared = prepared_from_history(store, bind_tools=False)
+            prepared = prepared_from_history(store, bind_tools=False, current=current)
             driver = ReplayDriver(prepared, store, run_id, live=False)
             driver.run()
         except _Diverged as diverged:

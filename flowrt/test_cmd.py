@@ -63,6 +63,12 @@ def run_tests(paths: list[str]) -> TestReport:
             report.refused = True
             report.diagnostics.append(error("file-unreadable", f"cannot read `{path}`: no such file or directory",
                                             Location(path, 1, 1, 1, 2)))
+    for path in paths:
+        if os.path.isdir(path):
+            for history in find_histories(path):
+                _replay_history(history, report)
+        elif os.path.basename(path) == "history.jsonl":
+            _replay_history(os.path.dirname(path) or ".", report)
     cache: dict = {}
     for root in roots:
         checked = check_program(root, read_text, cache)
@@ -116,6 +122,75 @@ def _run_program(checked, report: TestReport) -> None:
                                "message": f"the sandbox died: {died}"} for e in entries)
     finally:
         child.kill()
+
+
+def find_histories(directory: str) -> list[str]:
+    """Run directories (holding a history.jsonl) under `directory`, searched as `flow fmt` searches:
+    no entry whose name starts with `.`, no symbolic link."""
+    found: list[str] = []
+    for current, folders, files in os.walk(directory, followlinks=False):
+        folders[:] = sorted(f for f in folders if not f.startswith(".")
+                            and not os.path.islink(os.path.join(current, f)))
+        if "history.jsonl" in files:
+            found.append(current)
+            folders[:] = []
+    return sorted(found)
+
+
+def _replay_history(run_dir: str, report: TestReport) -> None:
+    """A saved history is a regression test: replayed against the current program, which is the
+    root file its entry module names, in the history's directory or the nearest one above."""
+    from flowrt.replay import replay
+    from flowrt.store import RunStore, StorageError
+
+    runs_dir, run_id = os.path.split(os.path.abspath(run_dir))
+    name = f"history {os.path.relpath(run_dir)}"
+    try:
+        store = RunStore.open(runs_dir, run_id, for_append=False)
+        entry = store.facts()[0]["entry"]
+        store.close()
+    except (StorageError, Exception) as problem:
+        report.refused = True
+        report.diagnostics.append(error("file-unreadable", f"cannot read the history in `{run_dir}`: {problem}",
+                                        Location(os.path.join(run_dir, "history.jsonl"), 1, 1, 1, 2)))
+        return
+    root_file = None
+    folder = os.path.abspath(run_dir)
+    while True:
+        candidate = os.path.join(folder, entry["module"] + ".flow")
+        if os.path.isfile(candidate):
+            root_file = candidate
+            break
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if root_file is None:
+        report.refused = True
+        report.diagnostics.append(error("file-unreadable", f"the current program of the history in `{run_dir}` "
+                                        f"(`{entry['module']}.flow`) is not in its directory or any above it",
+                                        Location(os.path.join(run_dir, "history.jsonl"), 1, 1, 1, 2)))
+        return
+    checked = check_program(os.path.relpath(root_file), read_text)
+    if not checked.ok:
+        report.refused = True
+        report.diagnostics.extend(checked.diagnostics)
+        report.sources.update(checked.sources())
+        return
+    started = __import__("time").perf_counter()
+    result = replay(runs_dir, run_id, current=checked)
+    seconds = round(__import__("time").perf_counter() - started, 6)
+    entry_row = {"name": name, "file": os.path.relpath(root_file), "line": 1, "seconds": seconds}
+    if result.verdict is not None and result.verdict.kind == "Matched":
+        entry_row["outcome"] = "passed"
+    elif result.verdict is not None:
+        v = result.verdict
+        entry_row.update(outcome="failed", message=f"{v.kind}" + (f" at fact {v.fact}" if v.fact else "")
+                         + f": {v.reason}")
+    else:
+        report.refused = result.exit_code in (2, 5)
+        entry_row.update(outcome="failed", message=result.message or "the history could not be replayed")
+    report.results.append(entry_row)
 
 
 def render(report: TestReport) -> str:

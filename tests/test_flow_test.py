@@ -30,7 +30,25 @@ def test_the_seed_examples_pass_as_written():
 def test_the_bundled_examples_pass():
     done = flow("test", "examples")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip().endswith("3 passed, 0 failed")
+    assert done.stdout.strip().endswith("4 passed, 0 failed")  # three tests and a saved history
+    assert "PASS history examples/support/histories/" in done.stdout
+
+
+def test_a_saved_history_that_the_current_program_no_longer_makes_fails(tmp_path):
+    import shutil
+
+    folder = tmp_path / "support"
+    shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns(".flow"))
+    main = folder / "main.flow"
+    # After the history's latest checkpoint the program now ends otherwise.
+    main.write_text(main.read_text().replace("Ok(Done(summary)) => Resolved(summary)",
+                                             'Ok(Done(summary)) => Resolved("done: " ++ summary)'))
+    done = flow("test", str(folder / "histories"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL history" in done.stdout and "Diverged" in done.stdout
+    (folder / "main.flow").unlink()
+    done = flow("test", str(folder / "histories"))
+    assert done.returncode == 2
 
 
 PROGRAM = """
