@@ -452,6 +452,15 @@ def _doc_before(line: int) -> str | None:
     return "\n".join(reversed(docs))
 
 
+def _member_doc(span: S.Span) -> str | None:
+    """A field's or constructor's doc comment: only when the member starts its own line (a
+    member on its type's line shares no doc with the type)."""
+    state = _state()
+    if state is None or state.line_text(span.line)[:span.column - 1].strip():
+        return None
+    return _doc_before(span.line)
+
+
 def _tokens(children, kind: str) -> list[Token]:
     return [c for c in children if isinstance(c, Token) and c.type == kind]
 
@@ -529,19 +538,19 @@ class _Builder:
     def field_decl(self, span, children):
         pub = bool(_tokens(children, "PUB"))
         name = _tokens(children, "NAME")[0]
-        return S.FieldDecl(str(name), children[-1], pub, _doc_before(span.line), span)
+        return S.FieldDecl(str(name), children[-1], pub, _member_doc(span), span)
 
     def named_field(self, span, children):
-        return S.FieldDecl(str(children[0]), children[1], True, _doc_before(span.line), span)
+        return S.FieldDecl(str(children[0]), children[1], True, _member_doc(span), span)
 
     def ctor_bare(self, span, children):
-        return S.CtorDecl(str(children[0]), "bare", (), (), _doc_before(span.line), span)
+        return S.CtorDecl(str(children[0]), "bare", (), (), _member_doc(span), span)
 
     def ctor_positional(self, span, children):
-        return S.CtorDecl(str(children[0]), "positional", tuple(children[1:]), (), _doc_before(span.line), span)
+        return S.CtorDecl(str(children[0]), "positional", tuple(children[1:]), (), _member_doc(span), span)
 
     def ctor_named(self, span, children):
-        return S.CtorDecl(str(children[0]), "named", (), tuple(children[1:]), _doc_before(span.line), span)
+        return S.CtorDecl(str(children[0]), "named", (), tuple(children[1:]), _member_doc(span), span)
 
     def fn_decl(self, span, children):
         attrs = children[0].items

@@ -229,6 +229,64 @@ def fork_command(ctx: click.Context, run_id: str, checkpoint: int, input_text: s
     _report_outcome(ctx, color, outcome)
 
 
+@main.command("fmt")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--check", is_flag=True, help="Write nothing; name each file that is not in canonical form.")
+@_color_option
+@click.pass_context
+def fmt_command(ctx: click.Context, paths: tuple[str, ...], check: bool, color: str | None) -> None:
+    """Lay out Flow source canonically: files in place, directories searched, stdin to stdout."""
+    from flowc.fmt import format_source
+    from flowrt.files import find_flow_files, read_text
+
+    if not paths:
+        result = format_source(sys.stdin.read(), "<stdin>")
+        if result.text is None:
+            _render_refusal(ctx, color, list(result.diagnostics), {})
+            ctx.exit(2)
+        sys.stdout.write(result.text)
+        ctx.exit(0)
+    files: list[str] = []
+    status = 0
+    for path in paths:
+        import os
+
+        if os.path.isdir(path):
+            found, problems = find_flow_files(path)
+            files.extend(found)
+            for problem in problems:
+                sys.stderr.write(f"cannot read directory {problem.path}: {problem.reason}\n")
+                status = 2
+        else:
+            files.append(path)
+    unformatted = 0
+    for file in files:
+        try:
+            source = read_text(file)
+        except (OSError, UnicodeDecodeError) as problem:
+            sys.stderr.write(f"cannot read {file}: {problem}\n")
+            status = 2
+            continue
+        result = format_source(source, file)
+        if result.text is None:
+            _render_refusal(ctx, color, list(result.diagnostics), {file: source})
+            status = 2
+            continue
+        if result.text == source:
+            continue
+        if check:
+            sys.stdout.write(f"{file}\n")
+            unformatted += 1
+            continue
+        try:
+            with open(file, "w", encoding="utf-8") as handle:
+                handle.write(result.text)
+        except OSError as problem:
+            sys.stderr.write(f"cannot write {file}: {problem}\n")
+            status = 2
+    ctx.exit(status or (1 if unformatted else 0))
+
+
 @main.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion_command(shell: str) -> None:
