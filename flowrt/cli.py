@@ -287,6 +287,49 @@ def fmt_command(ctx: click.Context, paths: tuple[str, ...], check: bool, color: 
     ctx.exit(status or (1 if unformatted else 0))
 
 
+@main.command("doc")
+@click.argument("file", type=click.Path())
+@click.option("--out", "out_dir", default=None, type=click.Path(), help="Write one Markdown page per module here.")
+@_color_option
+@click.pass_context
+def doc_command(ctx: click.Context, file: str, out_dir: str | None, color: str | None) -> None:
+    """Document every module a program forms (std included), as Markdown."""
+    import os
+
+    from flowc.doc import index, page_filename, pages
+    from flowc.frontend import check_program
+    from flowrt.files import read_text
+
+    checked = check_program(file, read_text)
+    errors = [d for d in checked.diagnostics if d.severity == "error"]
+    if errors:
+        _render_refusal(ctx, color, errors, checked.sources())
+        ctx.exit(2)
+    documents = pages(checked.program)
+    if out_dir is None:
+        for identity in sorted(documents):
+            sys.stdout.write(documents[identity] + "\n")
+        ctx.exit(0)
+    status = 0
+    by_file: dict[str, list[str]] = {}
+    for identity in documents:
+        by_file.setdefault(os.path.normcase(page_filename(identity)), []).append(identity)
+    for name, identities in sorted(by_file.items()):
+        if len(identities) > 1:
+            sys.stderr.write(f"modules {', '.join(sorted(identities))} have the same path: none of their pages "
+                             "is written\n")
+            status = 2
+            continue
+        path = os.path.join(out_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(documents[identities[0]])
+    with open(os.path.join(out_dir, "index.md"), "w", encoding="utf-8") as handle:
+        handle.write(index(checked.program))
+    sys.stdout.write(f"wrote {len(documents)} pages and an index to {out_dir}\n")
+    ctx.exit(status)
+
+
 @main.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion_command(shell: str) -> None:
