@@ -1196,13 +1196,7 @@ class _ModuleChecker:
         else:
             ctor, instance = self.find_ctor(p.name, p.qualifier, want, p.span)
         if ctor is None:
-            for sub in p.args:
-                self.pattern(sub, T.ERROR, bindings, kind)
-            for f in p.fields:
-                if f.pattern is not None:
-                    self.pattern(f.pattern, T.ERROR, bindings, kind)
-                else:
-                    bindings[f.name] = Local(T.ERROR, f.span, "param", used=True)
+            self._bind_quietly(p, bindings, kind)
             return X.WILD
         try:
             T.unify(self.s, instance, t)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from flowc.diagnostics import Diagnostic, Location, error, sort_key
 from flowc.frontend import check_program
-from flowrt.files import find_flow_files, read_text
+from flowrt.files import program_roots, read_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +54,10 @@ class CheckReport:
 
 def run_check(paths: list[str]) -> CheckReport:
     report = CheckReport()
-    roots: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            files, problems = find_flow_files(path)
-            roots.extend(files)
-            for problem in problems:
-                report.diagnostics.append(error("file-unreadable", f"cannot read directory `{problem.path}`: "
-                                                f"{problem.reason}", Location(problem.path, 1, 1, 1, 2)))
-        else:
-            roots.append(path)
+    roots, problems = program_roots(paths)
+    for problem in problems:
+        report.diagnostics.append(error("file-unreadable", f"cannot read directory `{problem.path}`: "
+                                        f"{problem.reason}", Location(problem.path, 1, 1, 1, 2)))
     cache: dict = {}
     texts: dict[str, str] = {}
 

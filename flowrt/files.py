@@ -24,6 +24,20 @@ class SearchProblem:
     reason: str
 
 
+def program_roots(paths: list[str]) -> tuple[list[str], list[SearchProblem]]:
+    """The `.flow` files named by command-line paths: files as given, directories searched."""
+    roots: list[str] = []
+    problems: list[SearchProblem] = []
+    for path in paths:
+        if os.path.isdir(path):
+            files, unreadable = find_flow_files(path)
+            roots.extend(files)
+            problems.extend(unreadable)
+        else:
+            roots.append(path)
+    return roots, problems
+
+
 def find_flow_files(directory: str) -> tuple[list[str], list[SearchProblem]]:
     """Every `.flow` file under `directory`, sorted, and the entries that could not be read."""
     found: list[str] = []

@@ -427,24 +427,29 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
         except _Incomplete as incomplete:
             return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
-        driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
-        try:
-            outcome = driver.run()
-        except _Diverged as diverged:
-            return RunOutcome(1, run_id, message=f"the recorded program diverged from its history at fact "
-                                                 f"{diverged.fact}: {diverged.reason}")
-        except _Incomplete as incomplete:
-            return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
-        except KeyboardInterrupt:
-            store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
-            return RunOutcome(130, run_id, message="halted by an interrupt")
-        if outcome.exit_code == 3:
-            store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
-        return outcome
+        return drive_live(ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend))
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:
         store.close()
+
+
+def drive_live(driver: ReplayDriver) -> RunOutcome:
+    """Serve the record, then continue live; a pause and an interrupt leave host records."""
+    store, run_id = driver.store, driver.run_id
+    try:
+        outcome = driver.run()
+    except _Diverged as diverged:
+        return RunOutcome(1, run_id, message=f"the recorded program diverged from its history at fact "
+                                             f"{diverged.fact}: {diverged.reason}")
+    except _Incomplete as incomplete:
+        return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
+    except KeyboardInterrupt:
+        store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
+        return RunOutcome(130, run_id, message="halted by an interrupt")
+    if outcome.exit_code == 3:
+        store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
+    return outcome
 
 
 def _manifest_path(store: RunStore) -> str:
@@ -546,7 +551,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
         parent.close()
     try:
         store.append("Checkpoint", {"function": function, "arguments": fitted})
-        origin = program_file or _manifest_path_of(parent)
+        origin = program_file or _manifest_path(parent)
         store.host_record({"kind": "origin", "root": origin})
         store.host_record({"kind": "forked", "parent": parent_id, "checkpoint": checkpoint})
         try:
@@ -554,20 +559,9 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
                                              ask=ask, path_for_manifest=origin)
         except Refused as refused:
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
-        driver = ReplayDriver(prepared, store, run_id, live=True)
-        try:
-            outcome = driver.run()
-        except KeyboardInterrupt:
-            store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
-            return RunOutcome(130, run_id, message="halted by an interrupt")
-        if outcome.exit_code == 3:
-            store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
-        return outcome
+        return drive_live(ReplayDriver(prepared, store, run_id, live=True))
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:
         store.close()
 
-
-def _manifest_path_of(store: RunStore) -> str:
-    return _manifest_path(store)

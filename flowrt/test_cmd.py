@@ -15,7 +15,7 @@ from flowc.diagnostics import Diagnostic, Location, error
 from flowc.emit import generate_cached
 from flowc.frontend import check_program
 from flowc.lower import module_key, py_name
-from flowrt.files import find_flow_files, read_text
+from flowrt.files import program_roots, read_text
 from flowrt.run import reachable_tools
 
 CLOCK_TOOLS = {"std@v1/clock.now", "std@v1/clock.sleep"}
@@ -48,18 +48,13 @@ class TestReport:
 
 def run_tests(paths: list[str]) -> TestReport:
     report = TestReport()
-    roots: list[str] = []
+    roots, problems = program_roots([p for p in paths if os.path.isdir(p) or os.path.exists(p)])
+    for problem in problems:
+        report.refused = True
+        report.diagnostics.append(error("file-unreadable", f"cannot read directory `{problem.path}`: "
+                                        f"{problem.reason}", Location(problem.path, 1, 1, 1, 2)))
     for path in paths:
-        if os.path.isdir(path):
-            files, problems = find_flow_files(path)
-            roots.extend(files)
-            for problem in problems:
-                report.refused = True
-                report.diagnostics.append(error("file-unreadable", f"cannot read directory `{problem.path}`: "
-                                                f"{problem.reason}", Location(problem.path, 1, 1, 1, 2)))
-        elif os.path.exists(path):
-            roots.append(path)
-        else:
+        if not os.path.exists(path):
             report.refused = True
             report.diagnostics.append(error("file-unreadable", f"cannot read `{path}`: no such file or directory",
                                             Location(path, 1, 1, 1, 2)))

@@ -65,6 +65,11 @@ def rt_bouncing(fn):
 def rt_run(generator):
     """Drive a Tool-capable call to its value, bouncing tail calls (a generator)."""
     result = yield from generator
+    return (yield from _settle(result))
+
+
+def _settle(result):
+    """Follow tail calls, running the generators they start, to a value."""
     while type(result) is Tail:
         result = result.fn(*result.args)
         if _is_generator(result):
@@ -81,11 +86,7 @@ def rt_fcall(fn, args: tuple):
     result = fn(*args)
     if _is_generator(result):
         result = yield from result
-    while type(result) is Tail:
-        result = result.fn(*result.args)
-        if _is_generator(result):
-            result = yield from result
-    return result
+    return (yield from _settle(result))
 
 
 def rt_finish(generator):
