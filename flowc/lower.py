@@ -169,7 +169,7 @@ class ModuleLowerer:
         params = [self.bind(self.facts.bindings[id(p)], p.name) for p in decl.params]
         ctx.params = params
         assert decl.body is not None
-        body = self.tail(decl.body)
+        body = _stepped(self.tail(decl.body))
         self.fn = saved
         if ctx.loops:
             body = [ast.While(ast.Constant(True), body, [])]
@@ -352,7 +352,7 @@ class ModuleLowerer:
         params = [self.bind(self.facts.bindings[id(p)], p.name) for p in decl.params]
         ctx.params = params
         assert decl.body is not None
-        body = self.tail(decl.body)
+        body = _stepped(self.tail(decl.body))
         self.fn = outer
         outer.used |= ctx.used
         if ctx.loops:
@@ -819,7 +819,7 @@ class ModuleLowerer:
         ctx = _Fn(name, None, tool, False, None, [], outer.effect_version, dict(outer.names), set(outer.used))
         self.fn = ctx
         params = [self.bind(self.facts.bindings[id(p)], p.name) for p in e.params]
-        body = self.tail(e.body)
+        body = _stepped(self.tail(e.body))
         self.fn = outer
         outer.used |= ctx.used
         captured = sorted(_free_names(body, set(params)) & set(outer.names.values()))
@@ -871,6 +871,12 @@ class ModuleLowerer:
 
 
 # ---- helpers -----------------------------------------------------------------------------------
+
+
+def _stepped(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Count an evaluation step on every call and every round of a loop (`flow test` bounds
+    them; a run's `rt_step` does nothing)."""
+    return [ast.Expr(_call("rt_step", []))] + body
 
 
 def _effect_vars(sig: T.TFun) -> list[str]:

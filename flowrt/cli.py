@@ -95,14 +95,16 @@ def tools_command(ctx: click.Context, file: str, entry: str | None) -> None:
 @main.command("test")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--steps", type=click.IntRange(1), default=2 ** 26, show_default=True,
+              help="The evaluation steps a test may take, across the test and its fakes.")
 @_color_option
 @click.pass_context
-def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, color: str | None) -> None:
+def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, steps: int, color: str | None) -> None:
     """Run @test functions with @fake Tools on a virtual clock."""
     from flowrt.test_cmd import render as render_tests
     from flowrt.test_cmd import run_tests
 
-    report = run_tests(list(paths))
+    report = run_tests(list(paths), steps)
     if report.diagnostics:
         _render_refusal(ctx, color, report.diagnostics, report.sources)
     if as_json:

@@ -46,7 +46,10 @@ class TestReport:
                 "diagnostics": [d.to_json() for d in self.diagnostics]}
 
 
-def run_tests(paths: list[str]) -> TestReport:
+STEP_BOUND = 2 ** 26
+
+
+def run_tests(paths: list[str], steps: int = STEP_BOUND) -> TestReport:
     report = TestReport()
     roots, problems = program_roots([p for p in paths if os.path.isdir(p) or os.path.exists(p)])
     for problem in problems:
@@ -72,11 +75,11 @@ def run_tests(paths: list[str]) -> TestReport:
             report.refused = True
             report.diagnostics.extend(d for d in checked.diagnostics if d not in report.diagnostics)
             continue
-        _run_program(checked, report)
+        _run_program(checked, report, steps)
     return report
 
 
-def _run_program(checked, report: TestReport) -> None:
+def _run_program(checked, report: TestReport, steps: int) -> None:
     env = checked.env
     root = env.modules[checked.program.root]
     tests = [fn for fn in root.fns.values() if fn.test]
@@ -99,7 +102,7 @@ def _run_program(checked, report: TestReport) -> None:
     load = {"op": "test",
             "modules": [{"key": m.key, "filename": m.filename, "source": m.source, "flow_file": m.flow_file,
                          "line_map": [list(x) for x in m.line_map]} for m in generated.modules],
-            "tests": entries, "fakes": fakes}
+            "tests": entries, "fakes": fakes, "steps": steps}
     from flowrt.child import Child, ChildDied
 
     child = Child.start()

@@ -477,6 +477,12 @@ def main() -> None:
     injected = dict(R.names())
     injected.update(INTRINSICS)
     injected.update(R.TASK_INTRINSICS)
+    counter = None
+    if load["op"] == "test":
+        from sandbox.testing import StepCounter
+
+        counter = StepCounter(int(load.get("steps", 2 ** 26)))
+        injected["rt_step"] = counter.step
     try:
         namespaces = load_modules([(m["key"][2:], m["filename"], m["source"]) for m in load["modules"]], injected)
     except SandboxRefusal as refusal:
@@ -488,7 +494,7 @@ def main() -> None:
     if load["op"] == "test":
         from sandbox.testing import run_tests
 
-        channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces)})
+        channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces, counter)})
         return
     scheduler = Scheduler(read_fd, write_fd, load)
     by_key = {}

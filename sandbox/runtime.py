@@ -48,6 +48,10 @@ class Tail:
         self.args = args
 
 
+def rt_step() -> None:
+    """An evaluation step: free in a run; `flow test` injects a counting one (sandbox/testing.py)."""
+
+
 def rt_bounce(result):
     """Run pure tail calls until a value comes back (constant stack)."""
     while type(result) is Tail:

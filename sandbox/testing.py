@@ -126,7 +126,20 @@ class TestScheduler(Scheduler):
         super().stop_task(target, by)
 
 
-def run_tests(load: dict, namespaces: dict) -> list[dict]:
+class StepCounter:
+    """The step bound: evaluation steps counted across a test and its fakes."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.steps = 0
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > self.bound:
+            raise R.Fault("step-bound", f"the test reached the step bound of {self.bound} evaluation steps")
+
+
+def run_tests(load: dict, namespaces: dict, counter: StepCounter) -> list[dict]:
     """Run every test the load message names; one result per test, in order."""
     def resolve(key: str):
         module, name = key.rsplit(".", 1)
@@ -143,6 +156,7 @@ def run_tests(load: dict, namespaces: dict) -> list[dict]:
             results.append(result)
             continue
         scheduler = TestScheduler(load, fakes)
+        counter.steps = 0
         try:
             value = scheduler.run_test(resolve(test["key"]))
             if value[0] == "Ok":

@@ -120,3 +120,15 @@ def test_a_program_that_does_not_check_exits_2(tmp_path):
     done = flow("test", str(tmp_path))
     assert done.returncode == 2
     assert "type-mismatch" in done.stderr
+
+
+def test_a_test_that_never_ends_reaches_the_step_bound(tmp_path):
+    (tmp_path / "spin_test.flow").write_text(
+        "@test flow spins() -> Result<Unit, Text> = if spin(0) > 0 { Ok(()) } else { Err(\"no\") }\n\n"
+        "flow spin(n: Int) -> Int = spin(n + 1)\n\n"
+        "@test flow quick() -> Result<Unit, Text> = Ok(())\n")
+    done = flow("test", str(tmp_path), "--steps", "50000", "--json")
+    assert done.returncode == 1
+    tests = {t["name"]: t for t in json.loads(done.stdout)["tests"]}
+    assert tests["quick"]["outcome"] == "passed"
+    assert tests["spins"]["message"] == "fault[step-bound]: the test reached the step bound of 50000 evaluation steps"
