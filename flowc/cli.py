@@ -22,8 +22,10 @@ main.add_command(check_command)
 @main.command("build")
 @click.argument("file", type=click.Path())
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(), help="Directory for the generated modules.")
+@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default=None,
+              help="Style diagnostic labels, locations and markers.")
 @click.pass_context
-def build_command(ctx: click.Context, file: str, out_dir: str) -> None:
+def build_command(ctx: click.Context, file: str, out_dir: str, color: str | None) -> None:
     """Compile a program to Python modules and a manifest."""
     import os
     import sys
@@ -38,7 +40,7 @@ def build_command(ctx: click.Context, file: str, out_dir: str) -> None:
     checked = check_program(file, read_text)
     if not checked.ok:
         sys.stderr.write(render(checked.diagnostics, checked.sources(),
-                                color=use_color(ctx.obj.get("color", "auto"), sys.stderr)))
+                                color=use_color(color or ctx.obj.get("color", "auto"), sys.stderr)))
         ctx.exit(2)
     generated = generate(checked)
     os.makedirs(out_dir, exist_ok=True)

@@ -137,3 +137,25 @@ def index(program) -> str:
         first = _one_line(doc).split(". ")[0] if doc else ""
         lines.append(f"- [`{m.identity}`]({page_filename(m.identity)})" + (f": {first}" if first else ""))
     return "\n".join(lines) + "\n"
+
+
+def to_html(markdown: str, title: str) -> str:
+    """A page as HTML, its ```flow blocks highlighted by Flow's Pygments lexer."""
+    from markdown_it import MarkdownIt
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+
+    from flowc.highlight import FlowLexer
+
+    formatter = HtmlFormatter(nowrap=True)
+
+    def highlight_code(code: str, language: str, _attrs) -> str:
+        if language == "flow":
+            return highlight(code, FlowLexer(), formatter)
+        return ""
+
+    body = MarkdownIt("commonmark", {"highlight": highlight_code}).render(
+        markdown.replace(".md)", ".html)"))
+    style = HtmlFormatter().get_style_defs("pre")
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>"
+            f"<style>{style}</style></head>\n<body>\n{body}</body></html>\n")

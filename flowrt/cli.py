@@ -64,8 +64,9 @@ def check_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, col
 @main.command("tools")
 @click.argument("file", type=click.Path())
 @click.option("--entry", default=None, help="Keep only the declarations a run of this entry can reach.")
+@_color_option
 @click.pass_context
-def tools_command(ctx: click.Context, file: str, entry: str | None) -> None:
+def tools_command(ctx: click.Context, file: str, entry: str | None, color: str | None) -> None:
     """List the Tool declarations of a program as JSON (identity, fingerprint, types)."""
     from flowc.frontend import check_program
     from flowc.typeterms import DATA_VERSION, tool_description
@@ -123,9 +124,10 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, step
 @click.option("--summary", is_flag=True, help="Show the run's state and the next commands only.")
 @click.option("--source", "source", default=None, help="Print a module's recorded source.")
 @click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
+@_color_option
 @click.pass_context
 def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind: str | None, search: str | None,
-                    fact: int | None, summary: bool, source: str | None, as_json: bool) -> None:
+                    fact: int | None, summary: bool, source: str | None, as_json: bool, color: str | None) -> None:
     """Show a run's recorded history (facts keep their numbers)."""
     from flowrt.inspect_cmd import history_view, recorded_source, render_history
     from flowrt.store import RunStore, StorageError
@@ -161,8 +163,10 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
 @click.option("--limit", type=int, default=50, show_default=True, help="Rows per page, 1 to 200.")
 @click.option("--after", default=None, help="Start after this run id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
+@_color_option
 @click.pass_context
-def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: str | None, as_json: bool) -> None:
+def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: str | None, as_json: bool,
+                 color: str | None) -> None:
     """List stored runs (metadata only; values and sources are never read)."""
     from flowrt.inspect_cmd import render_runs, runs_page
 
@@ -185,8 +189,10 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
 @click.option("--fact", "fact", type=int, required=True, help="The fact whose stored value becomes a hole.")
 @click.option("--field", default=None, help="Only this value field (input, arguments, outcome, found).")
 @click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@_color_option
 @click.pass_context
-def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None, runs_dir: str | None) -> None:
+def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None, runs_dir: str | None,
+                   color: str | None) -> None:
     """Replace a stored value with a hole that keeps its hash."""
     from flowrt.store import RedactRefused, RunStore, StorageError
 
@@ -292,13 +298,14 @@ def fmt_command(ctx: click.Context, paths: tuple[str, ...], check: bool, color: 
 @main.command("doc")
 @click.argument("file", type=click.Path())
 @click.option("--out", "out_dir", default=None, type=click.Path(), help="Write one Markdown page per module here.")
+@click.option("--html", "as_html", is_flag=True, help="With --out, write HTML pages with highlighted Flow code.")
 @_color_option
 @click.pass_context
-def doc_command(ctx: click.Context, file: str, out_dir: str | None, color: str | None) -> None:
+def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: bool, color: str | None) -> None:
     """Document every module a program forms (std included), as Markdown."""
     import os
 
-    from flowc.doc import index, page_filename, pages
+    from flowc.doc import index, page_filename, pages, to_html
     from flowc.frontend import check_program
     from flowrt.files import read_text
 
@@ -323,18 +330,24 @@ def doc_command(ctx: click.Context, file: str, out_dir: str | None, color: str |
             status = 2
             continue
         path = os.path.join(out_dir, name)
+        text = documents[identities[0]]
+        if as_html:
+            path = path[:-3] + ".html"
+            text = to_html(text, identities[0])
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(documents[identities[0]])
-    with open(os.path.join(out_dir, "index.md"), "w", encoding="utf-8") as handle:
-        handle.write(index(checked.program))
+            handle.write(text)
+    index_text = index(checked.program)
+    with open(os.path.join(out_dir, "index.html" if as_html else "index.md"), "w", encoding="utf-8") as handle:
+        handle.write(to_html(index_text, "Modules") if as_html else index_text)
     sys.stdout.write(f"wrote {len(documents)} pages and an index to {out_dir}\n")
     ctx.exit(status)
 
 
 @main.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-def completion_command(shell: str) -> None:
+@_color_option
+def completion_command(shell: str, color: str | None) -> None:
     """Print a completion script for SHELL (it describes the current commands and options,
     `--color` included). For bash: `eval "$(flow completion bash)"`."""
     from click.shell_completion import get_completion_class

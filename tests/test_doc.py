@@ -66,3 +66,12 @@ def test_without_out_prints_the_pages(tmp_path):
     done = flow("doc", str(tmp_path / "shapes.flow"))
     assert done.returncode == 0
     assert "# Module `std@v1/list`" in done.stdout and "# Module `shapes`" in done.stdout
+
+
+def test_html_pages_highlight_flow_code_with_the_flow_lexer(tmp_path):
+    (tmp_path / "shapes.flow").write_text(PROGRAM)
+    done = flow("doc", str(tmp_path / "shapes.flow"), "--out", str(tmp_path / "html"), "--html")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "html" / "shapes.html").read_text()
+    assert '<span class="k">flow</span>' in page and '<span class="nc">Shape</span>' in page
+    assert 'href="shapes.html"' in (tmp_path / "html" / "index.html").read_text()
