@@ -123,11 +123,14 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, step
 @click.option("--fact", "fact", type=int, default=None, help="Show only the fact with this number.")
 @click.option("--summary", is_flag=True, help="Show the run's state and the next commands only.")
 @click.option("--source", "source", default=None, help="Print a module's recorded source.")
+@click.option("--rounds", "show_rounds", is_flag=True,
+              help="Re-run the program (calling nothing) and show its rounds: the checkpoint places it passes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
 @_color_option
 @click.pass_context
 def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind: str | None, search: str | None,
-                    fact: int | None, summary: bool, source: str | None, as_json: bool, color: str | None) -> None:
+                    fact: int | None, summary: bool, source: str | None, show_rounds: bool, as_json: bool,
+                    color: str | None) -> None:
     """Show a run's recorded history (facts keep their numbers)."""
     from flowrt.inspect_cmd import history_view, recorded_source, render_history
     from flowrt.store import RunStore, StorageError
@@ -149,6 +152,11 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
             sys.stdout.write(text)
             ctx.exit(0)
         view = history_view(store, kind=kind, search=search, fact=fact)
+        if show_rounds:
+            from flowrt.replay import rounds as replay_rounds
+
+            view["rounds"], verdict = replay_rounds(_runs_dir(runs_dir), run_id)
+            view["replay"] = verdict.to_json() if verdict else None
         if as_json:
             sys.stdout.buffer.write(orjson.dumps(view, option=orjson.OPT_SORT_KEYS) + b"\n")
         else:

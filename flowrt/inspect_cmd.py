@@ -98,6 +98,12 @@ def render_history(view: dict, *, summary: bool) -> str:
         lines.append(f"{row['n']:>5}  {who:<14} {row['kind']:<11} {row['summary']}{hole}")
     if view["hidden"]:
         lines.append(f"({view['hidden']} of {view['total']} facts hidden by the selection)")
+    if view.get("replay") is not None:
+        lines.append("rounds (the checkpoint places a re-run passes):")
+        for r in view["rounds"]:
+            taken = f"checkpoint fact {r['checkpoint']}" if r.get("checkpoint") else "no checkpoint taken"
+            lines.append(f"  after fact {r['after_fact']}: {r['function']['name']}({_short(r['arguments'])})  [{taken}]")
+        lines.append("tasks carried across rounds: none (a checkpoint holds no other live task)")
     if view["pending"]:
         lines.append("pending calls: " + ", ".join(view["pending"]))
     return "\n".join(lines) + "\n"

@@ -124,13 +124,16 @@ class ReplayDriver(Driver):
     continues as a live run on the same store (resume); without, running out is Incomplete."""
 
     def __init__(self, prepared: Prepared, store: RunStore, run_id: str, *, live: bool,
-                 supplied: tuple[str, Any] | None = None, resend: set[str] | None = None) -> None:
+                 supplied: tuple[str, Any] | None = None, resend: set[str] | None = None,
+                 from_start: bool = False) -> None:
         super().__init__(prepared, store, run_id, checkpoints=_recorded_policy(store))
         facts = store.facts()
-        latest = max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+        latest = None if from_start else \
+            max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
         # Start at the latest checkpoint: the facts before it are never read again.
         self.checkpoint = facts[latest] if latest is not None else None
-        self.checkpoint_number = sum(1 for f in facts if f["kind"] == "Checkpoint")
+        self.checkpoint_number = sum(1 for f in facts[:latest + 1] if f["kind"] == "Checkpoint") \
+            if latest is not None else 0
         self.facts = facts[latest + 1:] if latest is not None else facts[1:]
         self.position = 0
         self.live = live
@@ -139,6 +142,8 @@ class ReplayDriver(Driver):
         self.resend = resend or set()
         self.settled = False
         self.verdict: Verdict | None = None
+        #: every checkpoint place the re-run passes (the rounds view of `flow history`)
+        self.rounds: list[dict] = []
 
     def next_fact(self) -> dict | None:
         return self.facts[self.position] if self.position < len(self.facts) else None
@@ -207,7 +212,13 @@ class ReplayDriver(Driver):
         return message
 
     def on_place(self, message: dict) -> None:
+        self.rounds.append({"function": message["function"], "arguments": message["arguments"],
+                            "after_fact": self.facts[self.position - 1]["n"] if self.position else
+                            (self.checkpoint["n"] if self.checkpoint else 1),
+                            "checkpoint": None})
         fact = self.next_fact()
+        if fact is not None and fact["kind"] == "Checkpoint":
+            self.rounds[-1]["checkpoint"] = fact["n"]
         if fact is None:
             if not self.live:
                 # A place past the end of the record: no checkpoint; the program goes on to ask
@@ -363,6 +374,26 @@ class ReplayResult:
     message: str | None = None
     diagnostics: list = field(default_factory=list)
     sources: dict = field(default_factory=dict)
+
+
+def rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
+    """The places a checkpoint can be taken that a re-run of the whole run passes, with the
+    function called and its arguments (calling nothing; the facts before the latest checkpoint
+    must still be there)."""
+    store = RunStore.open(runs_dir, run_id, for_append=False)
+    try:
+        prepared = prepared_from_history(store, bind_tools=False)
+        driver = ReplayDriver(prepared, store, run_id, live=False, from_start=True)
+        try:
+            driver.run()
+            verdict = driver.verdict or Verdict("Matched")
+        except _Diverged as diverged:
+            verdict = Verdict("Diverged", diverged.fact, diverged.reason)
+        except _Incomplete as incomplete:
+            verdict = Verdict("Incomplete", incomplete.fact, incomplete.reason)
+        return driver.rounds, verdict
+    finally:
+        store.close()
 
 
 def replay(runs_dir: str, run_id: str, current: Checked | None = None) -> ReplayResult:

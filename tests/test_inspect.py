@@ -82,3 +82,12 @@ def test_a_redacted_value_is_a_hole_and_a_replay_that_needs_it_is_incomplete(tmp
     replayed = flow("replay", run_id, "--runs", str(tmp_path), "--json")
     assert replayed.returncode == 3
     assert json.loads(replayed.stdout)["verdict"] == "Incomplete"
+
+
+def test_rounds_view_re_runs_the_program(tmp_path):
+    run_id = completed_run(tmp_path)
+    view = json.loads(flow("history", run_id, "--runs", str(tmp_path), "--json", "--rounds").stdout)
+    assert view["replay"]["verdict"] == "Matched"
+    assert [r["function"]["name"] for r in view["rounds"]] == ["book"]
+    assert view["rounds"][0]["arguments"]["note"] == "fine"
+    assert view["rounds"][0]["checkpoint"] is not None
