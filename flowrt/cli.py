@@ -224,6 +224,35 @@ def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None
     ctx.exit(0)
 
 
+@main.command("archive")
+@click.argument("run_id")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@_color_option
+@click.pass_context
+def archive_command(ctx: click.Context, run_id: str, runs_dir: str | None, color: str | None) -> None:
+    """Move the facts before the latest checkpoint aside (resume and replay never read them)."""
+    from flowrt.store import RunStore, StorageError
+
+    try:
+        store = RunStore.open(_runs_dir(runs_dir), run_id, for_append=True)
+    except StorageError as problem:
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
+    except Exception as problem:
+        sys.stderr.write(f"{problem}\n")
+        ctx.exit(2)
+    try:
+        moved = store.archive()
+    except StorageError as problem:
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
+    finally:
+        store.close()
+    sys.stdout.write(f"archived {moved} facts of run {run_id}\n" if moved else
+                     f"run {run_id} has no checkpoint with facts before it to archive\n")
+    ctx.exit(0)
+
+
 @main.command("fork")
 @click.argument("run_id")
 @click.option("--checkpoint", "checkpoint", type=int, required=True, help="The fact number of the checkpoint.")

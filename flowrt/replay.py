@@ -132,8 +132,8 @@ class ReplayDriver(Driver):
             max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
         # Start at the latest checkpoint: the facts before it are never read again.
         self.checkpoint = facts[latest] if latest is not None else None
-        self.checkpoint_number = sum(1 for f in facts[:latest + 1] if f["kind"] == "Checkpoint") \
-            if latest is not None else 0
+        self.checkpoint_number = store.archived_checkpoints + \
+            sum(1 for f in facts[:latest + 1] if f["kind"] == "Checkpoint") if latest is not None else 0
         self.facts = facts[latest + 1:] if latest is not None else facts[1:]
         self.position = 0
         self.live = live

@@ -73,6 +73,8 @@ VALUE_FIELDS: dict[str, tuple[str, ...]] = {
 _VALUE_REFS = {kind: tuple((f, f + "_ref") for f in fields) for kind, fields in VALUE_FIELDS.items()}
 INLINE_LIMIT = 1024  # a value whose canonical JSON is longer than this many bytes goes to values/
 HISTORY = "history.jsonl"
+ARCHIVE = "archive"
+ANCHOR = "archive/anchor.json"
 HOST = "host.jsonl"
 VALUES = "values"
 SOURCES = "sources"
@@ -327,7 +329,38 @@ class _Parsed:
     error: StorageError | None
 
 
-def _parse_history(data: bytes, run_id: str | None) -> _Parsed:
+def _read_anchor(run_path: str) -> dict | None:
+    """Where archived facts end: `{"through": m, "head": hash of fact m}`, or None. History then
+    holds Start, and the facts from m + 1 on (`flow archive`)."""
+    try:
+        data = _read_file(os.path.join(run_path, ANCHOR))
+    except FileNotFoundError:
+        return None
+    except OSError as problem:
+        raise StorageError(f"cannot read: {_strerror(problem)}", component=ANCHOR) from problem
+    try:
+        anchor = loads_canonical(data.rstrip(b"\n"))
+    except (_NotJSON, _NotCanonical):
+        raise StorageError("the archive anchor is not canonical JSON", component=ANCHOR) from None
+    if not isinstance(anchor, dict) or type(anchor.get("through")) is not int or anchor["through"] < 1 \
+            or not isinstance(anchor.get("head"), str) or not _HASH_RE.match(anchor["head"]):
+        raise StorageError("the archive anchor is not {through, head}", component=ANCHOR)
+    return anchor
+
+
+def fact_position(facts: list[dict], n: int) -> int | None:
+    """The index of fact `n` in a verified list (which may skip archived facts), or None."""
+    if not facts or n < 1:
+        return None
+    if n == 1:
+        return 0
+    if len(facts) < 2:
+        return None
+    index = n - facts[1]["n"] + 1
+    return index if 1 <= index < len(facts) and facts[index]["n"] == n else None
+
+
+def _parse_history(data: bytes, run_id: str | None, anchor: dict | None = None) -> _Parsed:
     """Validate `data` line by line. Stops at the first damage (reported in `error`) or at a
     torn last line (reported in `torn`): the facts before it are the validated prefix.
 
@@ -345,7 +378,7 @@ def _parse_history(data: bytes, run_id: str | None) -> _Parsed:
         newline = data.find(b"\n", pos)
         if newline < 0:
             return _Parsed(facts, pos, TornTail(pos, size - pos), None)
-        n = len(facts) + 1
+        n = facts[-1]["n"] + 1 if facts else 1
         try:
             obj = loads_canonical(data[pos:newline])
         except _NotJSON:
@@ -356,6 +389,10 @@ def _parse_history(data: bytes, run_id: str | None) -> _Parsed:
             return _Parsed(
                 facts, pos, None, StorageError("the line is not canonical JSON", n, component=HISTORY)
             )
+        if anchor is not None and len(facts) == 1 and isinstance(obj, dict) and obj.get("n") == anchor["through"] + 1 \
+                and anchor["through"] > 1:
+            # The facts between Start and this one were archived: the chain goes on from the anchor.
+            n, prev = anchor["through"] + 1, anchor["head"]
         problem = _check_fact(obj, n, prev, ended, run_id)
         if problem is not None:
             return _Parsed(facts, pos, None, StorageError(problem, n, component=HISTORY))
@@ -467,6 +504,8 @@ class RunStore:
         self._host_size = 0
         self._host_dirty = False
         self._holes: dict[tuple[int, str], str] = {}
+        #: Checkpoint facts moved to archive/ (their count numbers the `cN:` ids that follow)
+        self.archived_checkpoints = 0
         self._refs: dict[str, set[tuple[int, str]]] = {}  # hex -> {(n, field)}
         self._known_blobs: set[str] = set()  # hex of value files written or checked this session
         self._lock = threading.Lock()
@@ -571,9 +610,12 @@ class RunStore:
             raise StorageError("history.jsonl is missing", component=HISTORY) from None
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
-        parsed = _parse_history(data, self.run_id)
+        anchor = _read_anchor(self.path)
+        parsed = _parse_history(data, self.run_id, anchor)
         if parsed.error is not None:
             raise parsed.error
+        if anchor is not None and len(parsed.facts) > 1 and parsed.facts[1]["n"] != 2:
+            self.archived_checkpoints = int(anchor.get("checkpoints", 0))
         if not parsed.facts:
             raise StorageError("the run has no Start (it never started)", component=HISTORY)
         host_path = os.path.join(self.path, HOST)
@@ -593,8 +635,9 @@ class RunStore:
                 n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
                 if type(n) is not int or not isinstance(field, str) or not isinstance(ref, str):
                     raise StorageError("a hole record lacks fact, field or ref", component=HOST)
-                if 1 <= n <= len(parsed.facts):
-                    if parsed.facts[n - 1].get(field + "_ref") != ref:
+                position = fact_position(parsed.facts, n)
+                if position is not None:
+                    if parsed.facts[position].get(field + "_ref") != ref:
                         raise StorageError(f"a hole record names {field} of fact {n}, which does "
                                            f"not refer to {ref}", n, component=HOST)
                     holes[(n, field)] = ref
@@ -713,9 +756,11 @@ class RunStore:
         return list(self._facts)
 
     def fact(self, n: int) -> dict:
-        if type(n) is not int or not 1 <= n <= len(self._facts):
-            raise IndexError(f"no fact {n!r} (the history has {len(self._facts)})")
-        return self._facts[n - 1]
+        position = fact_position(self._facts, n) if type(n) is int else None
+        if position is None:
+            raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, "
+                             "some perhaps archived)")
+        return self._facts[position]
 
     def holes(self) -> dict[tuple[int, str], str]:
         """Every recorded hole: (fact n, field) -> the value's hash."""
@@ -807,7 +852,7 @@ class RunStore:
             else:  # pragma: no cover - a store always holds its Start
                 prev, ended = None, False
             blobs: dict[str, bytes] = {}
-            fact, line = self._build(kind, fields, len(facts) + 1, prev, ended, blobs)
+            fact, line = self._build(kind, fields, facts[-1]["n"] + 1, prev, ended, blobs)
             self._commit([fact], [line], blobs)
             return fact
 
@@ -817,7 +862,7 @@ class RunStore:
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"run {self.run_id} is not open for appending")
-            n = len(self._facts)
+            n = self._facts[-1]["n"]
             prev = self.head
             ended = self.ended
             blobs: dict[str, bytes] = {}
@@ -1052,6 +1097,59 @@ class RunStore:
 
     # -- holes ----------------------------------------------------------------------------------
 
+    def archive(self) -> int:
+        """Move the facts between Start and the latest checkpoint aside, into archive/: resume and
+        replay start at the latest checkpoint and never read them. The chain stays verifiable:
+        archive/anchor.json names the last archived fact and its hash, and the archived lines are
+        kept, in order, in archive/facts-<first>-<last>.jsonl. Returns how many facts moved.
+
+        Crash-safe: the archived lines and the anchor are durable before history.jsonl is
+        replaced (atomically, by rename); a history that still holds the archived facts reads as
+        before."""
+        self._require_writable()
+        with self._lock:
+            facts = self._facts
+            latest = max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+            if latest is None or latest <= 1:
+                return 0
+            moved = facts[1:latest]
+            archive_dir = os.path.join(self.path, ARCHIVE)
+            os.makedirs(archive_dir, mode=0o700, exist_ok=True)
+            name = f"facts-{moved[0]['n']}-{moved[-1]['n']}.jsonl"
+            try:
+                self._write_durably(os.path.join(archive_dir, name),
+                                    b"".join(canonical_bytes(f) + b"\n" for f in moved))
+                checkpoints = self.archived_checkpoints + sum(1 for f in moved if f["kind"] == "Checkpoint")
+                anchor = {"checkpoints": checkpoints, "head": moved[-1]["hash"], "through": moved[-1]["n"]}
+                self._write_durably(os.path.join(self.path, ANCHOR), canonical_bytes(anchor) + b"\n")
+                kept = [facts[0]] + facts[latest:]
+                history = os.path.join(self.path, HISTORY)
+                data = b"".join(canonical_bytes(f) + b"\n" for f in kept)
+                self._write_durably(history + ".new", data)
+                os.replace(history + ".new", history)
+                _fsync_dir(self.path)
+            except OSError as problem:
+                raise StorageError(f"cannot archive: {_strerror(problem)}", component=ARCHIVE) from problem
+            # Append to the new file from now on (the old descriptor names the replaced one).
+            old = self._fd
+            self._fd = os.open(history, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if old is not None:
+                os.close(old)
+            self._facts = kept
+            self._size = len(data)
+            self.archived_checkpoints = checkpoints
+            return len(moved)
+
+    def _write_durably(self, path: str, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(os.path.dirname(path))
+
     def redact(self, n: int, field: str | None = None) -> list[dict]:
         """Make the stored value of `field` of fact `n` (every value field of the fact when
         `field` is None) a hole: record `{"kind": "hole", "fact", "field", "ref"}` in host.jsonl,
@@ -1240,7 +1338,11 @@ def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
         row["truncated"] = None
         row["problem"] = _problem(HISTORY, "inspection-limited", limited)
         return row
-    parsed = _parse_history(data, name)
+    try:
+        anchor = _read_anchor(os.path.join(root, name))
+    except StorageError:
+        anchor = None
+    parsed = _parse_history(data, name, anchor)
     facts = parsed.facts
     row["truncated"] = parsed.torn is not None
     if facts:

@@ -191,3 +191,26 @@ def test_a_torn_last_fact_is_removed_before_resuming(tmp_path):
                 "--allow")
     assert done.returncode == 0, done.stderr
     assert flow("replay", run_id, "--runs", str(tmp_path)).returncode == 0
+
+
+def test_archive_moves_the_facts_before_the_latest_checkpoint_aside(tmp_path):
+    folder = tmp_path / "support"
+    shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns(".flow", "histories"))
+    runs = tmp_path / "runs"
+    done = flow("run", "main.flow", "--allow", "--input", '{"ticket": "Login fails on Safari"}', "--runs", str(runs),
+                cwd=folder)
+    run_id = done.stdout.split()[2]
+    archived = flow("archive", run_id, "--runs", str(runs))
+    assert archived.returncode == 0 and "archived 7 facts" in archived.stdout
+    kept = [json.loads(line)["n"] for line in (runs / run_id / "history.jsonl").read_text().splitlines()]
+    assert kept == [1, 9, 10, 11, 12]
+    assert (runs / run_id / "archive" / "facts-2-8.jsonl").exists()
+    assert flow("replay", run_id, "--runs", str(runs)).returncode == 3  # paused: Incomplete
+    done = flow("resume", run_id, "--call", "c1:root#2", "--reply", '{"Ok": "Safari 17.4"}', "--runs", str(runs),
+                "--allow", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert flow("archive", run_id, "--runs", str(runs)).returncode == 0
+    assert flow("replay", run_id, "--runs", str(runs)).stdout.strip() == "Matched"
+    anchor = runs / run_id / "archive" / "anchor.json"
+    anchor.write_text(anchor.read_text().replace('"through":13', '"through":12'))
+    assert flow("replay", run_id, "--runs", str(runs)).returncode == 5
