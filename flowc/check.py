@@ -19,7 +19,7 @@ from typing import Any
 from flowc import exhaust as X
 from flowc import syntax as S
 from flowc import types as T
-from flowc.diagnostics import Location, error, warning
+from flowc.diagnostics import error, warning
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.resolve import UNBOUND_EFFECT, CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope, loc, signature
 from flowc.typeinfo import holds_function, is_data, is_ord, satisfies
@@ -273,7 +273,7 @@ class _ModuleChecker:
             return
         name = self.current_fn.rsplit(".", 1)[-1]
         self.report("missing-tool-mark", f"{what} can make a Tool call, but `{name}` is not marked `!tool`", span,
-                    help=f"mark the function: `-> ... !tool`")
+                    help="mark the function: `-> ... !tool`")
         ctx.used_tool = True
 
     # ---- expressions
@@ -1169,7 +1169,6 @@ class _ModuleChecker:
 
     def p_PCtor(self, p: S.PCtor, t, bindings, kind) -> X.Pat:
         want = self.s.resolve(t)
-        info = self._expected_info(want)
         # A record pattern: `Point { x, .. }`
         record = None
         if p.form == "named":

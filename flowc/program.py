@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 

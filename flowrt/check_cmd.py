@@ -6,7 +6,6 @@ program. Modules shared between programs are parsed once and their diagnostics r
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from flowc.diagnostics import Diagnostic, Location, error, sort_key

@@ -133,16 +133,8 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
                     color: str | None) -> None:
     """Show a run's recorded history (facts keep their numbers)."""
     from flowrt.inspect_cmd import history_view, recorded_source, render_history
-    from flowrt.store import RunStore, StorageError
 
-    try:
-        store = RunStore.open(_runs_dir(runs_dir), run_id, for_append=False)
-    except StorageError as problem:
-        sys.stderr.write(f"storage failure: {problem}\n")
-        ctx.exit(5)
-    except Exception as problem:
-        sys.stderr.write(f"{problem}\n")
-        ctx.exit(2)
+    store = _open_run(ctx, runs_dir, run_id, for_append=False)
     try:
         if source is not None:
             text = recorded_source(store, source)
@@ -202,16 +194,9 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
 def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None, runs_dir: str | None,
                    color: str | None) -> None:
     """Replace a stored value with a hole that keeps its hash."""
-    from flowrt.store import RedactRefused, RunStore, StorageError
+    from flowrt.store import RedactRefused
 
-    try:
-        store = RunStore.open(_runs_dir(runs_dir), run_id, for_append=True)
-    except StorageError as problem:
-        sys.stderr.write(f"storage failure: {problem}\n")
-        ctx.exit(5)
-    except Exception as problem:
-        sys.stderr.write(f"{problem}\n")
-        ctx.exit(2)
+    store = _open_run(ctx, runs_dir, run_id, for_append=True)
     try:
         holes = store.redact(fact, field)
     except (RedactRefused, KeyError, ValueError) as problem:
@@ -231,16 +216,9 @@ def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None
 @click.pass_context
 def archive_command(ctx: click.Context, run_id: str, runs_dir: str | None, color: str | None) -> None:
     """Move the facts before the latest checkpoint aside (resume and replay never read them)."""
-    from flowrt.store import RunStore, StorageError
+    from flowrt.store import StorageError
 
-    try:
-        store = RunStore.open(_runs_dir(runs_dir), run_id, for_append=True)
-    except StorageError as problem:
-        sys.stderr.write(f"storage failure: {problem}\n")
-        ctx.exit(5)
-    except Exception as problem:
-        sys.stderr.write(f"{problem}\n")
-        ctx.exit(2)
+    store = _open_run(ctx, runs_dir, run_id, for_append=True)
     try:
         moved = store.archive()
     except StorageError as problem:
@@ -391,6 +369,20 @@ def completion_command(shell: str, color: str | None) -> None:
 
     completer = get_completion_class(shell)(main, {}, "flow", "_FLOW_COMPLETE")
     sys.stdout.write(completer.source())
+
+
+def _open_run(ctx: click.Context, runs_dir: str | None, run_id: str, *, for_append: bool):
+    """A stored run, verified; a damaged one exits 5 (storage failure), a missing one 2."""
+    from flowrt.store import RunStore, StorageError
+
+    try:
+        return RunStore.open(_runs_dir(runs_dir), run_id, for_append=for_append)
+    except StorageError as problem:
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
+    except Exception as problem:
+        sys.stderr.write(f"{problem}\n")
+        ctx.exit(2)
 
 
 def _runs_dir(runs_dir: str | None) -> str:

@@ -23,9 +23,7 @@ from typing import Any
 
 from flowc.frontend import Checked, check_program
 from flowrt import abi
-from flowrt import bindings as B
-from flowrt.run import (Driver, Prepared, Refused, RunOutcome, admit, bind, load_message, reachable_tools,
-                        refuse)
+from flowrt.run import Driver, Prepared, Refused, RunOutcome, admit, bind, reachable_tools
 from flowrt.store import Hole, RunStore, StorageError
 
 

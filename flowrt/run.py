@@ -13,12 +13,10 @@ import os
 import queue
 import secrets
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowc import syntax as S
 from flowc import types as T
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.emit import Generated, generate_cached

@@ -194,12 +194,6 @@ class Scheduler:
             self.make_ready(task, value)
             return
 
-    def make_ready(self, task: Task) -> None:
-        if task.state == "blocked":
-            task.state = "ready"
-            task.waiting = None
-            self.ready.append(task)
-
     def step(self, task: Task) -> None:
         """Run one task until it blocks or finishes."""
         value = task.resume_with

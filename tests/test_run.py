@@ -4,13 +4,12 @@ refusals before the first fact, faults with Flow locations, pauses, BadReply, re
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
-import pytest
+
 
 import flowrt
 from flowrt.store import RunStore
