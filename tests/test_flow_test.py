@@ -132,3 +132,9 @@ def test_a_test_that_never_ends_reaches_the_step_bound(tmp_path):
     tests = {t["name"]: t for t in json.loads(done.stdout)["tests"]}
     assert tests["quick"]["outcome"] == "passed"
     assert tests["spins"]["message"] == "fault[step-bound]: the test reached the step bound of 50000 evaluation steps"
+
+
+def test_fakes_produce_every_tool_problem_and_host_values():
+    done = flow("test", "tests/programs/fakes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
