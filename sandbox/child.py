@@ -31,7 +31,7 @@ class Task:
     """A task: its generator, its place in the id tree, what it waits on."""
 
     __slots__ = ("id", "gen", "calls", "spawns", "state", "waiting", "result", "owner", "resume_with",
-                 "open_calls", "finished_at")
+                 "open_calls", "finished_at", "frames", "owner_frame")
 
     def __init__(self, task_id: str, gen, owner: "Task | None") -> None:
         self.id = task_id
@@ -45,6 +45,10 @@ class Task:
         self.resume_with = None  # the value (or exception) the task resumes with
         self.open_calls: list[str] = []
         self.finished_at = 0  # completion order, for task.first
+        #: the calls in progress in this task, innermost last; each owns the tasks it spawned
+        #: (frames[0] is the task's own level: what its outermost function owns)
+        self.frames: list[list["Task"]] = [[]]
+        self.owner_frame: list["Task"] | None = None  # the frame that owns this task
 
 
 BLOCKED = object()
@@ -248,15 +252,25 @@ class Scheduler:
             task.resume_with = value
             self.ready.append(task)
 
+    def release(self, owner: Task, frame: list[Task], keep: set, heir: list[Task] | None) -> None:
+        """A call returns (or a task ends): the running tasks its frame still owns are stopped
+        and recorded, except the ones it hands back in its result, which change owner."""
+        for task in list(frame):
+            if task.state not in ("ready", "blocked"):
+                continue
+            if task in keep and heir is not None:
+                task.owner_frame = heir
+                heir.append(task)
+                continue
+            self.stop_task(task, by=owner)
+        frame.clear()
+
     def stop_owned(self, owner: Task, keep: set | None = None) -> None:
-        """Running tasks still owned when their owner returns are stopped (and recorded); a task
-        handed back in the result changes owner."""
-        for task in list(self.tasks.values()):
-            if task.owner is owner and task.state in ("ready", "blocked"):
-                if keep and task in keep:
-                    task.owner = owner.owner
-                    continue
-                self.stop_task(task, by=owner)
+        """A task ends: what each of its frames still owns is released."""
+        keep = keep or set()
+        while owner.frames:
+            self.release(owner, owner.frames.pop(), keep, owner.owner_frame)
+        owner.frames = [[]]
 
     # -- requests from generated code
 
@@ -277,9 +291,19 @@ class Scheduler:
         if kind == "spawn":
             task.spawns += 1
             child = Task(f"{self.task_label(task)}/{task.spawns}", R.rt_fcall(request[1], ()), task)
+            child.owner_frame = task.frames[-1]
+            task.frames[-1].append(child)
             self.tasks[child.id] = child
             self.ready.append(child)
             return TaskHandle(child)
+        if kind == "enter":
+            task.frames.append([])
+            return None
+        if kind == "leave":
+            result = request[1]
+            frame = task.frames.pop() if len(task.frames) > 1 else []
+            self.release(task, frame, _tasks_in(result), task.frames[-1])
+            return result
         if kind == "wait":
             target = request[1].task
             if target.state == "finished":

@@ -67,10 +67,17 @@ def rt_bouncing(fn):
     return call
 
 
+ENTER = ("enter",)
+
+
 def rt_run(generator):
-    """Drive a Tool-capable call to its value, bouncing tail calls (a generator)."""
+    """Drive a Tool-capable call to its value, bouncing tail calls (a generator). The call owns
+    the tasks spawned while it runs: when it returns, the scheduler stops those still running,
+    except the ones it hands back."""
+    yield ENTER
     result = yield from generator
-    return (yield from _settle(result))
+    result = yield from _settle(result)
+    return (yield ("leave", result))
 
 
 def _settle(result):
@@ -89,9 +96,13 @@ def _is_generator(value) -> bool:
 def rt_fcall(fn, args: tuple):
     """Call a function value whose type may make Tool calls: it may be pure or a generator."""
     result = fn(*args)
+    if not _is_generator(result) and type(result) is not Tail:
+        return result  # a pure function: it spawns nothing
+    yield ENTER
     if _is_generator(result):
         result = yield from result
-    return (yield from _settle(result))
+    result = yield from _settle(result)
+    return (yield ("leave", result))
 
 
 def rt_finish(generator):

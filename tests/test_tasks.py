@@ -132,3 +132,38 @@ def test_checkpoint_policy_off_records_none(tmp_path):
     assert "pending call root#3" in done.stdout
     run_id = done.stdout.split()[2]
     assert all(f["kind"] != "Checkpoint" for f in facts(runs, run_id))
+
+
+OWNERSHIP = """
+use "std@v1/task"
+
+@tool pub flow slow(n: Int) -> Int
+
+flow helper() -> Int !tool = {
+    let forgotten = task.spawn(flow() = slow(1))
+    2
+}
+
+flow keeper() -> Task<Int> !tool = task.spawn(flow() = slow(3))
+
+pub flow main() -> Int !tool = {
+    let a = helper()
+    let kept = keeper()
+    a + task.wait(kept)
+}
+"""
+
+
+def test_tasks_are_owned_by_the_call_that_spawned_them(tmp_path):
+    """A running task still owned when its call returns is stopped (and recorded); a task the call
+    returns changes owner and goes on."""
+    program = tmp_path / "own.flow"
+    program.write_text(OWNERSHIP)
+    outcome = flowrt.Host({"own.slow": lambda n: n * 10}, runs_dir=str(tmp_path / "runs")).run(str(program))
+    assert outcome.exit_code == 0, outcome.fault
+    assert orjson.loads(outcome.output) == 32
+    recorded = [(f["kind"], f.get("task") or f.get("call")) for f in facts(tmp_path / "runs", outcome.run_id)]
+    assert recorded == [("Start", None), ("Stop", "root/1"), ("Call", "root/2#1"), ("Reply", "root/2#1"),
+                        ("End", None)]
+    stop = facts(tmp_path / "runs", outcome.run_id)[1]
+    assert stop["by"] == "root" and stop["found"] == "Running" and stop["closed"] == []
