@@ -666,6 +666,10 @@ class ModuleLowerer:
                 return self.yielding(stmts, self.tool_call(fn, fact, values), e.span)
             if fn.intrinsic:
                 name = intrinsic_name(fn)
+                if fn.identity == "std@v1/task.spawn":
+                    parked = self.parked_shape(e.args[0])
+                    if parked is not None:
+                        return self.yielding(stmts, _call("i_task_spawn_parked", values + [parked]), e.span)
                 if fn.identity in TYPED_INTRINSICS:
                     values = [self.type_term_literal(fact.type_args[0])] + values
                 if self.effect_is_tool(fact.effect) or fn.sig.effect == T.TOOL:
@@ -697,6 +701,28 @@ class ModuleLowerer:
         if self.effect_is_tool(fact.effect):
             return self.yielding(stmts, _call("rt_fcall", [fn_value, _tuple(values)]), e.span)
         return stmts, ast.Call(fn_value, values, [])
+
+    def parked_shape(self, arg: S.Expr) -> ast.expr | None:
+        """A spawned function whose whole work is one Tool call, optionally wrapped in a
+        one-value constructor (`flow() = Received(feed.next())`): its task can be parked in a
+        checkpoint as the call and the constructor. The shape names the constructor."""
+        if not isinstance(arg, S.Lambda) or arg.params:
+            return None
+        body = _block_value(arg.body)
+        ctor_value: ast.expr = ast.Constant(None)
+        if isinstance(body, S.Call) and isinstance(body.fn, S.CtorRef) and len(body.args) == 1:
+            fact = self.facts.calls.get(id(body))
+            if fact is None or fact.kind != "ctor":
+                return None
+            info, ctor = self.facts.ctors[id(body)]
+            ctor_value = _tuple([ast.Constant(info.identity), ast.Constant(ctor.name), self.ctor_value(info, ctor)])
+            body = _block_value(body.args[0])
+        if not isinstance(body, S.Call):
+            return None
+        fact = self.facts.calls.get(id(body))
+        if fact is None or fact.kind != "direct" or not fact.target.tool or fact.target.decl.type_params:
+            return None
+        return ctor_value
 
     def _may_tail(self, fn: FnInfo) -> bool:
         """Conservatively: a top-level function may hand back rt_Tail if it has any tail call to

@@ -136,6 +136,18 @@ class ReplayDriver(Driver):
         self.position = 0
         self.live = live
         self.recorded_open: dict[str, dict] = {}
+        if self.checkpoint is not None:
+            # Tasks parked in the checkpoint wait again on their calls: those calls are open.
+            from flowrt.run import _is_task
+
+            function = self.checkpoint["function"]
+            fn = prepared.checked.env.fns[f"{function['module']}.{function['name']}"]
+            arguments = self.value(self.checkpoint, "arguments")
+            for p, t in zip(fn.decl.params, fn.sig.params):
+                if _is_task(t):
+                    parked = arguments[p.name]
+                    self.recorded_open[parked["call"]] = {"tool": parked["tool"], "arguments": parked["arguments"],
+                                                          "types": None}
         self.supplied = supplied
         self.resend = resend or set()
         self.settled = False
@@ -540,6 +552,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
             return RunOutcome(2, message=f"the program has no top-level function `{function['name']}` in module "
                                          f"`{function['module']}` to continue the checkpoint with")
         names = [p.name for p in fn.decl.params]
+        replacement = None
         if input_text is not None:
             try:
                 replacement = abi.parse_json(input_text)
@@ -552,9 +565,19 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
                     return RunOutcome(2, message=f"`{fn.name}` has no parameter `{key}`")
             arguments.update(replacement)
         fitted: dict[str, Any] = {}
+        from flowrt.run import _is_task
+
         for p, t in zip(fn.decl.params, fn.sig.params):
             if p.name not in arguments:
                 return RunOutcome(2, message=f"the checkpoint has no argument for `{p.name}` of `{fn.name}`")
+            if _is_task(t):
+                # A parked task keeps its call; it cannot be given as input.
+                parked = arguments[p.name]
+                if input_text is not None and p.name in (replacement or {}) or not isinstance(parked, dict) \
+                        or "call" not in parked:
+                    return RunOutcome(2, message=f"`{p.name}` is a task: the fork keeps the checkpoint's")
+                fitted[p.name] = parked
+                continue
             term, defs = term_and_defs(env, t)
             try:
                 fitted[p.name] = abi.encode(abi.decode(arguments[p.name], term, defs), term, defs)

@@ -272,10 +272,11 @@ def checkpoint_functions(checked: Checked) -> dict[str, dict]:
         if fn.tool or fn.intrinsic or fn.decl.body is None or fn.decl.type_params or fn.test \
                 or fn.decl.attr("fake") is not None or _effect_param_names(fn.sig):
             continue
-        if not all(is_data(env, t) for t in fn.sig.params):
+        if not all(is_data(env, t) or _is_task(t) for t in fn.sig.params):
             continue
         defs: dict[str, Any] = {}
-        params = [{"name": p.name, "type": type_term(env, t, defs)} for p, t in zip(fn.decl.params, fn.sig.params)]
+        params = [{"name": p.name, "task": True} if _is_task(t) else {"name": p.name, "type": type_term(env, t, defs)}
+                  for p, t in zip(fn.decl.params, fn.sig.params)]
         out[f"{module_key(fn.module)}.{py_name(fn.name)}"] = {
             "module": fn.module, "name": fn.name, "params": params, "defs": dict(sorted(defs.items()))}
     return out
@@ -421,6 +422,11 @@ class Driver:
                 code = 4
             return RunOutcome(code, self.run_id, output=abi.canonical_json(value))
         return RunOutcome(1, self.run_id, fault=outcome.get("Faulted"))
+
+
+def _is_task(t) -> bool:
+    """A parameter that may carry a task parked on its only Tool call into a checkpoint."""
+    return isinstance(t, T.TCon) and t.name == "Task"
 
 
 def crash_after(n: int) -> None:

@@ -31,7 +31,7 @@ class Task:
     """A task: its generator, its place in the id tree, what it waits on."""
 
     __slots__ = ("id", "gen", "calls", "spawns", "state", "waiting", "result", "owner", "resume_with",
-                 "open_calls", "finished_at", "frames", "owner_frame")
+                 "open_calls", "finished_at", "frames", "owner_frame", "park", "last_call")
 
     def __init__(self, task_id: str, gen, owner: "Task | None") -> None:
         self.id = task_id
@@ -49,6 +49,10 @@ class Task:
         #: (frames[0] is the task's own level: what its outermost function owns)
         self.frames: list[list["Task"]] = [[]]
         self.owner_frame: list["Task"] | None = None  # the frame that owns this task
+        #: for a task whose work is one Tool call (optionally in a constructor): the constructor
+        #: as (type identity, name, function), or () for the bare reply; None: not parkable
+        self.park = None
+        self.last_call: dict | None = None
 
 
 BLOCKED = object()
@@ -101,7 +105,7 @@ class Scheduler:
     # -- running
 
     def run(self, entry_fn, args: tuple) -> None:
-        root = Task("root", None, None)
+        root = self.root if self.root is not None else Task("root", None, None)  # a restore made it
         self.root = root
         self.tasks["root"] = root
         root.gen = self.root_driver(entry_fn, args)
@@ -138,14 +142,27 @@ class Scheduler:
         entry = self.functions.get(tail.fn)
         if entry is None or self.facts_since == 0:
             return
-        if any(t.state in ("ready", "blocked") for t in self.tasks.values() if t is not self.root):
+        live = {t for t in self.tasks.values() if t is not self.root and t.state in ("ready", "blocked")}
+        # Other live tasks are allowed only parked on their only Tool call, and carried in the
+        # arguments (so the checkpoint holds them: their call, constructor and data).
+        if any(not _parked(t) for t in live):
             return
         from flowrt import abi
 
+        carried: set = set()
+        arguments = {}
         try:
-            arguments = {p["name"]: abi.encode(v, p["type"], entry["defs"])
-                         for p, v in zip(entry["params"], tail.args)}
+            for p, v in zip(entry["params"], tail.args):
+                if p.get("task"):
+                    if type(v) is not TaskHandle or v.task not in live:
+                        return
+                    carried.add(v.task)
+                    arguments[p["name"]] = _parked_record(v.task)
+                else:
+                    arguments[p["name"]] = abi.encode(v, p["type"], entry["defs"])
         except Exception:
+            return
+        if carried != live:
             return
         self.send({"op": "place", "function": {"module": entry["module"], "name": entry["name"]},
                    "arguments": arguments})
@@ -285,12 +302,15 @@ class Scheduler:
                 message["types"] = [{"term": t.term, "defs": t.defs} for t in type_args]
             self.send(message)
             self.by_call[call_id] = (task, desc, type_args)
+            task.last_call = {"call": call_id, "tool": desc.identity, "arguments": message["arguments"]}
             task.open_calls.append(call_id)
             self.block(task, ("call", call_id))
             return BLOCKED
         if kind == "spawn":
             task.spawns += 1
             child = Task(f"{self.task_label(task)}/{task.spawns}", R.rt_fcall(request[1], ()), task)
+            if len(request) > 2:
+                child.park = request[2] or ()
             child.owner_frame = task.frames[-1]
             task.frames[-1].append(child)
             self.tasks[child.id] = child
@@ -435,6 +455,43 @@ class TaskHandle:
         return f"Task({self.task.id})"
 
 
+def _parked(task: Task) -> bool:
+    return task.park is not None and task.state == "blocked" and task.waiting is not None \
+        and task.waiting[0] == "call" and task.calls == 1
+
+
+def _parked_record(task: Task) -> dict:
+    ctor = [task.park[0], task.park[1]] if task.park else None
+    return dict(task.last_call, ctor=ctor)
+
+
+def _parked_gen(ctor):
+    value = yield None
+    return ctor(value) if ctor is not None else value
+
+
+def restore_parked(scheduler: "Scheduler", record: dict, namespaces: dict) -> "TaskHandle":
+    """A task parked in a checkpoint, waiting again on the call it made (under its own id)."""
+    ctor = None
+    if record.get("ctor"):
+        identity, name = record["ctor"]
+        cls = next(c for (ident, _), c in V._ENUM_CLASSES.items() if ident == identity)
+        ctor = R.rt_ctor(cls, name)
+    gen = _parked_gen(ctor)
+    next(gen)
+    task = Task(record["call"].rsplit("#", 1)[0], gen, scheduler.root)
+    task.state = "blocked"
+    task.waiting = ("call", record["call"])
+    task.calls = 1
+    task.park = tuple(record["ctor"]) + (ctor,) if ctor else ()
+    task.last_call = {"call": record["call"], "tool": record["tool"], "arguments": record["arguments"]}
+    task.open_calls = [record["call"]]
+    scheduler.tasks[task.id] = task
+    params = tuple(p["name"] for p in scheduler.tools.get(record["tool"], {}).get("params", []))
+    scheduler.by_call[record["call"]] = (task, R.ToolDesc(record["tool"], params), ())
+    return TaskHandle(task)
+
+
 def _tasks_in(value) -> set:
     found: set = set()
     stack = [value]
@@ -526,8 +583,13 @@ def main() -> None:
     if start is not None:
         # Resume or replay from a checkpoint: the whole future is the function and its arguments.
         fn, description = by_key[start["function"]]
-        args = tuple(abi.decode(start["arguments"][p["name"]], p["type"], description["defs"])
+        scheduler.root = Task("root", None, None)
+        args = tuple(restore_parked(scheduler, start["arguments"][p["name"]], namespaces) if p.get("task")
+                     else abi.decode(start["arguments"][p["name"]], p["type"], description["defs"])
                      for p in description["params"])
+        for task in scheduler.tasks.values():
+            task.owner_frame = scheduler.root.frames[0]
+            scheduler.root.frames[0].append(task)
         scheduler.prefix = f"c{start['checkpoint']}:"
         scheduler.checkpoints = start["checkpoint"]
     else:

@@ -332,6 +332,12 @@ def i_task_spawn(f):
     return (yield ("spawn", f))
 
 
+def i_task_spawn_parked(f, ctor):
+    """A spawn whose work is one Tool call, optionally wrapped in `ctor` (identity, name, the
+    constructor): such a task can be parked in a checkpoint."""
+    return (yield ("spawn", f, ctor))
+
+
 def i_task_wait(t):
     return (yield ("wait", t))
 
@@ -345,7 +351,7 @@ def i_task_stop(t):
 
 
 TASK_INTRINSICS = {"i_task_spawn": i_task_spawn, "i_task_wait": i_task_wait, "i_task_first": i_task_first,
-                   "i_task_stop": i_task_stop}
+                   "i_task_stop": i_task_stop, "i_task_spawn_parked": i_task_spawn_parked}
 
 
 def names() -> dict[str, object]:

@@ -167,3 +167,32 @@ def test_tasks_are_owned_by_the_call_that_spawned_them(tmp_path):
                         ("End", None)]
     stop = facts(tmp_path / "runs", outcome.run_id)[1]
     assert stop["by"] == "root" and stop["found"] == "Running" and stop["closed"] == []
+
+
+def test_a_loop_passing_a_pending_read_checkpoints_every_round_and_resumes(tmp_path):
+    """The history seed's feed loop: a task parked on its only Tool call travels from round to
+    round; each round checkpoints with it (its call, constructor and data), and a resume from the
+    latest checkpoint waits on that call again."""
+    folder = tmp_path / "feed"
+    shutil.copytree(ROOT / "tests" / "programs" / "feed", folder)
+    runs = tmp_path / "runs"
+    done = flow("run", "main.flow", "--allow", "--input", '{"rounds": 3}', "--runs", str(runs), cwd=folder)
+    assert done.returncode == 3, done.stderr
+    assert "pending call root/1#1" in done.stdout
+    run_id = done.stdout.split()[2]
+    history = facts(runs, run_id)
+    checkpoints = [f for f in history if f["kind"] == "Checkpoint"]
+    assert len(checkpoints) == 3
+    assert checkpoints[-1]["arguments"]["pending"] == {"call": "root/1#1", "tool": "main.next", "arguments": {},
+                                                       "ctor": ["main.Msg", "Received"]}
+    done = flow("resume", run_id, "--call", "root/1#1", "--reply", '{"Ok": "hello"}', "--runs", str(runs), "--allow",
+                cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == 1006
+    assert flow("replay", run_id, "--runs", str(runs)).stdout.strip() == "Matched"
+    forked = flow("fork", run_id, "--checkpoint", str(checkpoints[0]["n"]), "--runs", str(runs), "--allow",
+                  cwd=folder)
+    # The fork's parked task keeps its call; as after a crash, the open call is settled Unknown
+    # under the fork's run id, and `main.next` (declared without Result) then faults.
+    assert forked.returncode == 1, forked.stderr
+    assert "ended in Unknown" in forked.stderr
