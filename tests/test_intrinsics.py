@@ -130,6 +130,9 @@ def drive(gen):
             request = gen.send(reply)
         except StopIteration as done:
             return done.value, log
+        if request[0] in ("enter", "leave"):  # a call's frame (task ownership): nothing to do here
+            reply = request[1] if request[0] == "leave" else None
+            continue
         kind, label, args, fn = request
         assert kind == "call"
         log.append((label, args))
@@ -890,6 +893,9 @@ def test_through_the_compiler(tmp_path):
             except StopIteration as done:
                 result = done.value
                 break
+            if request[0] in ("enter", "leave"):  # a call's frame (task ownership)
+                reply = request[1] if request[0] == "leave" else None
+                continue
             assert request[0] == "call" and request[1].identity.endswith("fetch")
             calls.append(request[2][0])
             reply = request[2][0] * 10
