@@ -18,9 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flowrt.bindings import PENDING, Problem, failed, not_run, ok, unknown
-
 __all__ = ["Host", "PENDING", "Problem", "failed", "not_run", "ok", "unknown"]
+
+_FROM_BINDINGS = {"PENDING", "Problem", "failed", "not_run", "ok", "unknown"}
+
+
+def __getattr__(name: str):
+    # Loaded on first use: the CLI imports flowrt's submodules and should not pay for these.
+    if name in _FROM_BINDINGS:
+        from flowrt import bindings
+
+        return getattr(bindings, name)
+    raise AttributeError(f"module 'flowrt' has no attribute {name!r}")
 
 
 class Host:
