@@ -95,7 +95,6 @@ class _Fn:
     names: dict[int, str] = field(default_factory=dict)  # id(Local) -> python name
     used: set[str] = field(default_factory=set)
     temps: int = 0
-    may_tail: bool = False
     loops: bool = False
 
 
@@ -108,8 +107,7 @@ class ModuleLowerer:
         self.constant_defs: list[ast.stmt] = []
         self.tool_descs: dict[str, str] = {}
         self.fn: _Fn | None = None
-        self.lambda_count = 0
-        self.may_tail_fns: set[str] = set()
+        self.may_tail_cache: dict[str, bool] = {}
         #: Python names bound at module level (functions, types, constructors): locals avoid them.
         self.module_names: set[str] = set()
         for fn in menv.fns.values():
@@ -180,8 +178,6 @@ class ModuleLowerer:
             node.body.insert(0, ast.If(ast.Constant(False), [ast.Expr(ast.Yield(None))], []))
         node.flow_span = decl.span  # type: ignore[attr-defined]
         node.flow_doc = f"flow {fn.identity}"  # type: ignore[attr-defined]
-        if ctx.may_tail:
-            self.may_tail_fns.add(name)
         return node
 
     def bind(self, local: Local, flow_name: str) -> str:
@@ -257,7 +253,6 @@ class ModuleLowerer:
                 return None
             stmts, values = self.args(e.args)
             callee = self.fn_ref(target, fact)
-            ctx.may_tail = True
             return stmts + [_at(ast.Return(_call("rt_Tail", [callee, _tuple(values)])), e.span)]
         return None
 
@@ -726,8 +721,10 @@ class ModuleLowerer:
 
     def _may_tail(self, fn: FnInfo) -> bool:
         """Conservatively: a top-level function may hand back rt_Tail if it has any tail call to
-        another top-level function. Computed from the checker's facts for its body."""
-        return _has_foreign_tail_call(fn, self.facts)
+        another top-level function. Computed once per function from the checker's facts."""
+        if fn.identity not in self.may_tail_cache:
+            self.may_tail_cache[fn.identity] = _has_foreign_tail_call(fn, self.facts)
+        return self.may_tail_cache[fn.identity]
 
     def yielding(self, stmts: list[ast.stmt], call: ast.expr, span: S.Span) -> tuple[list[ast.stmt], ast.expr]:
         ctx = self.fn
@@ -839,7 +836,6 @@ class ModuleLowerer:
         effect = self.facts.lambdas.get(id(e), T.PURE)
         outer = self.fn
         assert outer is not None
-        self.lambda_count += 1
         name = self.temp().replace("t", "fn", 1)
         tool = self.effect_is_tool(effect)
         ctx = _Fn(name, None, tool, False, None, [], outer.effect_version, dict(outer.names), set(outer.used))
