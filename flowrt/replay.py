@@ -16,7 +16,6 @@ supplied reply, settles the other open calls and continues live on the same hist
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
@@ -504,10 +503,6 @@ def _manifest_path(store: RunStore) -> str:
     return os.path.join(os.getcwd(), "main.flow")
 
 
-def source_digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | None = None,
          program_file: str | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
          durability: str = "fsync") -> RunOutcome:
@@ -515,7 +510,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
     checkpoint's arguments or some of them replaced. The parent is never changed."""
     from flowc.typeterms import term_and_defs
     from flowrt.files import read_text
-    from flowrt.run import new_run_id
+    from flowrt.run import new_run_id, recorded_modules
 
     try:
         parent = RunStore.open(runs_dir, parent_id, for_append=False)
@@ -587,11 +582,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
         root = env.modules[checked.program.root]
         if entry["module"] != checked.program.root or entry["function"] not in root.fns:
             entry = {"module": fn.module, "function": fn.name}
-        modules = []
-        sources = []
-        for m in checked.program.modules:
-            modules.append({"module": m.identity, "hash": source_digest(m.source)})
-            sources.append(m.source)
+        modules, sources = recorded_modules(checked)
         run_id = new_run_id()
         fields = {"program": checked.identity, "std": "std@v1", "entry": entry, "input": recorded_input,
                   "modules": modules, "parent": {"run": parent_id, "checkpoint": checkpoint}}

@@ -9,6 +9,7 @@ program sees it, End once.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import secrets
@@ -219,16 +220,20 @@ def new_run_id() -> str:
     return "run-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+def source_digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def recorded_modules(checked: Checked) -> tuple[list[dict], list[str]]:
+    """What Start records of a program's modules (identity and source hash), and the sources
+    the store keeps by hash, so resume and replay never need the working files."""
+    modules = [{"module": m.identity, "hash": source_digest(m.source)} for m in checked.program.modules]
+    return modules, [m.source for m in checked.program.modules]
+
+
 def start_fields(prepared: Prepared) -> tuple[dict, list[str]]:
     checked = prepared.checked
-    modules = []
-    sources = []
-    import hashlib
-
-    for m in checked.program.modules:
-        digest = "sha256:" + hashlib.sha256(m.source.encode("utf-8")).hexdigest()
-        modules.append({"module": m.identity, "hash": digest})
-        sources.append(m.source)
+    modules, sources = recorded_modules(checked)
     fields = {
         "program": checked.identity,
         "std": "std@v1",
