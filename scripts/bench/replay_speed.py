@@ -16,17 +16,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import flowrt  # noqa: E402
+from recorded_calls import PROGRAM  # noqa: E402  (the same loop of echo calls)
+
 from flowrt.replay import replay  # noqa: E402
-
-PROGRAM = """
-@tool pub flow echo(n: Int) -> Int
-
-pub flow main(n: Int) -> Int !tool = loop(n, 0)
-
-flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }
-"""
+from flowrt.run import run  # noqa: E402
 
 
 def main() -> None:
@@ -38,22 +33,19 @@ def main() -> None:
         program = Path(directory) / "echo.flow"
         program.write_text(PROGRAM)
         runs = os.path.join(directory, "runs")
-        for policy, label in (("off", "no checkpoints"),):
-            host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs, durability="none")
-            from flowrt.run import run
-
-            outcome = run(str(program), input_text=f'{{"n": {args.calls}}}', runs_dir=runs,
-                          python_tools=host.tools, durability="none", checkpoints=policy)
-            assert outcome.exit_code == 0
-            facts = sum(1 for _ in open(os.path.join(runs, outcome.run_id, "history.jsonl")))
-            times = []
-            for _ in range(args.runs):
-                start = time.perf_counter()
-                result = replay(runs, outcome.run_id)
-                times.append(time.perf_counter() - start)
-                assert result.verdict.kind == "Matched", result
-            median = statistics.median(times)
-            print(f"replay of {facts} facts ({label}): {median:.2f} s, {facts / median:.0f} facts/s")
+        outcome = run(str(program), input_text=f'{{"n": {args.calls}}}', runs_dir=runs,
+                      python_tools={"echo.echo": lambda n: n}, durability="none", checkpoints="off")
+        assert outcome.exit_code == 0
+        with open(os.path.join(runs, outcome.run_id, "history.jsonl")) as handle:
+            facts = sum(1 for _ in handle)
+        times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            result = replay(runs, outcome.run_id)
+            times.append(time.perf_counter() - start)
+            assert result.verdict.kind == "Matched", result
+        median = statistics.median(times)
+        print(f"replay of {facts} facts (no checkpoints): {median:.2f} s, {facts / median:.0f} facts/s")
 
 
 if __name__ == "__main__":
