@@ -31,6 +31,7 @@ from typing import Any
 from flowc import syntax as S
 from flowc import types as T
 from flowc.check import CallFact, Facts, Local
+from flowc.loops import sequential_rounds, walk_lists
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
 
 PRELUDE = "std@v1/prelude"
@@ -169,10 +170,12 @@ class ModuleLowerer:
         assert decl.body is not None
         body = _stepped(self.tail(decl.body))
         self.fn = saved
-        if ctx.loops:
-            body = [ast.While(ast.Constant(True), body, [])]
         node = ast.FunctionDef(name=name, args=_args(params), body=body or [ast.Pass()], decorator_list=[],
                                returns=None, type_comment=None)
+        if ctx.loops:
+            node.body = [ast.While(ast.Constant(True), body, [])]
+            walk_lists(node, ctx.used)
+            sequential_rounds(node.body, params, ctx.used)
         if tool and not _contains_yield(node):
             # A generator that happens not to yield on every path still must be one.
             node.body.insert(0, ast.If(ast.Constant(False), [ast.Expr(ast.Yield(None))], []))
@@ -349,9 +352,10 @@ class ModuleLowerer:
         assert decl.body is not None
         body = _stepped(self.tail(decl.body))
         self.fn = outer
-        outer.used |= ctx.used
         if ctx.loops:
             body = [ast.While(ast.Constant(True), body, [])]
+            sequential_rounds(body, params, ctx.used)
+        outer.used |= ctx.used
         captured = sorted(_free_names(body, set(params) | {name}) & set(outer.names.values()))
         node = ast.FunctionDef(name=name, args=_args(params, captured), body=body, decorator_list=[],
                                returns=None, type_comment=None)
@@ -768,6 +772,11 @@ class ModuleLowerer:
             pyop = {"+": ast.Add(), "-": ast.Sub(), "*": ast.Mult(), "++": ast.Add()}[op]
             return stmts, ast.BinOp(left, pyop, right)
         cmp = {"==": ast.Eq(), "!=": ast.NotEq(), "<": ast.Lt(), "<=": ast.LtE(), ">": ast.Gt(), ">=": ast.GtE()}[op]
+        if op in ("==", "!=") and _is_literal(right, 0) and isinstance(left, ast.Call) \
+                and isinstance(left.func, ast.Name) and left.func.id == "rt_imod" and _is_nonzero_int(left.args[1]):
+            # `a % k == 0` for a non-zero literal k: whichever sign the remainder takes, only its
+            # being zero is asked, so Python's own `%` answers it without a call.
+            left = ast.BinOp(left.args[0], ast.Mod(), left.args[1])
         return stmts, ast.Compare(left, [cmp], [right])
 
     def x_Unary(self, e: S.Unary) -> tuple[list[ast.stmt], ast.expr]:
@@ -978,6 +987,16 @@ def _block_value(e: S.Expr) -> S.Expr | None:
             return _block_value(e.stmts[0].expr)
         return None
     return e
+
+
+def _is_literal(value: ast.expr, constant: int) -> bool:
+    return isinstance(value, ast.Constant) and type(value.value) is int and value.value == constant
+
+
+def _is_nonzero_int(value: ast.expr) -> bool:
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        value = value.operand
+    return isinstance(value, ast.Constant) and type(value.value) is int and value.value != 0
 
 
 def _is_simple(value: ast.expr) -> bool:

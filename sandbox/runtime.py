@@ -132,6 +132,14 @@ rt_len = len
 rt_rest = V.rest_of
 
 
+def rt_cursor(xs) -> tuple[tuple, int, int]:
+    """A list as (items, start, end), for a loop that walks it by index (flowc/listloop.py)."""
+    if type(xs) is V.ListView:
+        base = xs.base
+        return base, xs.start, len(base)
+    return xs, 0, len(xs)
+
+
 def rt_ctor(cls, tag: str):
     """A constructor: the value itself for a bare one, else a function building the value."""
     form, names, _ = cls.flow_ctors[tag]
