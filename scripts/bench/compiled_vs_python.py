@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -70,6 +71,23 @@ def py_area(shapes, p, acc):
     return acc + p[0] + p[1]
 
 
+class PyPoint(NamedTuple):
+    x: int
+    y: int
+
+
+def py_area_records(shapes, p, acc):
+    """The same loop as a Python programmer writes it with a record type for the point."""
+    for s in shapes:
+        if s[0] == "Circle":
+            p = PyPoint(p.x + 1, p.y)
+            acc += 3 * s[1] * s[1]
+        elif s[0] == "Rect":
+            p = PyPoint(p.x, p.y + 1)
+            acc += s[1] * s[2]
+    return acc + p.x + p.y
+
+
 def compile_flow():
     def read(path: str) -> str:
         if path == "bench.flow":
@@ -110,6 +128,9 @@ def main() -> None:
         ("list: sum of even squares, 200k", lambda: R.rt_bounce(flow.squares(xs, 0)), lambda: py_squares(xs, 0)),
         ("records+match: 100k shapes", lambda: R.rt_bounce(flow.area(shapes, point, 0)),
          lambda: py_area(shapes, (0, 0), 0)),
+        # Context, not the goal: the Python point as a NamedTuple instead of a bare tuple.
+        ("  (python with a NamedTuple point)", lambda: R.rt_bounce(flow.area(shapes, point, 0)),
+         lambda: py_area_records(shapes, PyPoint(0, 0), 0)),
     ]
     for name, f, p in cases:
         assert f() == p(), name
