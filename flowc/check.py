@@ -13,7 +13,7 @@ which calls are in tail position) are recorded in `Facts`, keyed by node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from flowc import exhaust as X
@@ -21,6 +21,7 @@ from flowc import syntax as S
 from flowc import types as T
 from flowc.diagnostics import error, warning
 from flowc.diagnostics.suggest import did_you_mean
+from flowc.records import record
 from flowc.resolve import UNBOUND_EFFECT, CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope, loc, signature
 from flowc.typeinfo import holds_function, is_data, is_ord, satisfies
 
@@ -28,8 +29,16 @@ ARITHMETIC = {"+", "-", "*", "/", "%"}
 COMPARISON = {"<", "<=", ">", ">="}
 EQUALITY = {"==", "!="}
 
+_LITERAL_TYPES = {"int": T.INT, "decimal": T.DECIMAL, "text": T.TEXT, "bool": T.BOOL, "unit": T.UNIT,
+                  "duration": T.DURATION}
+_NUMBERS = (T.INT, T.DECIMAL)
+#: Types about which nothing can be said yet (a variable) or nothing more (already reported).
+_UNKNOWN_TYPES = frozenset({T.TVar, T.TError})
+_CTOR_SHAPES = {"bare": "plain", "positional": "positional", "named": "named"}
+_NOT_ASKED = object()
 
-@dataclass(slots=True)
+
+@record(frozen=False)
 class Local:
     type: T.Type
     span: S.Span
@@ -38,14 +47,14 @@ class Local:
     fn: "LocalFn | None" = None
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class LocalFn:
     decl: S.FnDecl
     owner: str
     sig: T.TFun
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class FnCtx:
     """The function whose body is being checked (a lambda has its own)."""
 
@@ -59,7 +68,7 @@ class FnCtx:
     generic_tool_calls: list[tuple[T.Type, S.Span, str]] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CallFact:
     """What a call is, for the code generator. `kind`: ctor | direct | localfn | value."""
 
@@ -70,7 +79,7 @@ class CallFact:
     tail: bool
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Facts:
     """Results of checking that code generation needs, keyed by `id()` of the syntax node.
 
@@ -85,7 +94,7 @@ class Facts:
     bindings: dict[int, Local] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Place:
     """A tail call to a top-level function: where a checkpoint can be taken."""
 
@@ -96,7 +105,7 @@ class Place:
     marked: bool  # an argument may hold a function: decided as the run goes
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Checked:
     env: Env
     places: list[Place]
@@ -106,9 +115,10 @@ class Checked:
 def check(env: Env) -> Checked:
     places: list[Place] = []
     facts = Facts()
+    shared = _Shared()
     for identity in sorted(env.modules):
         menv = env.modules[identity]
-        checker = _ModuleChecker(env, menv, places, facts)
+        checker = _ModuleChecker(env, menv, places, facts, shared)
         checker.run()
     return Checked(env, places, facts)
 
@@ -138,12 +148,28 @@ class _Scope:
         return out
 
 
+class _Shared:
+    """What the checker works out once per program and asks for again and again."""
+
+    __slots__ = ("signatures", "callers_view")
+
+    def __init__(self) -> None:
+        #: a type's constructors for exhaustiveness, by type
+        self.signatures: dict[T.Type, list[X.Ctor] | None] = {}
+        #: a function, its type as callers see it and its effect variables' names, by identity
+        self.callers_view: dict[str, tuple[FnInfo, T.TFun, list[str]]] = {}
+
+
 class _ModuleChecker:
-    def __init__(self, env: Env, menv: ModuleEnv, places: list[Place], facts: Facts) -> None:
+    def __init__(self, env: Env, menv: ModuleEnv, places: list[Place], facts: Facts, shared: _Shared) -> None:
         self.env = env
         self.menv = menv
         self.places = places
         self.facts = facts
+        self.signatures = shared.signatures
+        self.callers_view = shared.callers_view
+        #: the raw type-argument tuple last recorded for a node in `facts.types`, by node id
+        self.pending_types: dict[int, Any] = {}
         #: (table, key, raw type or effect) resolved when the current top-level function ends
         self.pending: list[tuple[dict, int, Any]] = []
         self.s = T.Subst()
@@ -166,6 +192,8 @@ class _ModuleChecker:
     def expect(self, actual: T.Type, expected: T.Type | None, span: S.Span, what: str = "") -> T.Type:
         if expected is None:
             return actual
+        if actual is expected:
+            return expected
         try:
             T.unify(self.s, actual, expected)
         except T.Mismatch:
@@ -214,6 +242,7 @@ class _ModuleChecker:
             scope.names[p.name] = self.bind_param(p, t)
         assert decl.body is not None
         self.pending = []
+        self.pending_types = {}
         self.expr(decl.body, fn.sig.ret, scope, tail=True)
         self._finish_ctx(decl, fn.sig.effect)
         self._resolve_pending()
@@ -226,6 +255,8 @@ class _ModuleChecker:
     def later(self, table: dict, node: Any, raw: Any) -> None:
         """Record a type or effect to resolve when the function's inference is complete."""
         self.pending.append((table, id(node), raw))
+        if table is self.facts.types:
+            self.pending_types[id(node)] = raw
 
     def _resolve_pending(self) -> None:
         for table, key, raw in self.pending:
@@ -237,6 +268,7 @@ class _ModuleChecker:
             else:
                 table[key] = self.s.apply(raw)
         self.pending = []
+        self.pending_types = {}
 
     def _finish_ctx(self, decl: S.FnDecl, declared: T.Effect) -> None:
         ctx = self.ctx
@@ -279,12 +311,10 @@ class _ModuleChecker:
     # ---- expressions
 
     def expr(self, e: S.Expr, expected: T.Type | None, scope: _Scope, tail: bool = False) -> T.Type:
-        method = getattr(self, "e_" + type(e).__name__)
-        return method(e, expected, scope, tail)
+        return _EXPR_RULES[e.__class__](self, e, expected, scope, tail)
 
     def e_Lit(self, e: S.Lit, expected, scope, tail) -> T.Type:
-        t = {"int": T.INT, "decimal": T.DECIMAL, "text": T.TEXT, "bool": T.BOOL, "unit": T.UNIT,
-             "duration": T.DURATION}[e.kind]
+        t = _LITERAL_TYPES[e.kind]
         if e.kind == "decimal" and not _decimal_in_range(e.value):
             self.report("literal-invalid", "this decimal's exponent is outside the signed 64-bit range", e.span)
         return self.expect(t, expected, e.span)
@@ -324,13 +354,17 @@ class _ModuleChecker:
         return T.ERROR
 
     def instantiate(self, fn: FnInfo, span: S.Span, node: Any = None) -> T.Type:
-        base = fn.call_type()
-        if not fn.decl.type_params and not self._has_effect_params(base):
+        view = self.callers_view.get(fn.identity)
+        if view is None or view[0] is not fn:
+            call_type = fn.call_type()
+            view = self.callers_view[fn.identity] = (fn, call_type, _effect_param_names(call_type))
+        _, base, effect_names = view
+        if not fn.decl.type_params and not effect_names:
             return base
         mapping = {p.name: self.s.fresh() for p in fn.decl.type_params}
         if node is not None and fn.decl.type_params:
             self.later(self.facts.types, node, T.TTuple(tuple(mapping.values())))
-        effects = {name: self.s.fresh_effect() for name in _effect_param_names(base)}
+        effects = {name: self.s.fresh_effect() for name in effect_names}
         for p in fn.decl.type_params:
             for bound in p.bounds:
                 self.ctx.obligations.append((mapping[p.name], bound, span))
@@ -348,9 +382,6 @@ class _ModuleChecker:
             for bound in p.bounds:
                 self.ctx.obligations.append((mapping[p.name], bound, span))
         return T.substitute(local.sig, mapping)
-
-    def _has_effect_params(self, t: T.TFun) -> bool:
-        return bool(_effect_param_names(t))
 
     def e_CtorRef(self, e: S.CtorRef, expected, scope, tail) -> T.Type:
         ctor, enum_type = self.find_ctor(e.name, e.qualifier, expected, e.span)
@@ -486,9 +517,9 @@ class _ModuleChecker:
             kind, target = "localfn", ref[1]
         else:
             kind, target = "value", None
-        raw_targs = [entry for entry in self.pending if entry[1] == id(e.fn) and entry[0] is self.facts.types]
-        if raw_targs:
-            type_args = raw_targs[-1][2].items
+        raw_targs = self.pending_types.get(id(e.fn))
+        if raw_targs is not None:
+            type_args = raw_targs.items
         self.later(self.facts.calls, e, CallFact(kind, target, fn_t.effect, type_args, tail))
 
     def _direct_target(self, fn: S.Expr, scope: _Scope) -> str | None:
@@ -686,7 +717,8 @@ class _ModuleChecker:
             return self.expect(T.BOOL, expected, e.span)
         left = self.s.resolve(self.expr(e.left, None, scope))
         self.later(self.facts.types, e, left)
-        right_expected = left if not isinstance(left, (T.TVar, T.TError)) else None
+        left_known = left.__class__ not in _UNKNOWN_TYPES
+        right_expected = left if left_known else None
         if op == "++":
             right = self.expr(e.right, right_expected, scope)
             t = self.s.resolve(left)
@@ -697,18 +729,19 @@ class _ModuleChecker:
                 return T.ERROR
             return self.expect(t, expected, e.span)
         if op in ARITHMETIC:
-            if left not in (T.INT, T.DECIMAL) and not isinstance(left, (T.TError, T.TVar)):
+            if left_known and left not in _NUMBERS:
                 self.expr(e.right, None, scope)
                 self.report("operator-mismatch", f"`{op}` works on Int or Decimal, not `{self.show(left)}`", e.span,
                             help=_arith_help(left))
                 return T.ERROR
             right = self.s.resolve(self.expr(e.right, None, scope))
-            if left != right and not isinstance(right, (T.TError, T.TVar)) and not isinstance(left, (T.TError, T.TVar)):
+            right_known = right.__class__ not in _UNKNOWN_TYPES
+            if left_known and right_known and left != right:
                 self.report("operator-mismatch", f"`{op}` needs both sides of one type: "
                             f"`{self.show(left)}` and `{self.show(right)}`", e.span,
                             help="convert explicitly, e.g. `decimal.from_int(n)`")
                 return T.ERROR
-            if right not in (T.INT, T.DECIMAL) and not isinstance(right, (T.TError, T.TVar)):
+            if right_known and right not in _NUMBERS:
                 self.report("operator-mismatch", f"`{op}` works on Int or Decimal, not `{self.show(right)}`", e.span)
                 return T.ERROR
             result = left if not isinstance(left, T.TVar) else right
@@ -947,9 +980,7 @@ class _ModuleChecker:
             inner.names.update(bindings)
             if arm.guard is not None:
                 self.expr(arm.guard, T.BOOL, inner)
-            patterns_ok = not any(d.code.startswith("pattern-") or d.code in ("ctor-undefined", "arity-mismatch",
-                                                                             "field-undefined", "field-missing")
-                                  for d in self.env.diagnostics[reported_before:])
+            patterns_ok = self._patterns_ok(reported_before)
             if patterns_ok and not X.useful([r for r in rows], [pat], [self.s.apply(scrutinee)], self.signature):
                 self.warn("match-unreachable-arm", "no value reaches this arm: the arms above match everything it does",
                           arm.pattern.span, help="remove it or move it above the arm that covers it")
@@ -958,9 +989,7 @@ class _ModuleChecker:
             arm_scopes.append(inner)
         result = self.join([a.body for a in e.arms], expected, scope, tail, e.span, arm_scopes)
         scrut_t = self.s.apply(scrutinee)
-        patterns_ok = not any(d.code.startswith("pattern-") or d.code in ("ctor-undefined", "arity-mismatch",
-                                                                         "field-undefined", "field-missing")
-                              for d in self.env.diagnostics[reported_before:])
+        patterns_ok = self._patterns_ok(reported_before)
         if not isinstance(scrut_t, T.TError) and patterns_ok:
             gaps = X.missing(rows, [scrut_t], self.signature)
             if gaps:
@@ -971,6 +1000,15 @@ class _ModuleChecker:
         if not e.arms:
             return self.expect(T.NEVER, expected, e.span)
         return result
+
+    def _patterns_ok(self, reported_before: int) -> bool:
+        """Whether no pattern problem was reported since `reported_before` diagnostics."""
+        diagnostics = self.env.diagnostics
+        if len(diagnostics) == reported_before:
+            return True
+        return not any(d.code.startswith("pattern-") or d.code in ("ctor-undefined", "arity-mismatch",
+                                                                  "field-undefined", "field-missing")
+                       for d in diagnostics[reported_before:])
 
     def e_Return(self, e: S.Return, expected, scope, tail) -> T.Type:
         self.expr(e.value, self.ctx.ret, scope, tail=True)
@@ -1021,7 +1059,8 @@ class _ModuleChecker:
                 self.warn("unused-variable", f"`{name}` is never used before it is bound again", old.span,
                           help=f"remove it, or name it `_{name}`")
                 old.used = True
-        gaps = X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
+        # A pattern that binds or ignores the whole value misses nothing: no need to ask.
+        gaps = [] if pat is X.WILD else X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
         if gaps and not isinstance(self.s.apply(t), T.TError):
             self.report("let-refutable", "this pattern does not match every value: `" + X.show(gaps[0][0])
                         + "` is not covered", stmt.pattern.span, help="use `match` for a pattern that can fail")
@@ -1057,8 +1096,7 @@ class _ModuleChecker:
     # ---- patterns
 
     def pattern(self, p: S.Pattern, t: T.Type, bindings: dict[str, Local], kind: str = "match") -> X.Pat:
-        method = getattr(self, "p_" + type(p).__name__)
-        return method(p, t, bindings, kind)
+        return _PATTERN_RULES[p.__class__](self, p, t, bindings, kind)
 
     def _bind_quietly(self, p: S.PCtor, bindings: dict[str, Local], kind: str) -> None:
         """Bind the names of a pattern already reported, so its arm reports nothing more."""
@@ -1085,8 +1123,7 @@ class _ModuleChecker:
 
     def p_PLit(self, p: S.PLit, t, bindings, kind) -> X.Pat:
         lit = p.lit
-        lt = {"int": T.INT, "decimal": T.DECIMAL, "text": T.TEXT, "bool": T.BOOL, "unit": T.UNIT,
-              "duration": T.DURATION}[lit.kind]
+        lt = _LITERAL_TYPES[lit.kind]
         try:
             T.unify(self.s, lt, t)
         except T.Mismatch:
@@ -1267,10 +1304,17 @@ class _ModuleChecker:
         return tuple(by_name.get(x.name, X.WILD) for x in fields)
 
     def signature(self, t: Any) -> list[X.Ctor] | None:
-        """The constructors of a type, for exhaustiveness."""
+        """The constructors of a type, for exhaustiveness (asked again and again for the same types)."""
         if t is None:
             return None
         t = self.s.resolve(t)
+        # The answer depends only on the type and the declarations, never on the substitution.
+        known = self.signatures.get(t, _NOT_ASKED)
+        if known is _NOT_ASKED:
+            known = self.signatures[t] = self._signature(t)
+        return known
+
+    def _signature(self, t: T.Type) -> list[X.Ctor] | None:
         if isinstance(t, T.TTuple):
             return [("tuple", t.items, "tuple", ())]
         if not isinstance(t, T.TCon):
@@ -1293,7 +1337,7 @@ class _ModuleChecker:
         out: list[X.Ctor] = []
         for c in info.ctors:
             types = tuple(T.substitute(x, mapping) for x in c.payload_types())
-            shape = {"bare": "plain", "positional": "positional", "named": "named"}[c.form]
+            shape = _CTOR_SHAPES[c.form]
             out.append((c.name, types, shape, tuple(f.name for f in c.fields)))
         return out
 
@@ -1306,19 +1350,22 @@ def _effect_param_names(t: T.Type) -> list[str]:
     return sorted({e.name for e in _collect_effects(t) if isinstance(e, T.EffParam)})
 
 
-def _collect_effects(t: T.Type) -> list[T.Effect]:
-    out: list[T.Effect] = []
-    if isinstance(t, T.TFun):
+def _collect_effects(t: T.Type, out: list[T.Effect] | None = None) -> list[T.Effect]:
+    """The effects written in a type, outermost first, in the order they appear."""
+    if out is None:
+        out = []
+    cls = t.__class__
+    if cls is T.TFun:
         out.append(t.effect)
         for p in t.params:
-            out.extend(_collect_effects(p))
-        out.extend(_collect_effects(t.ret))
-    elif isinstance(t, T.TCon):
+            _collect_effects(p, out)
+        _collect_effects(t.ret, out)
+    elif cls is T.TCon:
         for a in t.args:
-            out.extend(_collect_effects(a))
-    elif isinstance(t, T.TTuple):
+            _collect_effects(a, out)
+    elif cls is T.TTuple:
         for a in t.items:
-            out.extend(_collect_effects(a))
+            _collect_effects(a, out)
     return out
 
 
@@ -1367,3 +1414,9 @@ def _decimal_in_range(text: str) -> bool:
 
     exponent = Decimal(text).normalize().as_tuple().exponent
     return isinstance(exponent, int) and -(2 ** 63) <= exponent < 2 ** 63
+
+
+#: The rule for each kind of expression and pattern node: `e_<Node>` and `p_<Node>` methods.
+_EXPR_RULES = {getattr(S, name[2:]): rule for name, rule in vars(_ModuleChecker).items() if name.startswith("e_")}
+_PATTERN_RULES = {getattr(S, name[2:]): rule for name, rule in vars(_ModuleChecker).items()
+                  if name.startswith("p_")}

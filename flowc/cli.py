@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from flowrt.cli import check_command
+from flowrt.commands import check_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

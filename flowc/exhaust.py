@@ -11,16 +11,17 @@ has infinitely many.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Union
 
+from flowc.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class Wild:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Con:
     tag: str
     args: tuple["Pat", ...]
@@ -29,7 +30,7 @@ class Con:
     names: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Or:
     alts: tuple["Pat", ...]
 
@@ -57,11 +58,11 @@ def _expand(row: list[Pat]) -> list[list[Pat]]:
 def _specialize(rows: list[list[Pat]], tag: str, arity: int) -> list[list[Pat]]:
     out: list[list[Pat]] = []
     for row in rows:
-        for r in _expand(row):
+        for r in (_expand(row) if row[0].__class__ is Or else (row,)):
             head = r[0]
-            if isinstance(head, Wild):
+            if head.__class__ is Wild:
                 out.append([WILD] * arity + r[1:])
-            elif isinstance(head, Con) and head.tag == tag:
+            elif head.__class__ is Con and head.tag == tag:
                 out.append(list(head.args) + r[1:])
     return out
 
@@ -69,8 +70,8 @@ def _specialize(rows: list[list[Pat]], tag: str, arity: int) -> list[list[Pat]]:
 def _default(rows: list[list[Pat]]) -> list[list[Pat]]:
     out: list[list[Pat]] = []
     for row in rows:
-        for r in _expand(row):
-            if isinstance(r[0], Wild):
+        for r in (_expand(row) if row[0].__class__ is Or else (row,)):
+            if r[0].__class__ is Wild:
                 out.append(r[1:])
     return out
 
@@ -78,16 +79,18 @@ def _default(rows: list[list[Pat]]) -> list[list[Pat]]:
 def _heads(rows: list[list[Pat]]) -> set[str]:
     tags: set[str] = set()
     for row in rows:
-        for r in _expand(row):
-            if isinstance(r[0], Con):
+        for r in (_expand(row) if row[0].__class__ is Or else (row,)):
+            if r[0].__class__ is Con:
                 tags.add(r[0].tag)
     return tags
 
 
 def useful(rows: list[list[Pat]], vector: list[Pat], types: list[Any], sig: Signature) -> bool:
     """Is there a value matched by `vector` that no row matches?"""
+    if not rows:
+        return True  # a pattern vector always matches some value
     if not vector:
-        return not rows
+        return False
     head = vector[0]
     if isinstance(head, Or):
         return any(useful(rows, [alt] + vector[1:], types, sig) for alt in head.alts)

@@ -9,14 +9,14 @@ root's directory without `.flow` (`planner`, `sub/util`), `std@v1/<name>` for st
 from __future__ import annotations
 
 import posixpath
-import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from flowc import stdcache
 from flowc import syntax as S
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.parse import Parsed, parse
+from flowc.records import record
 
 STD_VERSION = "v1"
 STD_DIR = Path(__file__).with_name("std") / STD_VERSION
@@ -25,14 +25,14 @@ PRELUDE = f"std@{STD_VERSION}/prelude"
 Reader = Callable[[str], str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Import:
     alias: str
     identity: str
     span: S.Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LoadedModule:
     identity: str
     file: str  # display path
@@ -47,14 +47,14 @@ class LoadedModule:
         return self.identity.startswith("std@")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pin:
     repo: str  # "acme@1.2"
     path: str
     commit: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Program:
     root: str  # identity of the root module
     modules: tuple[LoadedModule, ...]  # sorted by identity
@@ -110,6 +110,8 @@ class _Loader:
             text = self.read(manifest)
         except (OSError, UnicodeDecodeError):
             return {}
+        import tomllib  # only a program with a flow.toml needs it, and every import is start-up time
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as problem:
@@ -153,7 +155,11 @@ class _Loader:
             return False
         parsed = self.parse_cache.get((display, source))
         if parsed is None:
-            parsed = parse(source, display)
+            parsed = stdcache.lookup(display, source) if std else None
+            if parsed is None:
+                parsed = parse(source, display)
+                if std:
+                    stdcache.store(display, source, parsed)
             self.parse_cache[(display, source)] = parsed
         failed: set[str] = set()
         imports = self._resolve_uses(identity, path, display, parsed, std, failed)

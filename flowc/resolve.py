@@ -9,13 +9,15 @@ in `check.py` against this environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from flowc import syntax as S
 from flowc import types as T
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.program import PRELUDE, LoadedModule, Program
+from flowc.records import record
+from flowc.typeinfo import is_data, satisfies
 
 #: The owner of an effect variable already reported as unbound: nothing else is said about it.
 UNBOUND_EFFECT = "<unbound>"
@@ -23,7 +25,7 @@ KNOWN_ATTRIBUTES = {"tool", "test", "fake", "intrinsic"}
 REQUIREMENTS = ("Eq", "Ord", "Data")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FieldInfo:
     name: str
     type: T.Type
@@ -32,7 +34,7 @@ class FieldInfo:
     span: S.Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CtorInfo:
     name: str
     type_identity: str
@@ -46,7 +48,7 @@ class CtorInfo:
         return self.args if self.form == "positional" else tuple(f.type for f in self.fields)
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class TypeInfo:
     identity: str
     name: str
@@ -71,7 +73,7 @@ class TypeInfo:
         return None
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class FnInfo:
     identity: str
     name: str
@@ -106,7 +108,7 @@ def tool_reply_type(declared: T.Type) -> T.Type:
     return declared
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class ModuleEnv:
     identity: str
     file: str
@@ -121,7 +123,7 @@ class ModuleEnv:
         return self.identity.startswith("std@")
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Env:
     program: Program
     modules: dict[str, ModuleEnv]
@@ -211,23 +213,25 @@ class TypeScope:
 
     def resolve(self, texpr: S.TypeExpr) -> T.Type:
         env, menv = self.env, self.menv
-        if isinstance(texpr, S.TTuple):
+        cls = texpr.__class__
+        if cls is S.TTuple:
             if not texpr.items:
                 return T.UNIT
-            return T.TTuple(tuple(self.resolve(i) for i in texpr.items))
-        if isinstance(texpr, S.TFn):
-            params = tuple(self.resolve(p) for p in texpr.params)
+            return T.TTuple(tuple([self.resolve(i) for i in texpr.items]))
+        if cls is S.TFn:
+            params = tuple([self.resolve(p) for p in texpr.params])
             ret = self.resolve(texpr.ret)
             return T.TFun(params, ret, self.effect(texpr.effect, texpr.span))
-        assert isinstance(texpr, S.TNamed)
-        args = tuple(self.resolve(a) for a in texpr.args)
+        assert cls is S.TNamed
+        args = tuple([self.resolve(a) for a in texpr.args]) if texpr.args else ()
         if texpr.qualifier is None:
             if texpr.name in self.params:
                 self._arity(texpr, 0, len(args))
                 return self.params[texpr.name]
-            if texpr.name in T.SCALARS:
+            scalar = T.SCALAR_TYPES.get(texpr.name)
+            if scalar is not None:
                 self._arity(texpr, 0, len(args))
-                return T.TCon(texpr.name)
+                return scalar
             if texpr.name in T.BUILTIN_GENERICS:
                 if not self._arity(texpr, T.BUILTIN_GENERICS[texpr.name], len(args)):
                     return T.ERROR
@@ -263,8 +267,6 @@ class TypeScope:
         return T.TCon(info.identity, args)
 
     def _requirements(self, info: "TypeInfo", args: tuple[T.Type, ...], span: S.Span) -> None:
-        from flowc.typeinfo import satisfies
-
         for param, arg in zip(info.params, args):
             for bound in param.bounds:
                 if isinstance(arg, T.TParam):
@@ -470,8 +472,6 @@ def _check_attributes(env: Env, menv: ModuleEnv, fn: FnInfo) -> None:
 
 
 def _check_tool_signature(env: Env, menv: ModuleEnv, fn: FnInfo) -> None:
-    from flowc.typeinfo import is_data
-
     decl = fn.decl
     data_params = {p.name for p in decl.type_params if "Data" in p.bounds}
     for p in decl.type_params:

@@ -10,11 +10,13 @@ sources that differ only in comments or layout have the same identity.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Callable
 from typing import Union
 
+from flowc.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class Span:
     line: int
     column: int
@@ -31,7 +33,7 @@ NO_SPAN = Span(1, 1, 1, 1)
 # ---- types -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TNamed:
     """`Int`, `List<T>`, `planner.Step`, `json.Value`, a type parameter `T`."""
 
@@ -41,7 +43,7 @@ class TNamed:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TFn:
     """`flow(Int, Text) -> Bool !tool`; `effect` is None (pure), "tool", or an effect variable."""
 
@@ -51,7 +53,7 @@ class TFn:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TTuple:
     """`(A, B)`; `()` is Unit."""
 
@@ -65,24 +67,24 @@ TypeExpr = Union[TNamed, TFn, TTuple]
 # ---- patterns ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PWild:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PBind:
     name: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PLit:
     lit: "Lit"
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PField:
     """`name: pattern` in a named pattern; `pattern` None is the shorthand `name`."""
 
@@ -91,7 +93,7 @@ class PField:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PCtor:
     """`None`, `Ok(p)`, `main.Resolved(s)`, `Paused { run, .. }`.
 
@@ -107,13 +109,13 @@ class PCtor:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PTuple:
     items: tuple["Pattern", ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PList:
     """`[a, b]`, `[x, ..rest]`, `[x, ..]`; `rest` is None (no rest), "" (`..`) or the bound name."""
 
@@ -122,7 +124,7 @@ class PList:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class POr:
     alternatives: tuple["Pattern", ...]
     span: Span
@@ -134,7 +136,7 @@ Pattern = Union[PWild, PBind, PLit, PCtor, PTuple, PList, POr]
 # ---- expressions -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lit:
     """A literal. `kind` is int, decimal, text, bool, unit or duration; `value` is its text form
     (int: decimal digits without `_`; decimal: as written without `_`; text: the decoded string;
@@ -145,7 +147,7 @@ class Lit:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Interp:
     """Text with `${expr}` parts: a tuple of decoded strings and expressions, in order."""
 
@@ -153,13 +155,13 @@ class Interp:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Var:
     name: str
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CtorRef:
     """A constructor (or record type) named in an expression: `Search`, `planner.Search`."""
 
@@ -168,7 +170,7 @@ class CtorRef:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Member:
     """`obj.name`: a record field, a tuple index (`t.0`) or, when `obj` names a module, a module member."""
 
@@ -177,14 +179,14 @@ class Member:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Call:
     fn: "Expr"
     args: tuple["Expr", ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Binary:
     op: str
     left: "Expr"
@@ -192,14 +194,14 @@ class Binary:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unary:
     op: str
     operand: "Expr"
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Try:
     """Postfix `?` on a Result."""
 
@@ -207,19 +209,19 @@ class Try:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListLit:
     items: tuple["Expr", ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TupleLit:
     items: tuple["Expr", ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FieldInit:
     """`name: value`, or the shorthand `name` (value None)."""
 
@@ -228,7 +230,7 @@ class FieldInit:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RecordLit:
     """`Type { f: v, g }`, `Ctor { f: v }`, `Type { f: v, ..base }`."""
 
@@ -238,14 +240,14 @@ class RecordLit:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Param:
     name: str
     type: "TypeExpr | None"
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lambda:
     params: tuple[Param, ...]
     ret: "TypeExpr | None"
@@ -254,7 +256,7 @@ class Lambda:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class If:
     cond: "Expr"
     then: "Block"
@@ -262,7 +264,7 @@ class If:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Arm:
     pattern: Pattern
     guard: "Expr | None"
@@ -270,20 +272,20 @@ class Arm:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Match:
     scrutinee: "Expr"
     arms: tuple[Arm, ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Return:
     value: "Expr"
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Let:
     pattern: Pattern
     type: "TypeExpr | None"
@@ -291,20 +293,20 @@ class Let:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Guard:
     cond: "Expr"
     else_: "Block"
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExprStmt:
     expr: "Expr"
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Block:
     """`{ stmt* }`. Its value is its last statement when that is an expression, else Unit."""
 
@@ -321,7 +323,7 @@ Expr = Union[
 # ---- declarations ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attr:
     """`@tool`, `@test`, `@intrinsic`, `@fake(module.decl)` (`target` is the dotted path)."""
 
@@ -330,14 +332,14 @@ class Attr:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TypeParam:
     name: str
     bounds: tuple[str, ...]
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FieldDecl:
     name: str
     type: TypeExpr
@@ -346,7 +348,7 @@ class FieldDecl:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CtorDecl:
     """An enum constructor; `form` is "bare", "positional" (`args`) or "named" (`fields`)."""
 
@@ -358,7 +360,7 @@ class CtorDecl:
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TypeDecl:
     """`kind` is "record" (`fields`), "enum" (`ctors`) or "host" (`@tool type`, no body)."""
 
@@ -374,7 +376,7 @@ class TypeDecl:
     name_span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FnDecl:
     """A named function: top level, or local inside a block. `body` is None for Tools and intrinsics."""
 
@@ -397,14 +399,14 @@ class FnDecl:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Use:
     path: str
     alias: str | None
     span: Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Comment:
     """A `//` or `///` comment, kept for the formatter; never part of program identity."""
 
@@ -416,7 +418,7 @@ Stmt = Union[Let, Guard, ExprStmt, FnDecl]
 Item = Union[Use, TypeDecl, FnDecl]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Module:
     items: tuple[Item, ...]
     comments: tuple[Comment, ...]
@@ -432,36 +434,101 @@ _NOT_IDENTITY = frozenset({"span", "name_span", "comments", "doc"})
 def dump(node: object) -> str:
     """A canonical text of a tree without spans, comments or doc comments.
 
-    Iterative, so a deeply nested tree cannot exhaust the Python stack.
+    Program identity hashes it for every module on every check, so it is written by a function
+    made per node class (a recursion over named fields, without a per-field `getattr`); a subtree
+    deeper than `_RECURSE` is handed to `_dump_deep`, whose explicit stack cannot exhaust Python's.
     """
+    return _writer(type(node))(node, 0)
+
+
+_RECURSE = 64
+
+#: The writer of each type met so far: `writer(value, depth) -> text`.
+_WRITERS: dict[type, Callable[[object, int], str]] = {}
+
+
+def _writer(cls: type) -> Callable[[object, int], str]:
+    writer = _WRITERS.get(cls)
+    if writer is None:
+        if issubclass(cls, tuple):
+            writer = _dump_tuple
+        elif hasattr(cls, "__dataclass_fields__"):
+            writer = _node_writer(cls)
+        else:
+            writer = _dump_scalar
+        _WRITERS[cls] = writer
+    return writer
+
+
+def _dump_scalar(value: object, depth: int) -> str:
+    return _scalar(value)
+
+
+def _dump_tuple(value: tuple, depth: int) -> str:
+    if depth > _RECURSE:
+        return _dump_deep(value)
+    depth += 1
+    get = _WRITERS.get
+    return "(" + "".join([" " + (get(type(c)) or _writer(type(c)))(c, depth) for c in value]) + ")"
+
+
+def _node_writer(cls: type) -> Callable[[object, int], str]:
+    names = [name for name in cls.__dataclass_fields__ if name not in _NOT_IDENTITY]  # type: ignore[attr-defined]
+    if not names:
+        text = cls.__name__ + "{}"
+        return lambda value, depth: text
+    lines = [
+        "def write(v, d):",
+        f"    if d > {_RECURSE}: return deep(v)",
+        "    d += 1",
+    ]
+    for index, name in enumerate(names):
+        # Names, operators and literal texts are most of a tree's values: written here, not by a call.
+        lines.append(f"    x = v.{name}")
+        lines.append("    if x.__class__ is str:")
+        lines.append(f"        a{index} = quote(x) if '\\\\' in x or '\"' in x else '\"' + x + '\"'")
+        lines.append(f"    else: a{index} = (get(type(x)) or writer(type(x)))(x, d)")
+    body = "".join(f" {name}={{a{index}}}" for index, name in enumerate(names))
+    lines.append(f"    return f'{cls.__name__}{{{{{body}}}}}'")
+    namespace = {"get": _WRITERS.get, "writer": _writer, "deep": _dump_deep, "quote": _scalar}
+    exec("\n".join(lines) + "\n", namespace)
+    return namespace["write"]  # type: ignore[return-value]
+
+
+class _Text(str):
+    """Text `_dump_deep` writes as it is (a string of the tree is quoted)."""
+
+    __slots__ = ()
+
+
+_OPEN_TUPLE, _CLOSE_TUPLE, _SPACE, _CLOSE_NODE = _Text("("), _Text(")"), _Text(" "), _Text("}")
+
+
+def _dump_deep(node: object) -> str:
+    """`dump` with an explicit stack, for subtrees too deep to recurse into."""
     out: list[str] = []
     stack: list[object] = [node]
     while stack:
         item = stack.pop()
-        if isinstance(item, _Raw):
-            out.append(item.text)
+        if type(item) is _Text:
+            out.append(item)
         elif isinstance(item, tuple):
-            stack.append(_Raw(")"))
+            stack.append(_CLOSE_TUPLE)
             for child in reversed(item):
                 stack.append(child)
-                stack.append(_Raw(" "))
-            out.append("(")
+                stack.append(_SPACE)
+            out.append(_OPEN_TUPLE)
         elif hasattr(item, "__dataclass_fields__"):
             out.append(type(item).__name__ + "{")
-            stack.append(_Raw("}"))
-            for f in reversed(fields(item)):  # type: ignore[arg-type]
-                if f.name in _NOT_IDENTITY:
+            stack.append(_CLOSE_NODE)
+            for name in reversed(tuple(item.__dataclass_fields__)):  # type: ignore[attr-defined]
+                if name in _NOT_IDENTITY:
                     continue
-                stack.append(getattr(item, f.name))
-                stack.append(_Raw(f" {f.name}="))
+                stack.append(getattr(item, name))
+                stack.append(_Text(f" {name}="))
         else:
             out.append(_scalar(item))
     return "".join(out)
-
-
-@dataclass(frozen=True, slots=True)
-class _Raw:
-    text: str
 
 
 def _scalar(value: object) -> str:
@@ -472,3 +539,11 @@ def _scalar(value: object) -> str:
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return str(value)
+
+
+def _dump_text(value: str, depth: int) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+_WRITERS[str] = _dump_text
+_WRITERS[tuple] = _dump_tuple

@@ -8,11 +8,13 @@ variable (`EffVar`) bound to the join of the effects that flow into it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Union
 
+from flowc.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class TCon:
     """A named type: built-ins by name (`Int`, `List`, `Task`), declared types by identity
     (`planner.Step`, `std@v1/prelude.Option`)."""
@@ -21,7 +23,7 @@ class TCon:
     args: tuple["Type", ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TParam:
     """A rigid type parameter of the signature being checked."""
 
@@ -29,35 +31,35 @@ class TParam:
     owner: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TVar:
     id: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TTuple:
     items: tuple["Type", ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TFun:
     params: tuple["Type", ...]
     ret: "Type"
     effect: "Effect"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TError:
     """The type of something already reported; unifies with everything, silently."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EffParam:
     name: str
     owner: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EffVar:
     id: int
 
@@ -80,6 +82,9 @@ NEVER = TCon("Never")
 ERROR = TError()
 
 SCALARS = ("Int", "Decimal", "Bool", "Text", "Bytes", "Duration", "Instant", "Unit", "Never")
+#: One shared value per scalar type: the checker compares types often, and the same object
+#: compares equal at once.
+SCALAR_TYPES = {t.name: t for t in (INT, DECIMAL, BOOL, TEXT, BYTES, DURATION, INSTANT, UNIT, NEVER)}
 BUILTIN_GENERICS = {"List": 1, "Set": 1, "Dict": 2, "Task": 1}
 ORDERED_SCALARS = frozenset({"Int", "Decimal", "Text", "Bool", "Bytes", "Duration", "Instant", "Unit"})
 
@@ -106,7 +111,7 @@ def tool_problem_of(err: Type) -> TCon:
     return TCon(TOOL_PROBLEM, (err,))
 
 
-@dataclass
+@record(frozen=False)
 class Subst:
     """Bindings of unification variables; the one mutable thing in type inference."""
 
@@ -124,26 +129,51 @@ class Subst:
 
     def effect(self, e: Effect) -> Effect:
         """An effect variable stands for the join of the effects that flowed into it so far."""
-        if isinstance(e, EffVar):
+        if e.__class__ is EffVar:
             return self.effects.get(e.id, PURE)
         return e
 
     def resolve(self, t: Type) -> Type:
         """Shallow: follow variable bindings until a non-variable or an unbound variable."""
-        while isinstance(t, TVar) and t.id in self.types:
-            t = self.types[t.id]
+        while t.__class__ is TVar:
+            bound = self.types.get(t.id)
+            if bound is None:
+                return t
+            t = bound
         return t
 
     def apply(self, t: Type) -> Type:
-        """Deep: replace every bound variable."""
-        t = self.resolve(t)
-        if isinstance(t, TCon):
-            return TCon(t.name, tuple(self.apply(a) for a in t.args)) if t.args else t
-        if isinstance(t, TTuple):
-            return TTuple(tuple(self.apply(a) for a in t.items))
-        if isinstance(t, TFun):
-            return TFun(tuple(self.apply(p) for p in t.params), self.apply(t.ret), self.effect(t.effect))
+        """Deep: replace every bound variable. A type with nothing to replace is returned as it is."""
+        cls = t.__class__
+        if cls is TVar:
+            t = self.resolve(t)
+            cls = t.__class__
+        if cls is TCon:
+            args = t.args
+            if not args:
+                return t
+            applied = tuple([self.apply(a) for a in args])
+            return t if _same(applied, args) else TCon(t.name, applied)
+        if cls is TTuple:
+            items = t.items
+            applied = tuple([self.apply(a) for a in items])
+            return t if _same(applied, items) else TTuple(applied)
+        if cls is TFun:
+            params = tuple([self.apply(p) for p in t.params])
+            ret = self.apply(t.ret)
+            effect = self.effect(t.effect)
+            if ret is t.ret and effect is t.effect and _same(params, t.params):
+                return t
+            return TFun(params, ret, effect)
         return t
+
+
+def _same(new: tuple, old: tuple) -> bool:
+    """Whether every item of `new` is the very object at the same place in `old`."""
+    for a, b in zip(new, old):
+        if a is not b:
+            return False
+    return True
 
 
 def effect_join(a: Effect, b: Effect) -> Effect:
@@ -165,49 +195,60 @@ class Mismatch(Exception):
 
 def unify(s: Subst, actual: Type, expected: Type, *, variance: int = 1) -> None:
     """Make `actual` fit where `expected` is wanted. Type arguments are invariant except that a
-    function's effect may be smaller than expected (`variance` flips in parameter position)."""
-    a = s.resolve(actual)
-    e = s.resolve(expected)
-    if a is e or a == e and not _has_vars(a):
+    function's effect may be smaller than expected (`variance` flips in parameter position).
+
+    Unifying two equal types changes nothing that matters, so equality is not tested first (that
+    was a full comparison on every call): the structural cases below meet it on the way."""
+    a = s.resolve(actual) if actual.__class__ is TVar else actual
+    e = s.resolve(expected) if expected.__class__ is TVar else expected
+    if a is e:
         return
-    if isinstance(a, TError) or isinstance(e, TError):
+    ca = a.__class__
+    ce = e.__class__
+    if ca is TError or ce is TError:
         return
-    if isinstance(a, TVar):
-        if isinstance(e, TVar) and e.id == a.id:
+    if ca is TVar:
+        if ce is TVar and e.id == a.id:
             return
         if _occurs(s, a.id, e):
             raise Mismatch()
         s.types[a.id] = e
         return
-    if isinstance(e, TVar):
+    if ce is TVar:
         if _occurs(s, e.id, a):
             raise Mismatch()
         s.types[e.id] = a
         return
-    if isinstance(a, TCon) and a.name == "Never" and variance > 0:
-        return
-    if isinstance(a, TCon) and isinstance(e, TCon):
-        if a.name != e.name or len(a.args) != len(e.args):
-            raise Mismatch()
-        for x, y in zip(a.args, e.args):
-            unify(s, x, y, variance=variance)
-        return
-    if isinstance(a, TTuple) and isinstance(e, TTuple):
-        if len(a.items) != len(e.items):
-            raise Mismatch()
-        for x, y in zip(a.items, e.items):
-            unify(s, x, y, variance=variance)
-        return
-    if isinstance(a, TFun) and isinstance(e, TFun):
-        if len(a.params) != len(e.params):
-            raise Mismatch()
-        for x, y in zip(a.params, e.params):
-            unify(s, y, x, variance=-variance)
-        unify(s, a.ret, e.ret, variance=variance)
-        unify_effect(s, a.effect, e.effect, variance=variance)
-        return
-    if isinstance(a, TParam) and isinstance(e, TParam) and a == e:
-        return
+    if ca is TCon:
+        if a.name == "Never" and variance > 0:
+            return
+        if ce is TCon:
+            if a.name != e.name or len(a.args) != len(e.args):
+                raise Mismatch()
+            for x, y in zip(a.args, e.args):
+                if x is not y:
+                    unify(s, x, y, variance=variance)
+            return
+    elif ca is TTuple:
+        if ce is TTuple:
+            if len(a.items) != len(e.items):
+                raise Mismatch()
+            for x, y in zip(a.items, e.items):
+                if x is not y:
+                    unify(s, x, y, variance=variance)
+            return
+    elif ca is TFun:
+        if ce is TFun:
+            if len(a.params) != len(e.params):
+                raise Mismatch()
+            for x, y in zip(a.params, e.params):
+                unify(s, y, x, variance=-variance)
+            unify(s, a.ret, e.ret, variance=variance)
+            unify_effect(s, a.effect, e.effect, variance=variance)
+            return
+    elif ca is TParam:
+        if ce is TParam and a == e:
+            return
     raise Mismatch()
 
 
@@ -219,18 +260,6 @@ def unify_effect(s: Subst, actual: Effect, expected: Effect, *, variance: int = 
         return
     if not effect_leq(s.effect(actual), expected):
         raise Mismatch()
-
-
-def _has_vars(t: Type) -> bool:
-    if isinstance(t, TVar):
-        return True
-    if isinstance(t, TCon):
-        return any(_has_vars(a) for a in t.args)
-    if isinstance(t, TTuple):
-        return any(_has_vars(a) for a in t.items)
-    if isinstance(t, TFun):
-        return True
-    return False
 
 
 def _occurs(s: Subst, var: int, t: Type) -> bool:
@@ -247,19 +276,30 @@ def _occurs(s: Subst, var: int, t: Type) -> bool:
 
 
 def substitute(t: Type, mapping: dict[str, Type], effects: dict[str, Effect] | None = None) -> Type:
-    """Replace type parameters (by name) and effect parameters in a signature type."""
-    if isinstance(t, TParam):
+    """Replace type parameters (by name) and effect parameters in a signature type. A type with
+    nothing to replace is returned as it is."""
+    cls = t.__class__
+    if cls is TParam:
         return mapping.get(t.name, t)
-    if isinstance(t, TCon):
-        return TCon(t.name, tuple(substitute(a, mapping, effects) for a in t.args)) if t.args else t
-    if isinstance(t, TTuple):
-        return TTuple(tuple(substitute(a, mapping, effects) for a in t.items))
-    if isinstance(t, TFun):
+    if cls is TCon:
+        args = t.args
+        if not args:
+            return t
+        new = tuple([substitute(a, mapping, effects) for a in args])
+        return t if _same(new, args) else TCon(t.name, new)
+    if cls is TTuple:
+        items = t.items
+        new = tuple([substitute(a, mapping, effects) for a in items])
+        return t if _same(new, items) else TTuple(new)
+    if cls is TFun:
         effect = t.effect
-        if effects and isinstance(effect, EffParam):
+        if effects and effect.__class__ is EffParam:
             effect = effects.get(effect.name, effect)
-        return TFun(tuple(substitute(p, mapping, effects) for p in t.params),
-                    substitute(t.ret, mapping, effects), effect)
+        params = tuple([substitute(p, mapping, effects) for p in t.params])
+        ret = substitute(t.ret, mapping, effects)
+        if effect is t.effect and ret is t.ret and _same(params, t.params):
+            return t
+        return TFun(params, ret, effect)
     return t
 
 

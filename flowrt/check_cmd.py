@@ -6,14 +6,17 @@ program. Modules shared between programs are parsed once and their diagnostics r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import sys
+from dataclasses import field
 
 from flowc.diagnostics import Diagnostic, Location, error, sort_key
-from flowc.frontend import check_program
+from flowc.frontend import check_program, program_identity
+from flowc.program import Program
+from flowc.records import record
 from flowrt.files import program_roots, read_text
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PlaceView:
     file: str
     line: int
@@ -30,22 +33,28 @@ class PlaceView:
                 "marked": self.marked}
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class CheckReport:
     roots: list[str] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     places: list[PlaceView] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
-    identities: dict[str, str] = field(default_factory=dict)
+    #: each root's program; its identity is computed only when asked for (`--json` shows it)
+    programs: dict[str, Program] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not any(d.severity == "error" for d in self.diagnostics)
 
+    @property
+    def identities(self) -> dict[str, str]:
+        return {root: program_identity(program) for root, program in self.programs.items()}
+
     def to_json(self) -> dict:
+        identities = self.identities
         return {
             "ok": self.ok,
-            "programs": [{"root": r, "identity": self.identities.get(r)} for r in self.roots],
+            "programs": [{"root": r, "identity": identities.get(r)} for r in self.roots],
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "checkpoints": [p.to_json() for p in self.places],
         }
@@ -70,7 +79,7 @@ def run_check(paths: list[str]) -> CheckReport:
     for root in roots:
         checked = check_program(root, read, cache)
         report.roots.append(root)
-        report.identities[root] = checked.identity
+        report.programs[root] = checked.program
         report.sources.update(checked.sources())
         for d in checked.diagnostics:
             if d not in seen:
@@ -87,6 +96,26 @@ def run_check(paths: list[str]) -> CheckReport:
     report.diagnostics.sort(key=sort_key)
     report.places.sort(key=lambda p: (p.file, p.line, p.column))
     return report
+
+
+def check_and_print(paths: list[str], as_json: bool, color: str) -> int:
+    """`flow check`: check, write the report (`color`: auto, always or never) and return the exit
+    code. Both the click command and the entry point's own reading of a plain `flow check` run it."""
+    report = run_check(paths)
+    if as_json:
+        import orjson
+
+        sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+    else:
+        if report.diagnostics:
+            from flowc.diagnostics.render import render, use_color
+
+            sys.stderr.write(render(report.diagnostics, report.sources, color=use_color(color, sys.stderr)))
+        if report.ok:
+            count = len(report.roots)
+            sys.stdout.write(render_places(report))
+            sys.stdout.write(f"ok: {count} program{'s' if count != 1 else ''} checked\n")
+    return 0 if report.ok else 2
 
 
 def render_places(report: CheckReport) -> str:

@@ -14,10 +14,9 @@ so a one-character span has `end_column == column + 1`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from flowc.diagnostics.codes import REGISTRY, SEVERITIES, Code, UnknownCodeError, lookup
+from flowc.records import record
 
 __all__ = [
     "REGISTRY",
@@ -31,7 +30,17 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+def __getattr__(name: str) -> Any:
+    # The registry (`REGISTRY`, `Code`, ...) is loaded when first asked for: a check that finds
+    # nothing to report never needs it.
+    if name in ("REGISTRY", "SEVERITIES", "Code", "UnknownCodeError", "lookup"):
+        from importlib import import_module
+
+        return getattr(import_module("flowc.diagnostics.codes"), name)
+    raise AttributeError(f"module 'flowc.diagnostics' has no attribute {name!r}")
+
+
+@record
 class Location:
     file: str  # path as given by the user (display form)
     line: int  # 1-based
@@ -59,7 +68,7 @@ class Location:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Diagnostic:
     code: str  # kebab-case, registered in codes.py
     severity: str  # "error" | "warning"
@@ -69,6 +78,8 @@ class Diagnostic:
     help: str | None = None
 
     def __post_init__(self) -> None:
+        from flowc.diagnostics.codes import SEVERITIES
+
         if self.severity not in SEVERITIES:
             raise ValueError(f"diagnostic severity {self.severity!r} is not one of {SEVERITIES}")
         if not isinstance(self.notes, tuple):  # accept any iterable, store a tuple (hashable, frozen)
@@ -105,6 +116,8 @@ def _make(
     notes: Iterable[str],
     help: str | None,
 ) -> Diagnostic:
+    from flowc.diagnostics.codes import lookup
+
     registered = lookup(code)  # raises UnknownCodeError for an unregistered code
     return Diagnostic(
         code=code,

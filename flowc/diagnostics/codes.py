@@ -15,15 +15,16 @@ case in the tests and an entry in `docs/diagnostics.md`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
+
+from flowc.records import record
 
 SEVERITIES: Final = ("error", "warning")
 
 _KEBAB = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 
 
-@dataclass(frozen=True)
+@record
 class Code:
     name: str
     severity: str

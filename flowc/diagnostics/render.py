@@ -42,8 +42,6 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from flowc.diagnostics import Diagnostic, Location
 
 __all__ = ["WINDOW", "render", "render_json", "summary_line", "use_color"]
@@ -223,5 +221,7 @@ def _blank(char: str) -> str:
 
 def render_json(diagnostics: Sequence[Diagnostic]) -> str:
     """A JSON array of `to_json()` objects, keys sorted, one line, ending with a newline."""
+    import orjson  # here, not at the top: rendering text is the common case, and start-up counts
+
     data = [d.to_json() for d in diagnostics]
     return orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE).decode("utf-8")
