@@ -1,9 +1,15 @@
 """Parse one Flow module: text in, a `syntax.Module` and diagnostics out.
 
-The grammar is LALR(1) with lark's contextual lexer, and the tree is built while parsing (an inline
-transformer), so no intermediate lark tree is made and a deeply nested input costs no Python
-recursion here. Comments are collected by a lexer callback: `///` comments become the `doc` of the
-declaration, field or constructor on the next line, and all comments are kept for the formatter.
+The grammar is LALR(1) with lark's contextual lexer, and the tree is built while parsing, so no
+intermediate lark tree is made and a deeply nested input costs no Python recursion here. Comments
+are collected as they are lexed: `///` comments become the `doc` of the declaration, field or
+constructor on the next line, and all comments are kept for the formatter.
+
+There are two drivers of the one grammar and the one builder. The fast path (`flowc.lalr`) runs
+lark's own tables (parse table, per-state lexers), cached as plain data, without importing lark;
+it refuses anything unusual (a syntax error, brackets nested too deep, a chained comparison). lark
+itself (an inline transformer over the same builder) then parses that piece, so every diagnostic,
+message and recovery is lark's. Both produce the same tree: tests/test_parse_fast.py compares them.
 
 Error recovery works at the level of top-level items: when a module does not parse, it is cut at
 every line that starts a declaration in column 1 and each piece is parsed alone, so each broken
@@ -12,19 +18,20 @@ declaration reports its own first error while the others still parse.
 
 from __future__ import annotations
 
+import gc
+import os
 import re
 import sys
 import threading
-from dataclasses import dataclass
+from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-import lark
-from lark import Token
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
-
+from flowc import lalr
 from flowc import syntax as S
 from flowc.diagnostics import Diagnostic, Location, error
+from flowc.lalr import Tok
+from flowc.records import record
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar") / "flow.lark"
 
@@ -33,7 +40,7 @@ GRAMMAR_PATH = Path(__file__).with_name("grammar") / "flow.lark"
 MAX_NESTING = 256
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Parsed:
     """A parsed module. `module` holds every item that parsed, even when there are errors."""
 
@@ -54,11 +61,33 @@ def parse(source: str, file: str = "<input>") -> Parsed:
     """Parse the text of one module."""
     state = _State(file, source)
     _local.state = state
-    try:
-        module = _parse_module(source, state)
-    finally:
-        _local.state = None
+    with _no_gc():
+        try:
+            module = _parse_module(source, state)
+        finally:
+            _local.state = None
     return Parsed(file, source, module, tuple(state.diagnostics), frozenset(state.lost))
+
+
+@contextmanager
+def _no_gc():
+    """Parsing makes a large tree of objects that outlive it (every later stage reads the tree)
+    and next to no garbage. With the collector on, the young collections would scan the growing
+    tree again and again, and the full ones everything the process holds; that cost about a third
+    of the time of parsing a large module. So the collector is off while parsing, and the new tree
+    is then moved straight to the oldest generation (`gc.freeze` and `unfreeze` move objects
+    without scanning them) rather than being scanned twice on its way there. Objects someone else
+    froze are left frozen: then the tree is not moved."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+        if collecting:
+            gc.enable()
 
 
 def parse_expression(source: str, file: str = "<input>") -> tuple[S.Expr | None, tuple[Diagnostic, ...]]:
@@ -80,7 +109,7 @@ class _State:
         self.file = file
         self.source = source
         self.lines: list[str] | None = None
-        self.comments: list[Token] = []
+        self.comments: list = []  # tokens: lalr.Tok, or lark's Token from the lark path
         self.diagnostics: list[Diagnostic] = []
         self.lost: set[str] = set()
 
@@ -96,7 +125,7 @@ class _State:
 _local = threading.local()
 
 
-def _collect_comment(token: Token) -> Token:
+def _collect_comment(token):
     state: _State | None = getattr(_local, "state", None)
     if state is not None:
         state.comments.append(token)
@@ -109,7 +138,10 @@ class _Postlex:
 
     always_accept = ()
 
+    # flowc.lalr.Parser does the same for the fast path (see `_fast_parser`).
     def process(self, stream):
+        from lark import Token
+
         prev_end_line = 0
         depth = 0
         keywords = _keyword_terminals()
@@ -147,26 +179,30 @@ class _Chained(Exception):
     """`a < b < c`: a syntax error raised from the tree builder, so the declaration is dropped
     like any other that does not parse."""
 
-    def __init__(self, first: Token, second: Token) -> None:
+    def __init__(self, first: Tok, second: Tok) -> None:
         super().__init__("comparisons do not chain")
         self.first = first
         self.second = second
 
 
 class _TooDeep(Exception):
-    def __init__(self, token: Token) -> None:
+    def __init__(self, token) -> None:
         super().__init__("nesting too deep")
         self.token = token
 
 
 _parser_lock = threading.Lock()
-_parser: lark.Lark | None = None
+_parser = None
 
 
-def _get_parser() -> lark.Lark:
+def _get_parser():
+    """lark's parser of the grammar (imported and loaded on first use: the fast path needs it only
+    to build its tables once, and to report syntax errors)."""
     global _parser
     with _parser_lock:
         if _parser is None:
+            import lark
+
             _parser = lark.Lark(
                 GRAMMAR_PATH.read_text(encoding="utf-8"),
                 parser="lalr",
@@ -185,19 +221,110 @@ def _get_parser() -> lark.Lark:
 def _cache_path() -> str | bool:
     """The built parser is cached beside the user's other caches (start-up matters for `flow check`)."""
     import hashlib
-    import os
-    import tempfile
+
+    import lark
 
     digest = hashlib.sha256(GRAMMAR_PATH.read_bytes() + lark.__version__.encode()).hexdigest()[:16]
+    folder = _cache_folder()
+    return os.path.join(folder, f"flow-parser-{digest}.lark-cache") if folder else False
+
+
+def _cache_folder() -> str | None:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    for folder in (os.path.join(base, "flow"), tempfile.gettempdir()):
+    for folder in (os.path.join(base, "flow"), None):
+        if folder is None:
+            import tempfile
+
+            folder = tempfile.gettempdir()
         try:
             os.makedirs(folder, exist_ok=True)
             if os.access(folder, os.W_OK):
-                return os.path.join(folder, f"flow-parser-{digest}.lark-cache")
+                return folder
         except OSError:
             continue
-    return False
+    return None
+
+
+# ---- the fast path -----------------------------------------------------------------------------
+
+
+_fast_lock = threading.Lock()
+_fast: lalr.Parser | bool | None = None  # False: there is none
+
+#: What `_parse_fast` returns when the fast path does not take the input.
+_REFUSED = object()
+
+
+def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
+    """The tree of `text` by the fast path, or _REFUSED with nothing recorded in `state`.
+
+    Besides what the fast path refuses on purpose, any failure of it falls back to lark: a bug
+    here must not cost a user more than time (tests/test_parse_fast.py checks that it takes every
+    program that parses)."""
+    parser = _fast if _fast is not None else _fast_parser()
+    if not parser:
+        return _REFUSED
+    comments, diagnostics = len(state.comments), len(state.diagnostics)
+    try:
+        return parser.run(text, start, state.comments, line, column)
+    except Exception:  # lalr.Refused, _Chained, RecursionError, ...
+        del state.comments[comments:]
+        del state.diagnostics[diagnostics:]
+        return _REFUSED
+
+
+def _fast_parser() -> lalr.Parser | bool:
+    """The fast parser, from the tables of lark's parser of the grammar (lark builds them the
+    first time; they are cached by the grammar, lark's version and the tables' format). False
+    when it cannot be made (lark's insides are not what `lalr.tables` reads): lark then parses
+    everything, as it did before there was a fast path."""
+    global _fast
+    with _fast_lock:
+        if _fast is None:
+            try:
+                _fast = _make_fast_parser()
+            except Exception as problem:  # noqa: BLE001 - slower, not wrong
+                import warnings
+
+                warnings.warn(f"flowc: parsing without the fast parser ({problem!r})", RuntimeWarning)
+                _fast = False
+        return _fast
+
+
+def _make_fast_parser() -> lalr.Parser:
+    import hashlib
+
+    grammar = GRAMMAR_PATH.read_bytes()
+    key = hashlib.sha256(b"\0".join([grammar, _lark_version().encode(), str(lalr.FORMAT).encode()]))
+    key = key.hexdigest()[:16]
+    folder = _cache_folder()
+    path = os.path.join(folder, f"flow-lalr-{key}.marshal") if folder else None
+    data = lalr.load(path, key) if path else None
+    if data is None:
+        data = lalr.tables(_get_parser())
+        if path:
+            lalr.save(path, key, data)
+    # The postlexer, as `_Postlex` does it for lark.
+    keywords = {value: name for name, value in data["literals"].items() if value.isidentifier()}
+    postlex = {"NAME": lalr.KEYWORD, "_LPAR": lalr.OPEN_AT_LINE_START, "LSQB": lalr.OPEN,
+               "LBRACE": lalr.OPEN, "RPAR": lalr.CLOSE, "RSQB": lalr.CLOSE, "RBRACE": lalr.CLOSE}
+    return lalr.Parser(data, _reducers(data["rules"]), postlex=postlex, keywords=keywords,
+                       line_start={"_LPAR": "_NL_LPAR"}, max_depth=MAX_NESTING,
+                       collect=frozenset({"COMMENT"}))
+
+
+def _lark_version() -> str:
+    """lark's version, read from its source without importing it (that takes longer than parsing
+    a small file)."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("lark")
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec and spec.origin else ""
+    except (ImportError, OSError, ValueError):
+        return ""
+    found = re.search(r"""^__version__\s*(?::[^=]*)?=\s*["']([^"']+)""", source, re.MULTILINE)
+    return found.group(1) if found else ""
 
 
 # ---- driving the parser and recovering ---------------------------------------------------------
@@ -260,6 +387,11 @@ def _with_comments(module: S.Module, state: _State) -> S.Module:
 
 
 def _parse_chunk(text: str, start: str, state: _State, first_line: int):
+    tree = _parse_fast(text, start, state, first_line, 1)
+    if tree is not _REFUSED:
+        return tree
+    from lark.exceptions import UnexpectedInput, VisitError
+
     padded = "\n" * (first_line - 1) + text if first_line > 1 else text
     try:
         return _get_parser().parse(padded, start=start)
@@ -283,7 +415,7 @@ def _parse_chunk(text: str, start: str, state: _State, first_line: int):
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _Chained as chained:
         state.diagnostics.append(error(
-            "syntax-error", f"comparisons do not chain: `{chained.first}` then `{chained.second}`",
+            "syntax-error", f"comparisons do not chain: `{chained.first.value}` then `{chained.second.value}`",
             _token_location(state, chained.second), help="join the comparisons with `&&`"))
     except RecursionError:
         state.diagnostics.append(error(
@@ -326,7 +458,9 @@ def _terminal_patterns() -> dict[str, str]:
     return _patterns_cache
 
 
-def _syntax_diagnostic(problem: UnexpectedInput, state: _State, text: str) -> Diagnostic:
+def _syntax_diagnostic(problem, state: _State, text: str) -> Diagnostic:
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
     if isinstance(problem, UnexpectedCharacters):
         line, column = problem.line, problem.column
         char = text[problem.pos_in_stream] if problem.pos_in_stream < len(text) else ""
@@ -359,7 +493,7 @@ def _syntax_diagnostic(problem: UnexpectedInput, state: _State, text: str) -> Di
     return error("syntax-error", f"unexpected {what}", _token_location(state, token), help=help_text)
 
 
-def _describe_token(token: Token) -> str:
+def _describe_token(token) -> str:
     value = str(token.value)
     if len(value) > 40:
         value = value[:37] + "..."
@@ -374,21 +508,22 @@ def _expected_help(expected: list[str]) -> str | None:
     return None
 
 
-def _token_location(state: _State, token: Token) -> Location:
+def _token_location(state: _State, token) -> Location:
     return state.location(token.line, token.column, token.end_line or token.line,
                           token.end_column or token.column + 1)
 
 
-def _token_span(token: Token) -> S.Span:
+def _token_span(token) -> S.Span:
     return S.Span(token.line, token.column, token.end_line, token.end_column)
 
 
 # ---- building the tree -------------------------------------------------------------------------
 #
-# The parser calls a builder method at each reduction (lark's inline transformer), so no lark tree
-# is built. Every token is kept (`keep_all_tokens`) so that a node's span runs from its first token
-# to its last, brackets and keywords included; `_wrap` computes the span and drops punctuation
-# before the method sees the children.
+# The parser calls a builder method at each reduction, so no lark tree is built. Every token is
+# kept (`keep_all_tokens`) so that a node's span runs from its first token to its last, brackets
+# and keywords included; `_build` computes the span and drops punctuation before the method sees
+# the children. lark calls it through `_wrap` (its inline transformer); the fast path through the
+# reducers of `_reducers`, which do the same with what is known of each rule in advance.
 
 #: Token kinds that carry meaning; every other token is punctuation or a keyword.
 _MEANINGFUL = frozenset({
@@ -398,35 +533,339 @@ _MEANINGFUL = frozenset({
 
 
 def _start_of(item):
-    if isinstance(item, Token):
+    if type(item) is Tok:
         return (item.line, item.column)
     span = getattr(item, "span", None)
     return (span.line, span.column) if span is not None and span is not S.NO_SPAN else None
 
 
 def _end_of(item):
-    if isinstance(item, Token):
+    if type(item) is Tok:
         return (item.end_line, item.end_column)
     span = getattr(item, "span", None)
     return (span.end_line, span.end_column) if span is not None and span is not S.NO_SPAN else None
 
 
+def _build(method, children: list):
+    start = end = None
+    for child in children:
+        start = _start_of(child)
+        if start is not None:
+            break
+    for child in reversed(children):
+        end = _end_of(child)
+        if end is not None:
+            break
+    span = S.Span(start[0], start[1], end[0], end[1]) if start and end else S.NO_SPAN
+    kept = [c for c in children if type(c) is not Tok or c.type in _MEANINGFUL]
+    return method(span, kept)
+
+
 def _wrap(method):
+    """The callback lark calls. Its tokens (a `str` subclass; nothing else here is a str) become
+    `Tok`s, so the builder sees the fast path's tokens either way."""
+
     def callback(children):
-        start = end = None
-        for child in children:
-            start = _start_of(child)
-            if start is not None:
-                break
-        for child in reversed(children):
-            end = _end_of(child)
-            if end is not None:
-                break
-        span = S.Span(start[0], start[1], end[0], end[1]) if start and end else S.NO_SPAN
-        kept = [c for c in children if not isinstance(c, Token) or c.type in _MEANINGFUL]
-        return method(span, kept)
+        return _build(method, [Tok(c.type, c.value, c.line, c.column, c.end_line, c.end_column)
+                               if isinstance(c, str) else c for c in children])
 
     return callback
+
+
+def _reducers(rules: list, builder=None) -> list:
+    """For the fast path, one reducer per rule (see `lalr.Parser`), doing what lark's tree builder
+    does around the same builder methods: splice the children of inlined `_rules`, put None where an
+    optional `[...]` is missing, pass a `?rule`'s single child up, then what `_build` does.
+
+    What `_build` finds by looking at the children is mostly known from the rule: which child
+    starts and which ends the span, which children are punctuation. A reducer does only what is
+    left to look at (an optional child that may be empty, the tokens inside a spliced list).
+    `builder` (tests) stands in for the builder: its attributes are the methods, by rule alias."""
+    if builder is None:
+        builder = _Builder()
+        builder.__dict__["lambda"] = builder.lambda_
+    by_origin: dict[str, list] = {}
+    for rule in rules:
+        by_origin.setdefault(rule[0], []).append(rule)
+
+    def kept(symbol) -> bool:
+        name, is_term, filter_out = symbol
+        return not (is_term and filter_out)
+
+    # An inlined rule that is always one kept token (`_lp`, `_binop`) passes the token itself up:
+    # spliced into its parent it is that token.
+    one_token = {origin for origin, group in by_origin.items()
+                 if origin.startswith("_") and all(len(r[1]) == 1 and r[1][0][1] and not r[4]
+                                                   and (r[6] or kept(r[1][0])) for r in group)}
+    spliced = {origin for origin in by_origin if origin.startswith("_") and origin not in one_token}
+    nullable: set[str] = set()
+    while True:
+        grown = {r[0] for r in rules if r[0] not in nullable
+                 and all(not is_term and name in nullable for name, is_term, _ in r[1])}
+        if not grown:
+            break
+        nullable |= grown
+
+    def token_kinds(name: str, is_term: bool) -> set[str] | None:
+        """The kinds of token at a position, or None when it holds a node (or a spliced list)."""
+        if is_term:
+            return {name}
+        if name in one_token:
+            return {r[1][0][0] for r in by_origin[name]}
+        return None
+
+    # The kinds of token a spliced list may hold.
+    inner_kinds: dict[str, set[str]] = {origin: set() for origin in spliced}
+    while True:
+        changed = False
+        for origin in spliced:
+            for rule in by_origin[origin]:
+                for name, is_term, _ in rule[1]:
+                    kinds = inner_kinds.get(name, set()) if name in spliced else token_kinds(name, is_term) or set()
+                    if not kinds <= inner_kinds[origin]:
+                        inner_kinds[origin] |= kinds
+                        changed = True
+        if not changed:
+            break
+
+    # What is sure to be at each end of a spliced list: "token", "node" (with a span), or None.
+    edges: dict[tuple[str, int], str | None] = {}
+
+    def edge(origin: str, side: int, seen: frozenset = frozenset()) -> str | None:
+        if (origin, side) in edges:
+            return edges[origin, side]
+        found = set()
+        for rule in by_origin[origin]:
+            symbols = [symbol for symbol in rule[1] if rule[6] or kept(symbol)]
+            if not symbols or rule[4]:
+                found.add(None)
+                continue
+            name, is_term, _ = symbols[side]
+            if name == origin:
+                continue  # `__items: __items "," item` ends as the shorter list does
+            if token_kinds(name, is_term) is not None:
+                found.add("token")
+            elif name in spliced:
+                found.add(edge(name, side, seen | {origin}) if name not in seen | {origin} else None)
+            else:
+                found.add(None if name in nullable else "node")
+        edges[origin, side] = found.pop() if len(found) == 1 else None
+        return edges[origin, side]
+
+    reducers: list = []
+    for origin, expansion, alias, expand1, empty_indices, template_source, keep_all in rules:
+        size = len(expansion)
+        if empty_indices:
+            marks = "".join(str(int(b)) for b in empty_indices)
+            nones = [len(ones) for ones in marks.split("0")]
+        else:
+            nones = [0] * (size + 1)
+        include = []
+        pending = 0
+        for index, symbol in enumerate(expansion):
+            pending += nones[index]
+            if keep_all or kept(symbol):
+                include.append((index, symbol[0] in spliced, pending))
+                pending = 0
+        trailing = pending + nones[size]
+        plain = trailing == 0 and include == [(index, False, 0) for index in range(size)]
+
+        if origin in one_token:
+            reducers.append(None)
+            continue
+        if origin in spliced:
+            if expand1:
+                raise ValueError(f"inlined rule {origin} is also a ?rule")
+            reducers.append(_splicer(include, trailing, plain))
+            continue
+        single = expand1 and not alias
+        if single and size == 1 and plain:
+            reducers.append(None)
+            continue
+        name = alias or template_source or origin
+        method = getattr(builder, name, None)
+        if method is None:
+            raise ValueError(f"no builder method for rule {origin} ({name})")
+        if single:
+            reducers.append(_generic_reducer(method, include, trailing, single))
+            continue
+        if not include and not trailing:
+            reducers.append(_empty_reducer(method))
+            continue
+
+        # Where the span starts: the first child that is sure to have a position, after any that
+        # may be empty (each then looked at); a spliced list counts by its first element (its last,
+        # for the end) when that is sure. Otherwise, or after a placeholder, look at all children.
+        def ends(order, side: int) -> tuple | None:
+            candidates = []
+            for index, splice, _ in order:
+                symbol, is_term, _ = expansion[index]
+                if splice:
+                    sure = edge(symbol, side)
+                    if sure is None:
+                        return None
+                    candidates.append((index, sure == "token", side))
+                    return tuple(candidates)
+                is_token = token_kinds(symbol, is_term) is not None
+                candidates.append((index, is_token, None))
+                if is_token or symbol not in nullable:
+                    return tuple(candidates)
+            return None
+
+        firsts = ends(include, 0)
+        lasts = ends(list(reversed(include)), -1)
+        if firsts is None or lasts is None or trailing or include[0][2]:
+            reducers.append(_generic_reducer(method, include, trailing, single))
+            continue
+        # What the method sees: (index, what) with what one of "keep", "drop", "splice" (the list
+        # as it is), "filter" (the list less its punctuation), or an int (that many Nones first).
+        steps = []
+        for index, splice, nones_before in include:
+            if nones_before:
+                steps.append((index, nones_before))
+            symbol, is_term, _ = expansion[index]
+            if splice:
+                steps.append((index, "filter" if inner_kinds[symbol] - _MEANINGFUL else "splice"))
+                continue
+            kinds = token_kinds(symbol, is_term)
+            if kinds is None or kinds <= _MEANINGFUL:
+                steps.append((index, "keep"))
+            elif kinds & _MEANINGFUL:
+                steps = None  # punctuation or not depending on the token
+                break
+            else:
+                steps.append((index, "drop"))
+        if steps is None:
+            reducers.append(_generic_reducer(method, include, trailing, single))
+            continue
+        reducers.append(_planned_reducer(method, firsts, lasts, steps, size))
+    return reducers
+
+
+def _splicer(include: list, trailing: int, plain: bool):
+    """The children of an inlined rule, as a list its parent splices (lark's ChildFilterLALR)."""
+    if plain:
+        return lambda children: children
+    if trailing == 0 and include[0] == (0, True, 0) and all(not s and not n for _, s, n in include[1:]):
+        # left recursion, as `__items: __items "," item`: grow the left list in place
+        if len(include) == 2:
+            def grow_one(children):
+                spliced = children[0]
+                spliced.append(children[1])
+                return spliced
+
+            return grow_one
+
+        def grow(children):
+            spliced = children[0]
+            spliced += children[1:]
+            return spliced
+
+        return grow
+    return lambda children: _filtered(children, include, trailing)
+
+
+def _filtered(children: list, include: list, trailing: int) -> list:
+    result: list = []
+    for index, splice, nones in include:
+        if nones:
+            result += [None] * nones
+        if splice:
+            if result:
+                result += children[index]
+            else:
+                result = children[index]
+        else:
+            result.append(children[index])
+    if trailing:
+        result += [None] * trailing
+    return result
+
+
+def _generic_reducer(method, include: list, trailing: int, single: bool):
+    def reduce(children):
+        children = _filtered(children, include, trailing)
+        if single and len(children) == 1:
+            return children[0]
+        return _build(method, children)
+
+    return reduce
+
+
+def _empty_reducer(method):
+    """A rule of no children: no span (what `_build` gives an empty list)."""
+    return lambda children: method(S.NO_SPAN, [])
+
+
+def _planned_reducer(method, firsts: tuple, lasts: tuple, steps: list, size: int):
+    """A reducer for a rule whose span ends and punctuation are known (see `_reducers`)."""
+    Span = S.Span
+    NO_SPAN = S.NO_SPAN
+
+    kinds = {what for _, what in steps}
+    if kinds == {"keep"} and len(steps) == size:
+        picks = None
+    elif kinds <= {"keep", "drop"}:
+        picks = tuple(index for index, what in steps if what == "keep")
+    else:
+        picks = steps
+
+    if len(firsts) == 1 and len(lasts) == 1 and firsts[0][2] is None and lasts[0][2] is None:
+        (first_index, first_token, _), = firsts
+        (last_index, last_token, _), = lasts
+        if picks is None:
+            def reduce(children):
+                first = children[first_index] if first_token else children[first_index].span
+                last = children[last_index] if last_token else children[last_index].span
+                return method(Span(first.line, first.column, last.end_line, last.end_column), children)
+        elif isinstance(picks, tuple):
+            def reduce(children):
+                first = children[first_index] if first_token else children[first_index].span
+                last = children[last_index] if last_token else children[last_index].span
+                return method(Span(first.line, first.column, last.end_line, last.end_column),
+                              [children[i] for i in picks])
+        else:
+            def reduce(children):
+                first = children[first_index] if first_token else children[first_index].span
+                last = children[last_index] if last_token else children[last_index].span
+                return method(Span(first.line, first.column, last.end_line, last.end_column),
+                              _picked(children, picks))
+        return reduce
+
+    def end_of(children, candidates):
+        for index, is_token, side in candidates:
+            found = children[index] if side is None else children[index][side]
+            if is_token:
+                return found
+            found = found.span
+            if found is not NO_SPAN:
+                return found
+        return found
+
+    def reduce(children):
+        first = end_of(children, firsts)
+        last = end_of(children, lasts)
+        return method(Span(first.line, first.column, last.end_line, last.end_column), _picked(children, picks))
+
+    return reduce
+
+
+def _picked(children: list, steps) -> list:
+    if steps is None:
+        return children
+    if isinstance(steps, tuple):
+        return [children[i] for i in steps]
+    result: list = []
+    for index, what in steps:
+        if what == "keep":
+            result.append(children[index])
+        elif what == "splice":
+            result += children[index]
+        elif what == "filter":
+            result += [c for c in children[index] if type(c) is not Tok or c.type in _MEANINGFUL]
+        elif what != "drop":
+            result += [None] * what
+    return result
 
 
 def _state() -> _State:
@@ -461,12 +900,12 @@ def _member_doc(span: S.Span) -> str | None:
     return _doc_before(span.line)
 
 
-def _tokens(children, kind: str) -> list[Token]:
-    return [c for c in children if isinstance(c, Token) and c.type == kind]
+def _tokens(children, kind: str) -> list[Tok]:
+    return [c for c in children if type(c) is Tok and c.type == kind]
 
 
-def _split_qualified(token: Token) -> tuple[str | None, str]:
-    text = str(token)
+def _split_qualified(token: Tok) -> tuple[str | None, str]:
+    text = token.value
     if token.type == "QUPPER":
         qualifier, name = text.split(".", 1)
         return qualifier, name
@@ -492,18 +931,18 @@ class _Builder:
         return S.Module(tuple(items), (), span)
 
     def use_decl(self, span, children):
-        text, alias = children[0], (str(children[1]) if len(children) > 1 else None)
+        text, alias = children[0], (children[1].value if len(children) > 1 else None)
         return S.Use(_decode_plain_text(text), alias, span)
 
     def attrs(self, span, children):
         return _Group(tuple(children), span)
 
     def attr_plain(self, span, children):
-        return S.Attr(str(children[0]), None, span)
+        return S.Attr(children[0].value, None, span)
 
     def attr_target(self, span, children):
         names = _tokens(children, "NAME")
-        return S.Attr(str(names[0]), tuple(str(c) for c in names[1:]), span)
+        return S.Attr(names[0].value, tuple(c.value for c in names[1:]), span)
 
     def type_decl(self, span, children):
         attrs = children[0].items
@@ -516,7 +955,7 @@ class _Builder:
                 params = child.items
             elif isinstance(child, _Body):
                 kind, fields, ctors = child.kind, child.fields, child.ctors
-        return S.TypeDecl(str(name_token), params, kind, fields, ctors, pub, attrs,
+        return S.TypeDecl(name_token.value, params, kind, fields, ctors, pub, attrs,
                           _doc_before(span.line), span, _token_span(name_token))
 
     def type_params(self, span, children):
@@ -524,7 +963,7 @@ class _Builder:
 
     def type_param(self, span, children):
         names = _tokens(children, "UPPER")
-        return S.TypeParam(str(names[0]), tuple(str(c) for c in names[1:]), span)
+        return S.TypeParam(names[0].value, tuple(c.value for c in names[1:]), span)
 
     def empty_body(self, span, children):
         return _Body("record", (), (), span)
@@ -538,26 +977,26 @@ class _Builder:
     def field_decl(self, span, children):
         pub = bool(_tokens(children, "PUB"))
         name = _tokens(children, "NAME")[0]
-        return S.FieldDecl(str(name), children[-1], pub, _member_doc(span), span)
+        return S.FieldDecl(name.value, children[-1], pub, _member_doc(span), span)
 
     def named_field(self, span, children):
-        return S.FieldDecl(str(children[0]), children[1], True, _member_doc(span), span)
+        return S.FieldDecl(children[0].value, children[1], True, _member_doc(span), span)
 
     def ctor_bare(self, span, children):
-        return S.CtorDecl(str(children[0]), "bare", (), (), _member_doc(span), span)
+        return S.CtorDecl(children[0].value, "bare", (), (), _member_doc(span), span)
 
     def ctor_positional(self, span, children):
-        return S.CtorDecl(str(children[0]), "positional", tuple(children[1:]), (), _member_doc(span), span)
+        return S.CtorDecl(children[0].value, "positional", tuple(children[1:]), (), _member_doc(span), span)
 
     def ctor_named(self, span, children):
-        return S.CtorDecl(str(children[0]), "named", (), tuple(children[1:]), _member_doc(span), span)
+        return S.CtorDecl(children[0].value, "named", (), tuple(children[1:]), _member_doc(span), span)
 
     def fn_decl(self, span, children):
         attrs = children[0].items
         pub = bool(_tokens(children, "PUB"))
         head: _FnHead = next(c for c in children if isinstance(c, _FnHead))
         last = children[-1]
-        body = None if last is head or last is None or isinstance(last, Token) else last
+        body = None if last is head or last is None or type(last) is Tok else last
         return S.FnDecl(head.name, head.type_params, head.params, head.ret, head.effect, body, pub, attrs,
                         _doc_before(span.line), span, head.name_span)
 
@@ -572,19 +1011,19 @@ class _Builder:
         if rest and isinstance(rest[-1], _Effect):
             effect = rest[-1].name
             rest = rest[:-1]
-        return _FnHead(str(name), type_params, tuple(rest[:-1]), rest[-1], effect, _token_span(name), span)
+        return _FnHead(name.value, type_params, tuple(rest[:-1]), rest[-1], effect, _token_span(name), span)
 
     def param(self, span, children):
-        return S.Param(str(children[0]), children[1], span)
+        return S.Param(children[0].value, children[1], span)
 
     def effect(self, span, children):
-        return _Effect(str(_tokens(children, "NAME")[0]), span)
+        return _Effect(_tokens(children, "NAME")[0].value, span)
 
     # -- types
 
     def t_named(self, span, children):
         args = children[1].items if len(children) > 1 and children[1] is not None else ()
-        return S.TNamed(str(children[0]), None, args, span)
+        return S.TNamed(children[0].value, None, args, span)
 
     def t_qualified(self, span, children):
         qualifier, name = _split_qualified(children[0])
@@ -641,10 +1080,10 @@ class _Builder:
 
     def unop(self, span, children):
         op, operand = children
-        return S.Unary(str(op), operand, span)
+        return S.Unary(op.value, operand, span)
 
     def member(self, span, children):
-        return S.Member(children[0], str(children[1]), span)
+        return S.Member(children[0], children[1].value, span)
 
     def call(self, span, children):
         return S.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
@@ -653,10 +1092,10 @@ class _Builder:
         return S.Try(children[0], span)
 
     def int_lit(self, span, children):
-        return S.Lit("int", str(children[0]).replace("_", ""), span)
+        return S.Lit("int", children[0].value.replace("_", ""), span)
 
     def decimal_lit(self, span, children):
-        return S.Lit("decimal", str(children[0]).replace("_", ""), span)
+        return S.Lit("decimal", children[0].value.replace("_", ""), span)
 
     def duration_lit(self, span, children):
         return _duration(children[0], span)
@@ -665,10 +1104,10 @@ class _Builder:
         return _text(children[0], span)
 
     def bool_lit(self, span, children):
-        return S.Lit("bool", str(children[0]), span)
+        return S.Lit("bool", children[0].value, span)
 
     def var(self, span, children):
-        return S.Var(str(children[0]), span)
+        return S.Var(children[0].value, span)
 
     def ctor_ref(self, span, children):
         qualifier, name = _split_qualified(children[0])
@@ -699,7 +1138,7 @@ class _Builder:
         return S.Arm(children[0], None, children[1], span)
 
     def lambda_param(self, span, children):
-        return S.Param(str(children[0]), children[1] if len(children) > 1 else None, span)
+        return S.Param(children[0].value, children[1] if len(children) > 1 else None, span)
 
     def record_lit(self, span, children):
         token = children[0]
@@ -713,15 +1152,15 @@ class _Builder:
         fields = tuple(c for c in children if isinstance(c, S.FieldInit))
         base = None
         for index, child in enumerate(children):
-            if isinstance(child, Token) and child.type == "DOTDOT":
+            if type(child) is Tok and child.type == "DOTDOT":
                 base = children[index + 1]
         return _Group((fields, base), span)
 
     def field_init(self, span, children):
-        return S.FieldInit(str(children[0]), children[1], span)
+        return S.FieldInit(children[0].value, children[1], span)
 
     def field_short(self, span, children):
-        return S.FieldInit(str(children[0]), None, span)
+        return S.FieldInit(children[0].value, None, span)
 
     # -- patterns
 
@@ -732,14 +1171,14 @@ class _Builder:
         return S.PWild(span)
 
     def p_bind(self, span, children):
-        return S.PBind(str(children[0]), span)
+        return S.PBind(children[0].value, span)
 
     def p_int(self, span, children):
-        text = "".join(str(c) for c in children).replace("_", "")
+        text = "".join(c.value for c in children).replace("_", "")
         return S.PLit(S.Lit("int", text, span), span)
 
     def p_decimal(self, span, children):
-        text = "".join(str(c) for c in children).replace("_", "")
+        text = "".join(c.value for c in children).replace("_", "")
         return S.PLit(S.Lit("decimal", text, span), span)
 
     def p_duration(self, span, children):
@@ -755,7 +1194,7 @@ class _Builder:
         return S.PLit(lit, span)
 
     def p_bool(self, span, children):
-        return S.PLit(S.Lit("bool", str(children[0]), span), span)
+        return S.PLit(S.Lit("bool", children[0].value, span), span)
 
     def p_unit(self, span, children):
         return S.PLit(S.Lit("unit", "", span), span)
@@ -778,14 +1217,14 @@ class _Builder:
 
     def p_fields(self, span, children):
         fields = tuple(c for c in children if isinstance(c, S.PField))
-        rest = any(isinstance(c, Token) and c.type == "DOTDOT" for c in children)
+        rest = any(type(c) is Tok and c.type == "DOTDOT" for c in children)
         return _Group((fields, rest), span)
 
     def p_field(self, span, children):
-        return S.PField(str(children[0]), children[1], span)
+        return S.PField(children[0].value, children[1], span)
 
     def p_field_short(self, span, children):
-        return S.PField(str(children[0]), None, span)
+        return S.PField(children[0].value, None, span)
 
     def p_tuple(self, span, children):
         return S.PTuple(tuple(children), span)
@@ -801,7 +1240,7 @@ class _Builder:
 
     def p_rest(self, span, children):
         names = _tokens(children, "NAME")
-        return _Rest(str(names[0]) if names else "", span)
+        return _Rest(names[0].value if names else "", span)
 
     def lambda_(self, span, children):
         params = []
@@ -820,6 +1259,10 @@ class _Builder:
 def _precedence(chain: list) -> S.Expr:
     """Fold `operand (op operand)*` into a tree by precedence climbing. Every operator is
     left-associative; a comparison may not be an operand of another comparison."""
+    if len(chain) == 3:  # one operator: nothing to weigh
+        left, op, right = chain
+        return S.Binary(op.value, left, right, S.Span(left.span.line, left.span.column,
+                                                      right.span.end_line, right.span.end_column))
     operands = chain[0::2]
     operators = chain[1::2]
     position = 0
@@ -829,14 +1272,14 @@ def _precedence(chain: list) -> S.Expr:
         left = operands[position]
         while position < len(operators):
             op = operators[position]
-            power = _PRECEDENCE[str(op)]
+            power = _PRECEDENCE[op.value]
             if power < min_power:
                 break
             position += 1
             right = climb(power + 1)
-            left = S.Binary(str(op), left, right, S.Span(left.span.line, left.span.column,
+            left = S.Binary(op.value, left, right, S.Span(left.span.line, left.span.column,
                                                           right.span.end_line, right.span.end_column))
-            if power == 3 and position < len(operators) and _PRECEDENCE[str(operators[position])] == 3:
+            if power == 3 and position < len(operators) and _PRECEDENCE[operators[position].value] == 3:
                 raise _Chained(op, operators[position])
         return left
 
@@ -853,13 +1296,13 @@ for _name, _method in list(vars(_Builder).items()):
         setattr(_BUILD, "lambda" if _name == "lambda_" else _name, _wrap(_method.__get__(_Builder())))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Group:
     items: tuple
     span: S.Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Body:
     kind: str
     fields: tuple
@@ -867,7 +1310,7 @@ class _Body:
     span: S.Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _FnHead:
     name: str
     type_params: tuple
@@ -878,13 +1321,13 @@ class _FnHead:
     span: S.Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Effect:
     name: str
     span: S.Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Rest:
     name: str
     span: S.Span
@@ -894,8 +1337,8 @@ def _location_of(span: S.Span) -> Location:
     return _state().location(span.line, span.column, span.end_line, span.end_column)
 
 
-def _duration(token: Token, span: S.Span) -> S.Lit:
-    match = _DURATION_RE.match(str(token))
+def _duration(token: Tok, span: S.Span) -> S.Lit:
+    match = _DURATION_RE.match(token.value)
     assert match is not None
     number, unit = match.group(1).replace("_", ""), match.group(2)
     try:
@@ -904,12 +1347,12 @@ def _duration(token: Token, span: S.Span) -> S.Lit:
         nanos = Decimal(0)
     if nanos != nanos.to_integral_value():
         _state().diagnostics.append(error(
-            "literal-invalid", f"`{token}` is not a whole number of nanoseconds", _location_of(span)))
+            "literal-invalid", f"`{token.value}` is not a whole number of nanoseconds", _location_of(span)))
         nanos = Decimal(0)
     return S.Lit("duration", str(int(nanos)), span)
 
 
-def _decode_plain_text(token: Token) -> str:
+def _decode_plain_text(token: Tok) -> str:
     lit = _text(token, _token_span(token))
     if isinstance(lit, S.Interp):
         _state().diagnostics.append(error("syntax-error", "a module path cannot interpolate",
@@ -921,11 +1364,13 @@ def _decode_plain_text(token: Token) -> str:
 _TEXT_SPECIAL = re.compile(r"\\|\$\{")
 
 
-def _text(token: Token, span: S.Span) -> S.Lit | S.Interp:
+def _text(token: Tok, span: S.Span) -> S.Lit | S.Interp:
     """Decode a text literal: escapes, and `${expr}` parts parsed as expressions in place.
 
     Plain runs are copied whole; only escapes and interpolations are looked at one by one."""
-    raw = str(token)
+    raw = token.value
+    if "\\" not in raw and "${" not in raw:
+        return S.Lit("text", raw[1:-1], span)
     body = raw[1:-1]
     parts: list[str | S.Expr] = []
     buffer: list[str] = []
@@ -1004,6 +1449,11 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
         state.diagnostics.append(error("syntax-error", "an interpolation needs an expression",
                                        state.location(line, column - 2, line, column + 1)))
         return S.Lit("text", "", S.Span(line, column, line, column))
+    tree = _parse_fast(inner, "expr_s", state, line, column)
+    if tree is not _REFUSED:
+        return tree
+    from lark.exceptions import UnexpectedInput
+
     padded = "\n" * (line - 1) + " " * (column - 1) + inner
     try:
         return _get_parser().parse(padded, start="expr_s")
