@@ -290,6 +290,32 @@ def encode(value, term, defs=None):
         raise EncodeError("$", "nested too deeply") from None
 
 
+def encoder(term, defs=None):
+    """`encode` for one type, made once and used often (the sandbox encodes every Tool argument
+    and checkpoint argument with one): `encoder(term, defs)(value) == encode(value, term, defs)`."""
+    if type(term) is str and term in _ENC_PRIM:
+        prim = _ENC_PRIM[term]
+
+        def encode_prim(value):
+            try:
+                return prim(value)
+            except _Fail as f:
+                raise EncodeError(_path(f.segs), f.message) from None
+
+        return encode_prim
+    enc = _Encoder(_Types(defs)).enc
+
+    def encode_term(value):
+        try:
+            return enc(value, term)
+        except _Fail as f:
+            raise EncodeError(_path(f.segs), f.message) from None
+        except RecursionError:
+            raise EncodeError("$", "nested too deeply") from None
+
+    return encode_term
+
+
 def canonical(value, term, defs=None) -> bytes:
     """The canonical JSON text (UTF-8 bytes) of `value` of type `term`."""
     return canonical_json(encode(value, term, defs))
@@ -650,6 +676,13 @@ def parse_json(text) -> object:
 def decode(json_obj, term, defs=None):
     """The value of type `term` that the JSON data `json_obj` encodes, or DecodeError."""
     return _decode(json_obj, term, _Types(defs), "$")
+
+
+def decoder(term, defs=None):
+    """`decode` for one type, made once and used often: `decoder(term, defs)(j) == decode(j, term,
+    defs)`, raising the same DecodeError."""
+    types = _Types(defs)
+    return lambda json_obj: _decode(json_obj, term, types, "$")
 
 
 def decode_text(text, term, defs=None):
@@ -1100,12 +1133,21 @@ def decode_outcome(json_obj, ok_term, err_term, defs=None):
     outcome: `$.Ok.notes[2]`). `err_term` is None for a Tool declared without Result, whose
     replies cannot be `Failed` (such a reply is a BadReply too).
     """
+    return _decode_outcome(json_obj, ok_term, err_term, _Types(defs))
+
+
+def outcome_decoder(ok_term, err_term, defs=None):
+    """`decode_outcome` for one Tool, made once and used for every reply."""
+    types = _Types(defs)
+    return lambda json_obj: _decode_outcome(json_obj, ok_term, err_term, types)
+
+
+def _decode_outcome(json_obj, ok_term, err_term, types):
     if type(json_obj) is not dict or len(json_obj) != 1:
         raise NotAnOutcome('an outcome is {"Ok": value} or {"Err": problem}, found '
                            + _found(json_obj) + (f" with {len(json_obj)} members" if type(json_obj) is dict else ""))
     for tag, p in json_obj.items():
         pass
-    types = _Types(defs)
     if tag == "Ok":
         try:
             return V.ok(_decode(p, ok_term, types, "$.Ok"))
@@ -1134,9 +1176,18 @@ def decode_outcome(json_obj, ok_term, err_term, defs=None):
 
 def encode_outcome(result, ok_term, err_term, defs=None):
     """The outcome JSON data of a Result whose Err holds a ToolProblem (see decode_outcome)."""
+    return _encode_outcome(result, ok_term, err_term, _Encoder(_Types(defs)))
+
+
+def outcome_encoder(ok_term, err_term, defs=None):
+    """`encode_outcome` for one Tool, made once and used for every reply."""
+    enc = _Encoder(_Types(defs))
+    return lambda result: _encode_outcome(result, ok_term, err_term, enc)
+
+
+def _encode_outcome(result, ok_term, err_term, enc):
     if getattr(type(result), "flow_identity", None) != RESULT_ID or len(result) != 2:
         raise EncodeError("$", f"expected a Result, found {result!r:.80}")
-    enc = _Encoder(_Types(defs))
     tag, x = result
     if tag == "Ok":
         try:

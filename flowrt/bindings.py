@@ -68,6 +68,18 @@ class Implementation:
     def call(self, run: str, call_id: str, tool: str, arguments: dict, types: Any, deliver: Deliver) -> None:
         raise NotImplementedError
 
+    def runs_inline(self, tool: str) -> bool:
+        """Whether `call_here` can serve `tool` on the caller's thread."""
+        return False
+
+    def call_here(self, run: str, call_id: str, tool: str, arguments: dict, types: Any, deliver_here: Deliver,
+                  deliver: Deliver) -> None:
+        """As `call`, on the caller's thread where `runs_inline(tool)`: an outcome known before
+        this returns goes to `deliver_here`; one that comes later (from another thread) to
+        `deliver`. The host uses it when the call is the only one out and the program waits for
+        it, so nothing could run beside it anyway."""
+        self.call(run, call_id, tool, arguments, types, deliver)
+
     def cancel(self, call_id: str) -> None:
         pass
 
@@ -91,28 +103,61 @@ class PythonTools(Implementation):
         self.functions = dict(functions)
         # Calls run concurrently on reused threads (a thread per call costs more than a call).
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
+        self.inline: dict[str, bool] = {}
 
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
         fn = self.functions[tool]
+        self.pool.submit(_serve, call_id, lambda: fn(**arguments), deliver)
 
-        def work() -> None:
-            try:
-                result = fn(**arguments)
-                if inspect.isawaitable(result):
-                    result = _run_async(result)
-                deliver(call_id, _as_outcome(result))
-            except Problem as problem:
-                deliver(call_id, problem.outcome())
-            except Exception as problem:  # the implementation failed; effects are unknown
-                deliver(call_id, {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}})
+    def runs_inline(self, tool: str) -> bool:
+        inline = self.inline.get(tool)
+        if inline is None:
+            fn = self.functions[tool]
+            inline = not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+            self.inline[tool] = inline
+        return inline
 
-        self.pool.submit(work)
+    def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
+        fn = self.functions[tool]
+        try:
+            result = fn(**arguments)
+        except Problem as problem:
+            deliver_here(call_id, problem.outcome())
+            return
+        except Exception as problem:  # the implementation failed; effects are unknown
+            deliver_here(call_id, _failed_unknown(problem))
+            return
+        if type(result) not in _PLAIN and inspect.isawaitable(result):
+            # Awaited on a worker: this thread may be inside an event loop of its own.
+            self.pool.submit(_serve, call_id, lambda: result, deliver)
+            return
+        deliver_here(call_id, _as_outcome(result))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)
 
     def label(self) -> str:
         return "python"
+
+
+_PLAIN = frozenset({int, str, dict, list, bool, type(None), float})  # never awaitable
+
+
+def _serve(call_id: str, produce: Callable[[], Any], deliver: Deliver) -> None:
+    """Run one call on a worker thread and deliver its outcome."""
+    try:
+        result = produce()
+        if inspect.isawaitable(result):
+            result = _run_async(result)
+        deliver(call_id, _as_outcome(result))
+    except Problem as problem:
+        deliver(call_id, problem.outcome())
+    except Exception as problem:  # the implementation failed; effects are unknown
+        deliver(call_id, _failed_unknown(problem))
+
+
+def _failed_unknown(problem: Exception) -> dict:
+    return {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}}
 
 
 def _run_async(awaitable):

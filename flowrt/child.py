@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import fcntl
 import os
 import resource
 import select
@@ -52,7 +53,13 @@ CLONE_NEWNET = 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
 POLL_TICK = 0.05  # seconds between liveness checks while waiting on the pipe
 EXIT_GRACE = 2.0  # seconds a child that closed its pipe gets to exit by itself
-READ_CHUNK = 1 << 20
+# Bytes asked of one read. A read allocates its buffer first; at 128 KiB and above malloc maps
+# fresh pages for it and unmaps them after, which costs more than the read itself.
+READ_CHUNK = 1 << 16
+PIPE_SIZE = 1 << 20  # bytes each pipe holds (F_SETPIPE_SZ): a streamed record rarely waits on it
+PIPE_CHUNK = 1 << 16  # bytes offered to the pipe in one write (a slice of the outbox: see READ_CHUNK)
+OUTBOX_LOW = 1 << 18  # bytes of posted output below which the feeder is asked for more
+F_SETPIPE_SZ = 1031
 
 
 class ChildError(Exception):
@@ -165,6 +172,15 @@ def _make_preexec(pairs: list[tuple[int, tuple[int, int]]]):
     return preexec
 
 
+def _widen_pipe(fd: int) -> None:
+    """Let the pipe hold PIPE_SIZE bytes where the system allows (the default is 64 KiB):
+    either side can then run further ahead before it has to wait for the other."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass
+
+
 def _net_namespace(pid: int | str) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/net")
@@ -217,12 +233,23 @@ class Child:
         self._read_fd = proc.stdout.fileno()
         os.set_blocking(self._write_fd, False)
         os.set_blocking(self._read_fd, False)
+        for fd in (self._write_fd, self._read_fd):
+            _widen_pipe(fd)
         self._reader = channel.FrameReader()
         self._inbox: collections.deque[dict] = collections.deque()
+        #: bytes posted but not yet taken by the pipe, in order (see `post`)
+        self._outbox = bytearray()
+        self._feeder = None  # an iterator of more bytes to post once the outbox runs low
+        self._out_closed = False  # the child closed its end: what is left will never be read
+        self._blocked = False  # the last write found the pipe full
+        self._poller = select.poll()  # what `recv` waits on: the reading end, and the writing
+        self._poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self._polling_out = False  # ... end too while posted output waits
         self._stderr = _StderrTail(proc.stderr.fileno(), STDERR_TAIL_BYTES)
         self._stderr.start()
         self._died: ChildDied | None = None
         self._closed = False
+        self._eof = False
 
     @classmethod
     def start(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS, *,
@@ -257,44 +284,154 @@ class Child:
     # -- talking -----------------------------------------------------------------------------
 
     def send(self, obj: dict, timeout: float | None = None) -> None:
-        """Send one message. Raises ChildDied if the child is gone, ChildTimeout if it does not
-        take the message in time (a partly written frame kills the child: the stream is lost)."""
+        """Send one message (after anything posted before it). Raises ChildDied if the child is
+        gone, ChildTimeout if it does not take the message in time (a partly written frame kills
+        the child: the stream is lost)."""
         self._raise_if_dead()
-        data = memoryview(channel.encode(obj))  # refusals (size, non-JSON) before any write
+        data = channel.encode(obj)  # refusals (size, non-JSON) before any write
+        self._drain_feeder()
+        self._outbox += data
         deadline = None if timeout is None else time.monotonic() + timeout
         poller = select.poll()
         poller.register(self._write_fd, select.POLLOUT)
-        sent = 0
-        while sent < len(data):
+        while True:
             try:
-                sent += os.write(self._write_fd, data[sent:])
-                continue
-            except BlockingIOError:
-                pass
+                self._write_some()
             except BrokenPipeError:
                 self._finish("closed its end of the pipe")
+            if not self._outbox:
+                return
             if self._exited():
                 self._finish("ended while a message was being sent")
             if deadline is not None and time.monotonic() >= deadline:
-                if sent:
+                if len(self._outbox) < len(data):
                     self.kill()
                 raise ChildTimeout(timeout, "accept a message")
             poller.poll(self._tick(deadline) * 1000)
 
+    def post(self, obj: dict) -> None:
+        """Queue one message and write what the pipe takes now; the rest goes out while `recv`
+        waits. A host that also reads never deadlocks against a child that is writing (a
+        blocking `send` could: both pipes full, each side waiting for the other)."""
+        self.post_bytes(channel.encode(obj))
+
+    def post_bytes(self, data: bytes) -> None:
+        """Queue encoded frames, as `post`, after everything `feed` was given."""
+        self._raise_if_dead()
+        if self._out_closed:
+            return
+        self._drain_feeder()
+        try:
+            if not self._outbox:  # the usual case: straight to the pipe, what it leaves queued
+                try:
+                    written = os.write(self._write_fd, data)
+                except BlockingIOError:
+                    written = 0
+                if written < len(data):
+                    self._outbox += data[written:]
+                return
+            self._outbox += data
+            self._write_some()
+        except BrokenPipeError:
+            self._close_out()
+
+    def _drain_feeder(self) -> None:
+        if self._feeder is not None:
+            for chunk in self._feeder:
+                self._outbox += chunk
+            self._feeder = None
+
+    def feed(self, chunks) -> None:
+        """Post the encoded frames `chunks` yields, each when the outbox has run low, after
+        anything already posted; frames posted later go after all of them."""
+        self._feeder = iter(chunks)
+        self._refill()
+        try:
+            self._write_some()
+        except BrokenPipeError:
+            self._close_out()
+
+    def _refill(self) -> None:
+        feeder = self._feeder
+        while feeder is not None and len(self._outbox) < OUTBOX_LOW:
+            chunk = next(feeder, None)
+            if chunk is None:
+                self._feeder = feeder = None
+            else:
+                self._outbox += chunk
+
+    def _write_some(self) -> None:
+        """Write what the pipe takes without blocking (BrokenPipeError when the child is gone)."""
+        outbox = self._outbox
+        while outbox:
+            try:
+                written = os.write(self._write_fd, outbox[:PIPE_CHUNK] if len(outbox) > PIPE_CHUNK else outbox)
+            except BlockingIOError:
+                self._blocked = True  # the pipe is full: try again when poll says it has room
+                return
+            del outbox[:written]
+            if not outbox and self._feeder is not None:
+                self._refill()
+        self._blocked = False
+
+    def _close_out(self) -> None:
+        self._out_closed = True
+        self._outbox.clear()
+        self._feeder = None
+
+    def _pump(self) -> None:
+        if self._outbox or self._feeder is not None:
+            self._refill()
+            try:
+                self._write_some()
+            except BrokenPipeError:
+                self._close_out()  # the child is gone: its reading end tells how
+
+    def peek(self) -> dict | None:
+        """The next message if one has arrived (never blocks), without taking it."""
+        if not self._inbox and self._died is None and not self._closed:
+            try:
+                data = os.read(self._read_fd, READ_CHUNK)
+            except BlockingIOError:
+                return None
+            if not data:  # EOF: left for recv to report
+                self._eof = True
+                return None
+            self._take(data)
+        return self._inbox[0] if self._inbox else None
+
     def recv(self, timeout: float | None = None) -> dict:
         """The next message. Raises ChildDied when the child exits or closes its pipe, and
-        ChildTimeout when nothing complete arrives within `timeout` seconds (None: wait)."""
+        ChildTimeout when nothing complete arrives within `timeout` seconds (None: wait).
+        Posted output is written while waiting."""
         if self._inbox:
+            if (self._outbox and not self._blocked) or (self._feeder is not None and len(self._outbox) < OUTBOX_LOW):
+                self._pump()
             return self._inbox.popleft()
         self._raise_if_dead()
         deadline = None if timeout is None else time.monotonic() + timeout
-        poller = select.poll()
-        poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        poller = self._poller
+        writing = self._polling_out
         while True:
-            if poller.poll(self._tick(deadline) * 1000):
+            self._pump()
+            want = bool(self._outbox) and not self._out_closed
+            if want != writing:
+                if want:
+                    poller.register(self._write_fd, select.POLLOUT)
+                else:
+                    poller.unregister(self._write_fd)
+                self._polling_out = writing = want
+            events = poller.poll(self._tick(deadline) * 1000)
+            readable = False
+            for fd, _ in events:
+                if fd == self._read_fd:
+                    readable = True
+                else:
+                    self._blocked = False
+            if readable or self._eof:
                 if self._read_available():
                     return self._inbox.popleft()
-            if self._exited():
+            if not readable and (not events or self._eof) and self._exited():
                 if self._read_available():  # a last message written just before exiting
                     return self._inbox.popleft()
                 self._finish("ended")
@@ -313,11 +450,16 @@ class Child:
                     return True
                 reason = "closed its pipe mid-frame" if self._reader.mid_frame else "closed its pipe"
                 self._finish(reason)
-            try:
-                self._inbox.extend(self._reader.feed(data))
-            except channel.ChannelError:
-                self.kill()  # the stream cannot be resynchronized
-                raise
+            self._take(data)
+            if self._inbox and len(data) < READ_CHUNK:
+                return True  # the pipe held less than we asked for: it is empty now
+
+    def _take(self, data: bytes) -> None:
+        try:
+            self._inbox.extend(self._reader.feed(data))
+        except channel.ChannelError:
+            self.kill()  # the stream cannot be resynchronized
+            raise
 
     @staticmethod
     def _tick(deadline: float | None) -> float:

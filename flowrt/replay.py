@@ -16,9 +16,13 @@ supplied reply, settles the other open calls and continues live on the same hist
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from flowc.frontend import Checked, check_program
 from flowrt import abi
@@ -58,7 +62,7 @@ class _Incomplete(Exception):
 
 def recorded_program(store: RunStore) -> tuple[Checked, dict]:
     """Check the program exactly as the history's Start recorded it, from its stored sources."""
-    start = store.facts()[0]
+    start = store.fact(1)
     texts: dict[str, str] = {}
     for module in start.get("modules", []):
         texts[module["module"]] = store.source(module["hash"])
@@ -97,7 +101,7 @@ def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: di
     if current is None:
         checked, start = recorded_program(store)
     else:
-        checked, start = current, store.facts()[0]
+        checked, start = current, store.fact(1)
         if start["entry"]["function"] not in checked.env.modules[checked.program.root].fns:
             raise Refused([], {})
     env = checked.env
@@ -122,17 +126,26 @@ class ReplayDriver(Driver):
 
     def __init__(self, prepared: Prepared, store: RunStore, run_id: str, *, live: bool,
                  supplied: tuple[str, Any] | None = None, resend: set[str] | None = None,
-                 from_start: bool = False) -> None:
-        super().__init__(prepared, store, run_id, checkpoints=_recorded_policy(store))
-        facts = store.facts()
-        latest = None if from_start else \
-            max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+                 from_start: bool = False, child=None, rounds: bool = False) -> None:
+        super().__init__(prepared, store, run_id, child=child, checkpoints=_recorded_policy(store))
+        latest = None if from_start else store.latest_checkpoint()
         # Start at the latest checkpoint: the facts before it are never read again.
-        self.checkpoint = facts[latest] if latest is not None else None
-        self.checkpoint_number = store.archived_checkpoints + \
-            sum(1 for f in facts[:latest + 1] if f["kind"] == "Checkpoint") if latest is not None else 0
-        self.facts = facts[latest + 1:] if latest is not None else facts[1:]
+        if latest is not None:
+            facts = store.facts()
+            self.checkpoint = facts[latest]
+            self.checkpoint_number = store.archived_checkpoints + \
+                sum(1 for f in facts[:latest + 1] if f["kind"] == "Checkpoint")
+        else:
+            self.checkpoint = None
+            self.checkpoint_number = 0
+        #: the record is the store's facts from `base` on (a deferred store verifies them as
+        #: they are reached); `position` counts the ones served
+        self.base = latest + 1 if latest is not None else 1
         self.position = 0
+        self.verified = store.verified_facts()  # grows as a deferred store verifies
+        #: where the record ends: facts appended live (resume) are not part of it; a deferred
+        #: store (replay: read only) ends where its verified facts end
+        self.end = len(self.verified) if not store.deferred else float("inf")
         self.live = live
         self.recorded_open: dict[str, dict] = {}
         if self.checkpoint is not None:
@@ -151,23 +164,87 @@ class ReplayDriver(Driver):
         self.resend = resend or set()
         self.settled = False
         self.verdict: Verdict | None = None
-        #: every checkpoint place the re-run passes (the rounds view of `flow history`)
-        self.rounds: list[dict] = []
+        #: every checkpoint place the re-run passes (the rounds view of `flow history`), when asked
+        self.rounds: list[dict] | None = [] if rounds else None
+        #: Replies the record stream could not carry to the child, by fact number (see `stream`)
+        self.unsent: set[int] = set()
 
     def next_fact(self) -> dict | None:
-        return self.facts[self.position] if self.position < len(self.facts) else None
+        index = self.base + self.position
+        facts = self.verified
+        if index < len(facts):
+            return facts[index] if index < self.end else None
+        return self.store.fact_at(index)
 
     def value(self, fact: dict, name: str) -> Any:
+        if name in fact:  # inline (the facts are the store's own)
+            return fact[name]
         try:
             return self.store.value(fact, name)
         except Hole:
             raise _Incomplete(f"fact {fact['n']} is a hole: its {name} was withheld", fact["n"]) from None
 
+    # -- streaming the record
+
+    def load_message(self) -> dict:
+        message = self._load_message()
+        message["replay"] = True
+        # Where the record has no Checkpoint a place is not taken and nothing is checked, so
+        # only `flow history`, which lists the places, needs to hear of those.
+        message["places"] = self.rounds is not None
+        return message
+
+    def begin(self) -> None:
+        self.child.feed(self.stream())
+
+    def stream(self):
+        """The record as the child steps through it (sandbox/child.py): frames of facts, then
+        the end of the record and the policy for what follows. Nothing is decided here: a
+        Reply whose outcome cannot be had or sent goes without it, and the check of the wait
+        that reaches it (in order, like every check) reports why."""
+        from sandbox import channel
+
+        store = self.store
+        start = self.base
+        while start < self.end:
+            facts = store.facts_from(start, int(min(STREAM_BATCH, self.end - start)))
+            if not facts:
+                break
+            items: list = []
+            for fact in facts:
+                kind = fact["kind"]
+                if kind != "Reply":
+                    items.append(kind)
+                    continue
+                outcome = fact.get("outcome", _ABSENT)
+                if outcome is _ABSENT:
+                    try:
+                        outcome = store.value(fact, "outcome")
+                    except Exception:  # a hole, a lost or damaged value: on_wait says which
+                        items.append(["Reply", fact.get("call")])
+                        continue
+                items.append(["Reply", fact.get("call"), outcome])
+            try:
+                frame = channel.encode({"op": "record", "facts": items})
+            except channel.ChannelError:  # not JSON the channel carries, or too large together
+                for index, item in enumerate(items):
+                    try:
+                        frame = channel.encode({"op": "record", "facts": [item]})
+                    except channel.ChannelError:
+                        self.unsent.add(facts[index]["n"])
+                        frame = channel.encode({"op": "record", "facts": [item[:2]]})
+                    yield frame
+            else:
+                yield frame
+            start += len(facts)
+        yield channel.encode({"op": "record-end", "checkpoints": self.policy if self.live else "off"})
+
     def replaying(self) -> bool:
-        return self.position < len(self.facts)
+        return self.next_fact() is not None
 
     def on_call(self, message: dict) -> None:
-        fact = self.next_fact()
+        index = self.base + self.position
+        fact = self.verified[index] if index < self.end and index < len(self.verified) else self.next_fact()
         if fact is None:
             if not self.live:
                 raise _Incomplete("the history ends before the program does")
@@ -180,18 +257,24 @@ class ReplayDriver(Driver):
         if fact["call"] != message["id"] or fact["tool"] != message["tool"]:
             raise _Diverged(n, f"the program calls {message['tool']} as {message['id']}, but fact {n} records "
                                f"{fact['tool']} as {fact['call']}")
-        recorded = self.value(fact, "arguments")
-        if abi.canonical_json(recorded) != abi.canonical_json(message["arguments"]):
+        recorded = fact["arguments"] if "arguments" in fact else self.value(fact, "arguments")
+        arguments = message["arguments"]
+        try:
+            same = _dumps(recorded, option=_ORJSON_OPT) == _dumps(arguments, option=_ORJSON_OPT)
+        except TypeError:  # beyond what orjson writes: the exact writer decides
+            same = _canonical(recorded) == _canonical(arguments)
+        if not same:
             raise _Diverged(n, f"the program calls {fact['tool']} ({fact['call']}) with other arguments than "
                                f"fact {n} records")
-        if fact.get("types") != message.get("types"):
+        types = message.get("types")
+        if fact.get("types") != types:
             raise _Diverged(n, f"the program calls {fact['tool']} at another type than fact {n} records")
         self.position += 1
-        self.recorded_open[fact["call"]] = {"tool": fact["tool"], "arguments": message["arguments"],
-                                            "types": message.get("types")}
+        self.recorded_open[fact["call"]] = {"tool": fact["tool"], "arguments": arguments, "types": types}
 
     def on_wait(self) -> RunOutcome | None:
-        fact = self.next_fact()
+        index = self.base + self.position
+        fact = self.verified[index] if index < self.end and index < len(self.verified) else self.next_fact()
         if fact is None:
             if not self.live:
                 raise _Incomplete("the history ends while the program waits for a reply")
@@ -200,15 +283,19 @@ class ReplayDriver(Driver):
         n = fact["n"]
         if fact["kind"] != "Reply":
             raise _Diverged(n, f"every task of the program waits, but fact {n} is a {fact['kind']}")
-        if fact["call"] not in self.recorded_open:
-            raise _Diverged(n, f"fact {n} replies to {fact['call']}, which the program has not called")
-        outcome = self.value(fact, "outcome")
-        self.position += 1
-        del self.recorded_open[fact["call"]]
-        self.child.send({"op": "reply", "id": fact["call"], "outcome": outcome})
-        return None
+        call = fact["call"]
+        if call not in self.recorded_open:
+            raise _Diverged(n, f"fact {n} replies to {call}, which the program has not called")
+        outcome = fact["outcome"] if "outcome" in fact else self.value(fact, "outcome")
+        if n in self.unsent:
+            from sandbox import channel
 
-    def load_message(self) -> dict:
+            channel.encode({"op": "reply", "id": call, "outcome": outcome})  # raises why
+        self.position += 1
+        del self.recorded_open[call]
+        return None  # the child has the reply from the record stream
+
+    def _load_message(self) -> dict:
         message = super().load_message()
         if self.checkpoint is not None:
             function = self.checkpoint["function"]
@@ -221,33 +308,32 @@ class ReplayDriver(Driver):
         return message
 
     def on_place(self, message: dict) -> None:
-        self.rounds.append({"function": message["function"], "arguments": message["arguments"],
-                            "after_fact": self.facts[self.position - 1]["n"] if self.position else
-                            (self.checkpoint["n"] if self.checkpoint else 1),
-                            "checkpoint": None})
         fact = self.next_fact()
-        if fact is not None and fact["kind"] == "Checkpoint":
-            self.rounds[-1]["checkpoint"] = fact["n"]
+        if self.rounds is not None:
+            self.rounds.append({"function": message["function"], "arguments": message["arguments"],
+                                "after_fact": self.store.fact_at(self.base + self.position - 1)["n"] if self.position
+                                else (self.checkpoint["n"] if self.checkpoint else 1),
+                                "checkpoint": fact["n"] if fact is not None and fact["kind"] == "Checkpoint" else None})
         if fact is None:
             if not self.live:
                 # A place past the end of the record: no checkpoint; the program goes on to ask
                 # for what the record lacks, which is where replay reports Incomplete.
-                self.child.send({"op": "checkpoint", "taken": False})
+                _expect_taken(message, False)
                 return
             self.settle()
             return super().on_place(message)
         if fact["kind"] != "Checkpoint":
-            self.child.send({"op": "checkpoint", "taken": False})
+            _expect_taken(message, False)
             return
         n = fact["n"]
         if fact["function"] != message["function"]:
             raise _Diverged(n, f"the program reaches {message['function']['name']}, but checkpoint {n} records "
                                f"{fact['function']['name']}")
         recorded = self.value(fact, "arguments")
-        if abi.canonical_json(recorded) != abi.canonical_json(message["arguments"]):
+        if _canonical(recorded) != _canonical(message["arguments"]):
             raise _Diverged(n, f"checkpoint {n} holds other arguments than the program computes")
         self.position += 1
-        self.child.send({"op": "checkpoint", "taken": True})
+        _expect_taken(message, True)
 
     def on_choice(self, message: dict) -> None:
         fact = self.next_fact()
@@ -303,8 +389,9 @@ class ReplayDriver(Driver):
         if abi.canonical_json(_comparable(recorded)) != abi.canonical_json(_comparable(outcome)):
             raise _Diverged(n, "the program ends otherwise than fact n records".replace("fact n", f"fact {n}"))
         self.position += 1
-        if self.position < len(self.facts):
-            raise _Diverged(self.facts[self.position]["n"], "facts after End are unused")
+        following = self.next_fact()
+        if following is not None:
+            raise _Diverged(following["n"], "facts after End are unused")
         self.verdict = Verdict("Matched")
         return RunOutcome(0, self.run_id)
 
@@ -342,6 +429,27 @@ class ReplayDriver(Driver):
                 self.deliver(call_id, {"Err": {"Unknown": "the run stopped while the call was out"}})
                 self.open_calls[call_id] = {"tool": entry["tool"], "pending": False}
         self.recorded_open.clear()
+
+
+STREAM_BATCH = 2048  # recorded facts per frame of the record stream
+_ABSENT = object()
+_ORJSON_OPT = orjson.OPT_SORT_KEYS
+_dumps = orjson.dumps
+
+
+def _canonical(data: Any) -> bytes:
+    """Canonical JSON of JSON data, as `abi.canonical_json` (orjson first, for speed)."""
+    try:
+        return orjson.dumps(data, option=_ORJSON_OPT)
+    except TypeError:
+        return abi.canonical_json(data)
+
+
+def _expect_taken(message: dict, taken: bool) -> None:
+    """The child decides a place from the record as the host does; a difference is a bug."""
+    if message.get("taken") is not taken:
+        raise RuntimeError(f"the sandbox {'took' if message.get('taken') else 'passed'} a checkpoint place where "
+                           f"the record {'has none' if message.get('taken') else 'has one'}")
 
 
 def _comparable(outcome: dict) -> dict:
@@ -385,49 +493,107 @@ class ReplayResult:
     sources: dict = field(default_factory=dict)
 
 
+@contextlib.contextmanager
+def _cycle_collection_paused():
+    """Replay builds and holds one dict per fact and one per message, all acyclic JSON data;
+    the cyclic collector, run every 700 new objects, would walk all the facts held so far again
+    and again (a third of the host's time on a 100,000-fact history). Paused for the replay,
+    as it was before it, whatever happens."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
     """The places a checkpoint can be taken that a re-run of the whole run passes, with the
     function called and its arguments (calling nothing; the facts before the latest checkpoint
     must still be there)."""
-    store = RunStore.open(runs_dir, run_id, for_append=False)
+    with _cycle_collection_paused():
+        return _rounds(runs_dir, run_id)
+
+
+def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
+    from flowrt.child import Child
+
+    child = Child.start()  # it starts while the history is read
     try:
-        prepared = prepared_from_history(store, bind_tools=False)
-        driver = ReplayDriver(prepared, store, run_id, live=False, from_start=True)
+        store = RunStore.open(runs_dir, run_id, for_append=False, defer=True)
+    except BaseException:
+        child.kill()
+        raise
+    try:
         try:
-            driver.run()
-            verdict = driver.verdict or Verdict("Matched")
-        except _Diverged as diverged:
-            verdict = Verdict("Diverged", diverged.fact, diverged.reason)
-        except _Incomplete as incomplete:
-            verdict = Verdict("Incomplete", incomplete.fact, incomplete.reason)
+            prepared = prepared_from_history(store, bind_tools=False)
+            driver = ReplayDriver(prepared, store, run_id, live=False, from_start=True, child=child, rounds=True)
+            try:
+                driver.run()
+                verdict = driver.verdict or Verdict("Matched")
+            except _Diverged as diverged:
+                verdict = Verdict("Diverged", diverged.fact, diverged.reason)
+            except _Incomplete as incomplete:
+                verdict = Verdict("Incomplete", incomplete.fact, incomplete.reason)
+        except Exception:
+            store.verify()  # damage anywhere is reported first, as a full open would have
+            raise
+        store.verify()
         return driver.rounds, verdict
     finally:
+        child.kill()
         store.close()
 
 
 def replay(runs_dir: str, run_id: str, current: Checked | None = None) -> ReplayResult:
+    """Replay a run against its history. The child starts while the history is read, and the
+    history is verified while the child runs; whatever the re-run found, damage anywhere in the
+    history is reported instead (a storage failure, never a verdict), as if it had been read
+    whole first."""
+    with _cycle_collection_paused():
+        return _replay(runs_dir, run_id, current)
+
+
+def _replay(runs_dir: str, run_id: str, current: Checked | None = None) -> ReplayResult:
+    from flowrt.child import Child
+
+    child = Child.start()
     try:
-        store = RunStore.open(runs_dir, run_id, for_append=False)
+        store = RunStore.open(runs_dir, run_id, for_append=False, defer=True)
     except StorageError as problem:
+        child.kill()
         return ReplayResult(5, message=f"storage failure: {problem}")
     except Exception as problem:  # RunNotFound, an invalid id
+        child.kill()
         return ReplayResult(2, message=str(problem))
+    except BaseException:
+        child.kill()
+        raise
     try:
         try:
             prepared = prepared_from_history(store, bind_tools=False, current=current)
-            driver = ReplayDriver(prepared, store, run_id, live=False)
+            driver = ReplayDriver(prepared, store, run_id, live=False, child=child)
             driver.run()
+            result = ReplayResult(0, driver.verdict or Verdict("Matched"))
         except _Diverged as diverged:
-            return ReplayResult(1, Verdict("Diverged", diverged.fact, diverged.reason))
+            result = ReplayResult(1, Verdict("Diverged", diverged.fact, diverged.reason))
         except _Incomplete as incomplete:
-            return ReplayResult(3, Verdict("Incomplete", incomplete.fact, incomplete.reason))
-        return ReplayResult(0, driver.verdict or Verdict("Matched"))
-    except Refused as refused:
-        return ReplayResult(2, diagnostics=refused.diagnostics, sources=refused.sources,
-                            message="the recorded program does not check with this compiler")
+            result = ReplayResult(3, Verdict("Incomplete", incomplete.fact, incomplete.reason))
+        except Refused as refused:
+            result = ReplayResult(2, diagnostics=refused.diagnostics, sources=refused.sources,
+                                  message="the recorded program does not check with this compiler")
+        except StorageError as problem:
+            result = ReplayResult(5, message=f"storage failure: {problem}")
+        except Exception:
+            store.verify()
+            raise
+        store.verify()
+        return result
     except StorageError as problem:
         return ReplayResult(5, message=f"storage failure: {problem}")
     finally:
+        child.kill()
         store.close()
 
 

@@ -301,15 +301,44 @@ class Driver:
         self.open_calls: dict[str, dict] = {}  # call id -> {"tool", "pending"}
         self.arrived: list[tuple[str, Any]] = []  # replies taken off the queue, not yet admitted
         self.child = child
+        #: facts to write in one write (and one fsync) with the next fact: a Checkpoint, whose
+        #: consequence is only the facts after it
+        self.deferred: list[tuple[str, dict]] = []
+        #: a call to serve on this thread at the next wait (see `on_call`)
+        self.inline: tuple | None = None
+        self.kill_after = kill_target()
+        self.admitters: dict[str, Any] = {}  # Tool identity -> its `admitter`
 
     def deliver(self, call_id: str, outcome: Any) -> None:
         self.replies.put((call_id, outcome))
 
     def record(self, kind: str, fields: dict) -> dict:
-        """Append a fact; it is durable before this returns (and so before its consequence)."""
+        """Append a fact (with any deferred before it); it is durable before this returns (and
+        so before its consequence)."""
+        if self.deferred:
+            if kind == "End":
+                # Not in one write with End: a run cut short right after the Checkpoint is then
+                # still a run to resume, as it would have been without the grouping.
+                self.write_deferred()
+            else:
+                self.deferred.append((kind, fields))
+                return self.write_deferred()
         fact = self.store.append(kind, fields)
-        crash_after(fact["n"])
+        if self.kill_after is not None:
+            crash_after(fact["n"], self.kill_after)
         return fact
+
+    def write_deferred(self) -> dict | None:
+        """Write the deferred facts now (one write, one fsync): before the host waits on anything
+        outside, and before the run pauses, halts or ends."""
+        if not self.deferred:
+            return None
+        items, self.deferred = self.deferred, []
+        facts = self.store.append_many(items)
+        if self.kill_after is not None:
+            for fact in facts:
+                crash_after(fact["n"], self.kill_after)
+        return facts[-1]
 
     def run(self) -> RunOutcome:
         from flowrt.child import Child, ChildDied
@@ -318,76 +347,128 @@ class Driver:
             self.child = Child.start()
         try:
             self.child.send(self.load_message())
+            self.begin()
+            recv = self.child.recv
             while True:
-                message = self.child.recv(None)
+                message = recv(None)
                 op = message.get("op")
                 if op == "call":
                     self.on_call(message)
+                    if message.get("wait"):  # the child waits right after this call
+                        outcome = self.on_wait()
+                        if outcome is not None:
+                            return outcome
                 elif op == "wait":
                     outcome = self.on_wait()
                     if outcome is not None:
                         return outcome
+                elif op == "place":
+                    self.on_place(message)
                 elif op == "end":
                     return self.on_end(message["outcome"])
                 elif op == "choice":
                     self.on_choice(message)
-                elif op == "place":
-                    self.on_place(message)
                 elif op == "stop":
                     self.on_stop(message)
                 elif op == "refused":
                     return RunOutcome(1, self.run_id, message=f"the sandbox refused the program: {message.get('message')}")
+                elif op == "stuck":
+                    raise RuntimeError(f"the sandbox and the host disagree about the record: {message.get('message')}")
         except ChildDied as died:
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
             self.record("End", {"outcome": {"Faulted": fault}})
             return RunOutcome(1, self.run_id, fault=fault)
+        except KeyboardInterrupt:
+            try:
+                self.write_deferred()  # what the run had reached is recorded before the halt
+            except StorageError:
+                pass  # the halt is still reported; the run resumes from the facts before
+            raise
         finally:
             self.child.kill()
             for implementation in set(self.prepared.implementations.values()):
                 implementation.close()
 
+    def begin(self) -> None:
+        """After `load`: what the child is sent before it asks for anything (replay: the record)."""
+
     def on_call(self, message: dict) -> None:
         tool = message["tool"]
         description = self.prepared.tools[tool]
-        fields = {"call": message["id"], "tool": tool, "fingerprint": description["fingerprint"],
+        call_id = message["id"]
+        fields = {"call": call_id, "tool": tool, "fingerprint": description["fingerprint"],
                   "arguments": message["arguments"]}
         if "types" in message:
             fields["types"] = message["types"]
         self.record("Call", fields)
-        self.open_calls[message["id"]] = {"tool": tool, "pending": False}
+        self.open_calls[call_id] = {"tool": tool, "pending": False}
         implementation = self.prepared.implementations[tool]
-        implementation.call(self.run_id, message["id"], tool, message["arguments"], message.get("types"),
+        # The only call out, and the child waits for it next: nothing can run beside it, so a
+        # plain Python function serves it on this thread (no hop to a worker thread and back).
+        if len(self.open_calls) == 1 and implementation.runs_inline(tool):
+            following = message if message.get("wait") else self.child.peek()
+            if following is not None and (following is message or following.get("op") == "wait"):
+                self.inline = (implementation, call_id, tool, message["arguments"], message.get("types"))
+                return
+        implementation.call(self.run_id, call_id, tool, message["arguments"], message.get("types"),
                             self.deliver)
 
     def on_wait(self) -> RunOutcome | None:
+        if self.inline is not None:
+            implementation, call_id, tool, arguments, types = self.inline
+            self.inline = None
+            if self.deferred:
+                self.write_deferred()  # the call may take long: the facts before it are durable first
+            implementation.call_here(self.run_id, call_id, tool, arguments, types, self.arrive, self.deliver)
+        open_calls = self.open_calls
         while True:
-            if self.open_calls and all(c["pending"] for c in self.open_calls.values()):
-                ids = sorted(self.open_calls)
+            if open_calls and all(c["pending"] for c in open_calls.values()):
+                self.write_deferred()
+                ids = sorted(open_calls)
                 return RunOutcome(3, self.run_id, pending=ids)
-            call_id, outcome = self.arrived.pop(0) if self.arrived else self.replies.get()
-            if call_id not in self.open_calls:
+            if self.arrived:
+                call_id, outcome = self.arrived.pop(0)
+            else:
+                self.write_deferred()
+                call_id, outcome = self.replies.get()
+            if call_id not in open_calls:
                 continue
             if outcome is B.PENDING:
-                self.open_calls[call_id]["pending"] = True
+                open_calls[call_id]["pending"] = True
                 continue
-            tool = self.open_calls.pop(call_id)["tool"]
-            admitted = admit(self.prepared.tools[tool], outcome)
+            tool = open_calls.pop(call_id)["tool"]
+            admit_one = self.admitters.get(tool)
+            if admit_one is None:
+                admit_one = self.admitters[tool] = admitter(self.prepared.tools[tool])
+            admitted = admit_one(outcome)
             self.record("Reply", {"call": call_id, "outcome": admitted})
-            self.child.send({"op": "reply", "id": call_id, "outcome": admitted})
+            self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             return None
 
+    def arrive(self, call_id: str, outcome: Any) -> None:
+        """An outcome delivered on this thread (`call_here`)."""
+        self.arrived.append((call_id, outcome))
+
     def load_message(self) -> dict:
-        return load_message(self.prepared)
+        message = load_message(self.prepared)
+        message["checkpoints"] = self.policy
+        return message
+
+    def place_taken(self) -> bool:
+        """Whether the policy takes a checkpoint at this live place (the child decides the same)."""
+        self.places += 1
+        policy = self.policy
+        return policy == "every" or (policy.isdigit() and int(policy) > 0 and self.places % int(policy) == 0)
 
     def on_place(self, message: dict) -> None:
         """A checkpoint place: take a checkpoint there when the policy says so."""
-        self.places += 1
-        policy = self.policy
-        taken = policy == "every" or (policy.isdigit() and int(policy) > 0 and self.places % int(policy) == 0)
+        taken = self.place_taken()
+        if message.get("taken") is not taken:
+            raise RuntimeError(f"the sandbox {'took' if message.get('taken') else 'passed'} a checkpoint place "
+                               f"the policy {self.policy!r} {'passes' if message.get('taken') else 'takes'}")
         if taken:
-            self.record("Checkpoint", {"function": message["function"], "arguments": message["arguments"]})
-        self.child.send({"op": "checkpoint", "taken": taken})
+            self.deferred.append(("Checkpoint", {"function": message["function"], "arguments": message["arguments"]}))
 
     def on_choice(self, message: dict) -> None:
         self.record("Choice", {"task": message["task"], "picked": message["picked"]})
@@ -434,29 +515,48 @@ def _is_task(t) -> bool:
     return isinstance(t, T.TCon) and t.name == "Task"
 
 
-def crash_after(n: int) -> None:
+def crash_after(n: int, target: int | None = None) -> None:
     """Fault injection for the crash tests (scripts/reliability.py): with FLOW_FAULT_KILL_AFTER=N
-    the host kills itself with SIGKILL right after fact N is durable. Never set in normal use."""
-    target = os.environ.get("FLOW_FAULT_KILL_AFTER")
-    if target is not None and target.isdigit() and int(target) == n:
+    the host kills itself with SIGKILL right after fact N is durable. Never set in normal use.
+    `target` is `kill_target()` read once by the caller (reading the environment per fact costs
+    more than writing a fact without fsync)."""
+    if target is None:
+        target = kill_target()
+    if target is not None and target == n:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def kill_target() -> int | None:
+    target = os.environ.get("FLOW_FAULT_KILL_AFTER")
+    return int(target) if target is not None and target.isdigit() else None
 
 
 def admit(description: dict, outcome: Any) -> dict:
     """The outcome as history records it: decoded against the Tool's declared types, or BadReply."""
-    try:
-        size = len(abi.canonical_json(outcome))
-    except Exception:
-        return {"Err": {"BadReply": "the reply is not JSON data"}}
-    if size > REPLY_LIMIT:
-        return {"Err": {"BadReply": f"the reply is {size} bytes, over the {REPLY_LIMIT}-byte limit"}}
+    return admitter(description)(outcome)
+
+
+def admitter(description: dict):
+    """`admit` for one Tool, its decoder and encoder made once (a run admits every reply)."""
     defs = description.get("types", {})
-    try:
-        result = abi.decode_outcome(outcome, description["ok"], description["err"], defs)
-    except abi.NotAnOutcome as problem:
-        return {"Err": {"BadReply": f"not an outcome: {problem}"}}
-    return abi.encode_outcome(result, description["ok"], description["err"] if description["err"] is not None
-                              else "Never", defs)
+    decode = abi.outcome_decoder(description["ok"], description["err"], defs)
+    encode = abi.outcome_encoder(description["ok"], description["err"] if description["err"] is not None
+                                 else "Never", defs)
+
+    def admit_one(outcome: Any) -> dict:
+        try:
+            size = len(abi.canonical_json(outcome))
+        except Exception:
+            return {"Err": {"BadReply": "the reply is not JSON data"}}
+        if size > REPLY_LIMIT:
+            return {"Err": {"BadReply": f"the reply is {size} bytes, over the {REPLY_LIMIT}-byte limit"}}
+        try:
+            result = decode(outcome)
+        except abi.NotAnOutcome as problem:
+            return {"Err": {"BadReply": f"not an outcome: {problem}"}}
+        return encode(result)
+
+    return admit_one
 
 
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",

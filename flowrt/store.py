@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import errno
 import fcntl
+import gc
 import hashlib
 import json
 import math
@@ -72,6 +73,8 @@ VALUE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 _VALUE_REFS = {kind: tuple((f, f + "_ref") for f in fields) for kind, fields in VALUE_FIELDS.items()}
 INLINE_LIMIT = 1024  # a value whose canonical JSON is longer than this many bytes goes to values/
+_VERIFY_STEP = 4096  # facts a deferred verification checks at a time
+_WINDOW = 4 << 20  # bytes of history split into lines at a time
 HISTORY = "history.jsonl"
 ARCHIVE = "archive"
 ANCHOR = "archive/anchor.json"
@@ -80,6 +83,7 @@ VALUES = "values"
 SOURCES = "sources"
 
 _OPT = orjson.OPT_SORT_KEYS
+_OPT_LINE = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
 _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _RESERVED = ("n", "kind", "prev", "hash")
@@ -360,47 +364,201 @@ def fact_position(facts: list[dict], n: int) -> int | None:
     return index if 1 <= index < len(facts) and facts[index]["n"] == n else None
 
 
+class _SlowWay(Exception):
+    """A line the quick check does not accept: the slow one decides."""
+
+
 def _parse_history(data: bytes, run_id: str | None, anchor: dict | None = None) -> _Parsed:
     """Validate `data` line by line. Stops at the first damage (reported in `error`) or at a
-    torn last line (reported in `torn`): the facts before it are the validated prefix.
+    torn last line (reported in `torn`): the facts before it are the validated prefix."""
+    reader = _HistoryReader(data, run_id, anchor)
+    reader.read()
+    return _Parsed(reader.facts, reader.pos, reader.torn, reader.error)
+
+
+class _HistoryReader:
+    """Validates history bytes line by line, as many lines at a time as asked (`read`), so that
+    a reader can start using the first facts while the rest is still being checked.
 
     A torn last line is what an interrupted append can leave: bytes after the last newline, or a
     last line that does not parse and holds a NUL byte (a region the file system extended but
     never wrote reads back as zeros; canonical JSON never contains a raw NUL). A last line that
     ends in a newline and does not parse but has no NUL is damage, not a tear: otherwise one
-    flipped byte in the previous line's newline would silently drop two durable facts."""
-    facts: list[dict] = []
-    pos = 0
-    size = len(data)
-    prev: str | None = None
-    ended = False
-    while pos < size:
-        newline = data.find(b"\n", pos)
-        if newline < 0:
-            return _Parsed(facts, pos, TornTail(pos, size - pos), None)
-        n = facts[-1]["n"] + 1 if facts else 1
+    flipped byte in the previous line's newline would silently drop two durable facts.
+
+    Each line is first checked the quick way, which makes every check `_check_fact` makes in
+    fewer steps: a line is canonical when orjson writes what it read back byte for byte, and the
+    hash input is the line without its `"hash":"...",` member (the line is canonical and `kind`,
+    `n` and `prev` follow `hash`, so that is exactly the fact without `hash`, encoded
+    canonically), found by its bytes when they occur once. A line the quick way does not accept
+    (a big integer, which orjson reads as a float; damage) is checked again by
+    `loads_canonical` and `_check_fact`, which decide and say why."""
+
+    __slots__ = ("data", "run_id", "anchor", "facts", "pos", "prev", "ended", "torn", "error", "done", "lines",
+                 "index", "referring")
+
+    def __init__(self, data: bytes, run_id: str | None, anchor: dict | None) -> None:
+        self.data = data
+        self.run_id = run_id
+        self.anchor = anchor
+        self.facts: list[dict] = []
+        self.pos = 0  # bytes validated
+        self.prev: str | None = None
+        self.ended = False
+        self.torn: TornTail | None = None
+        self.error: StorageError | None = None
+        self.done = False
+        self.lines: list[bytes] = []  # the complete lines of the current window
+        self.index = 0  # of those, the ones validated
+        #: the facts that may hold a reference to a value file (every other one holds none)
+        self.referring: list[int] = []
+
+    def read(self, count: int | None = None) -> bool:
+        """Validate up to `count` more lines (all when None); True once the reader is done (the
+        end, a torn tail, or damage: `error`)."""
+        while not self.done and (count is None or count > 0):
+            if self.index >= len(self.lines) and not self._next_window():
+                break
+            take = len(self.lines) - self.index if count is None else min(count, len(self.lines) - self.index)
+            self._check(take)
+            if count is not None:
+                count -= take
+        return self.done
+
+    def _next_window(self) -> bool:
+        """Split the next stretch of complete lines at once (in C, which beats finding each
+        newline in Python), a few MiB at a time so that the lines never double a long history in
+        memory. False when there is none: the end, or a torn last line."""
+        data, pos, size = self.data, self.pos, len(self.data)
+        if pos >= size:
+            self.done = True
+            return False
+        stop = data.rfind(b"\n", pos, min(size, pos + _WINDOW)) + 1
+        if stop <= pos:  # no newline in the window: a line longer than it, or none at all
+            stop = data.find(b"\n", pos) + 1
+            if stop == 0:
+                self.torn = TornTail(pos, size - pos)  # bytes after the last newline
+                self.done = True
+                return False
+        self.lines = data[pos:stop].split(b"\n")
+        self.lines.pop()  # after the last newline
+        self.index = 0
+        return True
+
+    def _check(self, take: int) -> None:
+        """Validate the next `take` lines of the window. The cyclic garbage collector is held
+        off while facts are built: they are JSON data, without cycles, and a collection every
+        700 new dicts would scan all the facts read so far, again and again."""
+        data = self.data
+        size = len(data)
+        lines = self.lines
+        first = self.index
+        last = first + take
+        pos = self.pos
+        facts = self.facts
+        append = facts.append
+        referring = self.referring
+        prev, ended, run_id, anchor = self.prev, self.ended, self.run_id, self.anchor
+        loads, dumps, sha256, value_refs = orjson.loads, orjson.dumps, hashlib.sha256, _VALUE_REFS
+        hash_re = _HASH_RE.match
+        n = facts[-1]["n"] if facts else 0
+        index = first
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            obj = loads_canonical(data[pos:newline])
-        except _NotJSON:
-            if newline + 1 == size and b"\0" in data[pos:newline]:
-                return _Parsed(facts, pos, TornTail(pos, size - pos), None)
-            return _Parsed(facts, pos, None, StorageError("the line is not JSON", n, component=HISTORY))
-        except _NotCanonical:
-            return _Parsed(
-                facts, pos, None, StorageError("the line is not canonical JSON", n, component=HISTORY)
-            )
-        if anchor is not None and len(facts) == 1 and isinstance(obj, dict) and obj.get("n") == anchor["through"] + 1 \
-                and anchor["through"] > 1:
-            # The facts between Start and this one were archived: the chain goes on from the anchor.
-            n, prev = anchor["through"] + 1, anchor["head"]
-        problem = _check_fact(obj, n, prev, ended, run_id)
-        if problem is not None:
-            return _Parsed(facts, pos, None, StorageError(problem, n, component=HISTORY))
-        facts.append(obj)
-        prev = obj["hash"]
-        ended = obj["kind"] == "End"
-        pos = newline + 1
-    return _Parsed(facts, pos, None, None)
+            while index < last:
+                line = lines[index]
+                n += 1
+                try:
+                    quick = loads(line)
+                    if dumps(quick, option=_OPT) != line:
+                        raise _SlowWay
+                    if n == 2 and anchor is not None and quick["n"] == anchor["through"] + 1 \
+                            and anchor["through"] > 1:
+                        n, prev = anchor["through"] + 1, anchor["head"]
+                    number = quick["n"]
+                    kind = quick["kind"]
+                    claimed = quick["hash"]
+                    if type(number) is not int or number != n or ended or quick["prev"] != prev \
+                            or (n == 1) != (kind == "Start") or type(claimed) is not str:
+                        raise _SlowWay
+                    parts = line.split(b'"hash":"' + claimed.encode() + b'",')
+                    if len(parts) == 2:
+                        digest = "sha256:" + sha256(parts[0] + parts[1]).hexdigest()
+                    else:
+                        rest = dict(quick)
+                        del rest["hash"]
+                        digest = "sha256:" + sha256(dumps(rest, option=_OPT)).hexdigest()
+                    if claimed != digest:  # (so the claimed hash has its form too)
+                        raise _SlowWay
+                    if b'_ref":' in line:  # a member holding a reference, at some depth
+                        referring.append(len(facts))
+                        for field, ref_name in value_refs[kind]:
+                            if ref_name in quick:
+                                ref = quick[ref_name]
+                                if field in quick or type(ref) is not str or not hash_re(ref):
+                                    raise _SlowWay
+                    if kind == "Start":
+                        if quick.get("data") != DATA_VERSION or (run_id is not None and quick.get("run") != run_id):
+                            raise _SlowWay
+                    elif kind == "End" and "ending" in quick:
+                        ending = quick["ending"]
+                        if ending not in ("completed", "faulted") or \
+                                ("outcome" in quick and _ending_of(quick["outcome"]) != ending):
+                            raise _SlowWay
+                    elif kind not in value_refs:
+                        raise _SlowWay
+                    append(quick)
+                    prev = claimed
+                    ended = kind == "End"
+                    index += 1
+                    continue
+                except (_SlowWay, orjson.JSONDecodeError, KeyError, TypeError):
+                    pass
+                # Not the quick way: the slow way decides, and says why.
+                pos += sum(map(len, lines[first:index])) + index - first  # where this line starts
+                first = index
+                newline = pos + len(line)
+                n = facts[-1]["n"] + 1 if facts else 1
+                prev = facts[-1]["hash"] if facts else None
+                try:
+                    obj = loads_canonical(line)
+                except _NotJSON:
+                    if newline + 1 == size and b"\0" in line:
+                        self.torn = TornTail(pos, size - pos)
+                    else:
+                        self.error = StorageError("the line is not JSON", n, component=HISTORY)
+                    self.done = True
+                    break
+                except _NotCanonical:
+                    self.error = StorageError("the line is not canonical JSON", n, component=HISTORY)
+                    self.done = True
+                    break
+                if anchor is not None and len(facts) == 1 and isinstance(obj, dict) \
+                        and obj.get("n") == anchor["through"] + 1 and anchor["through"] > 1:
+                    # The facts between Start and this one were archived: the chain goes on
+                    # from the anchor.
+                    n, prev = anchor["through"] + 1, anchor["head"]
+                problem = _check_fact(obj, n, prev, ended, run_id)
+                if problem is not None:
+                    self.error = StorageError(problem, n, component=HISTORY)
+                    self.done = True
+                    break
+                n = obj["n"]
+                referring.append(len(facts))
+                append(obj)
+                prev = obj["hash"]
+                ended = obj["kind"] == "End"
+                pos = newline + 1
+                index += 1
+                first = index
+            pos += sum(map(len, lines[first:index])) + index - first  # past the lines taken
+        finally:
+            if collecting:
+                gc.enable()
+            self.pos, self.prev, self.ended, self.index = pos, prev, ended, index
+            if self.done:
+                self.lines = []
 
 
 def _parse_host(data: bytes) -> tuple[list[dict], int, TornTail | None]:
@@ -509,6 +667,10 @@ class RunStore:
         self._refs: dict[str, set[tuple[int, str]]] = {}  # hex -> {(n, field)}
         self._known_blobs: set[str] = set()  # hex of value files written or checked this session
         self._lock = threading.Lock()
+        #: while a deferred open is verifying: the reader of the rest, and what `open` read
+        self._reader: _HistoryReader | None = None
+        self._pending: tuple | None = None
+        self._failure: StorageError | None = None  # what the deferred verification found
 
     @staticmethod
     def _check_run_id(run_id: str) -> None:
@@ -576,25 +738,95 @@ class RunStore:
 
     @classmethod
     def open(cls, root: str, run_id: str, *, for_append: bool, durability: str = "fsync",
-             inline_limit: int | None = None) -> "RunStore":
+             inline_limit: int | None = None, defer: bool = False) -> "RunStore":
         """Read and verify the whole record (see the module and docs/trace.md).
 
         A torn last line is truncated away (and a host record `truncated` written) when
         `for_append`, and otherwise reported in `torn_tail` and ignored. Any other damage raises
-        StorageError. `inline_limit` None keeps the run's recorded limit (default 1024)."""
+        StorageError. `inline_limit` None keeps the run's recorded limit (default 1024).
+
+        `defer` (read-only stores): verify the first facts now and the rest as it is asked for,
+        so a replay can begin while the rest is checked. `fact_at`, `facts_from` and `fact`
+        verify as far as they need to; every other method, and `verify`, first verifies
+        everything and raises what `open` would have raised. A caller that reports anything
+        calls `verify` first, so damage anywhere is still reported as damage."""
         cls._check_run_id(run_id)
         store = cls(root, run_id, for_append=for_append, durability=durability,
                     inline_limit=inline_limit)
         if not os.path.isdir(store.path):
             raise RunNotFound(f"no run {run_id} in {store.root}")
         try:
-            store._load(explicit_limit=inline_limit)
+            store._load(explicit_limit=inline_limit, defer=defer and not for_append)
         except BaseException:
             store.close()
             raise
         return store
 
-    def _load(self, explicit_limit: int | None) -> None:
+    # -- deferred verification ------------------------------------------------------------------
+
+    def verify(self) -> None:
+        """Finish a deferred verification (nothing to do otherwise); raises what `open` would."""
+        if self._failure is not None:
+            raise self._failure
+        if self._reader is not None:
+            self._read_more(None)
+
+    def _read_more(self, count: int | None) -> None:
+        reader = self._reader
+        if not reader.read(count):
+            return
+        self._reader = None
+        anchor, host, explicit_limit = self._pending
+        self._pending = None
+        try:
+            self._verified(reader, anchor, host, explicit_limit)
+        except StorageError as problem:
+            self._failure = problem
+            raise
+
+    @property
+    def deferred(self) -> bool:
+        """Whether verification is still going on (a deferred open not yet read to the end)."""
+        return self._reader is not None
+
+    def verified_facts(self) -> list[dict]:
+        """The facts verified so far, as a list that grows while a deferred verification goes on
+        (`fact_at` and `facts_from` make it grow). Do not mutate it."""
+        return self._facts
+
+    def fact_at(self, index: int) -> dict | None:
+        """The fact at `index` of the verified facts (0 is Start), verifying as far as that;
+        None past the last fact (then everything has been verified)."""
+        facts = self._facts
+        while index >= len(facts):
+            if self._reader is None:
+                if self._failure is not None:
+                    raise self._failure
+                return None
+            self._read_more(max(_VERIFY_STEP, index + 1 - len(facts)))
+        return facts[index]
+
+    def facts_from(self, index: int, count: int) -> list[dict]:
+        """Up to `count` facts from `index` on, verifying as far as that; [] past the end."""
+        facts = self._facts
+        while len(facts) < index + count and self._reader is not None:
+            self._read_more(max(_VERIFY_STEP, index + count - len(facts)))
+        if self._failure is not None:
+            raise self._failure
+        return facts[index:index + count]
+
+    def latest_checkpoint(self) -> int | None:
+        """The index of the latest Checkpoint among the facts, or None. A deferred store finds it
+        without verifying everything when there is none: every line whose fact is a Checkpoint
+        holds the bytes `"kind":"Checkpoint"`, so when no unverified line does, there is none
+        (and otherwise everything is verified and the facts say where)."""
+        reader = self._reader
+        if reader is not None and reader.data.find(b'"kind":"Checkpoint"', reader.pos) >= 0:
+            self.verify()
+        facts = self._facts
+        return max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+
+    def _load(self, explicit_limit: int | None, defer: bool = False) -> None:
         # 1. Verify everything, changing nothing.
         history_path = os.path.join(self.path, HISTORY)
         try:
@@ -611,13 +843,33 @@ class RunStore:
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
         anchor = _read_anchor(self.path)
-        parsed = _parse_history(data, self.run_id, anchor)
-        if parsed.error is not None:
-            raise parsed.error
-        if anchor is not None and len(parsed.facts) > 1 and parsed.facts[1]["n"] != 2:
-            self.archived_checkpoints = int(anchor.get("checkpoints", 0))
-        if not parsed.facts:
-            raise StorageError("the run has no Start (it never started)", component=HISTORY)
+        reader = _HistoryReader(data, self.run_id, anchor)
+        if defer and not reader.read(2):
+            # The rest is verified as it is asked for (`fact_at`, `facts_from`) or wholly by the
+            # first method that needs every fact; whatever `open` would have raised is raised
+            # then, in the order `open` would have found it.
+            try:
+                host = self._read_host()
+            except StorageError:
+                reader.read()
+                if reader.error is not None:
+                    raise reader.error from None
+                raise
+            self._reader = reader
+            self._pending = (anchor, host, explicit_limit)
+            self._facts = reader.facts
+            # Holes as recorded, so that reading a value meets its hole before verification ends
+            # (which then checks each record against its fact).
+            for record in host[1]:
+                if record["kind"] == "hole" and type(record.get("fact")) is int:
+                    self._holes[(record["fact"], record.get("field"))] = record.get("ref")
+            if anchor is not None and reader.facts[1]["n"] != 2:
+                self.archived_checkpoints = int(anchor.get("checkpoints", 0))
+            return
+        reader.read()
+        self._verified(reader, anchor, None, explicit_limit)
+
+    def _read_host(self) -> tuple:
         host_path = os.path.join(self.path, HOST)
         try:
             host_data = _read_file(host_path)
@@ -625,7 +877,20 @@ class RunStore:
             host_data = b""
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
-        records, host_len, host_torn = _parse_host(host_data)
+        return (host_data, *_parse_host(host_data))
+
+    def _verified(self, reader: "_HistoryReader", anchor: dict | None, host: tuple | None,
+                  explicit_limit: int | None) -> None:
+        """The history has been read whole: everything after it that `open` checks and repairs."""
+        if reader.error is not None:
+            raise reader.error
+        parsed = _Parsed(reader.facts, reader.pos, reader.torn, None)
+        data = reader.data
+        if anchor is not None and len(parsed.facts) > 1 and parsed.facts[1]["n"] != 2:
+            self.archived_checkpoints = int(anchor.get("checkpoints", 0))
+        if not parsed.facts:
+            raise StorageError("the run has no Start (it never started)", component=HISTORY)
+        host_data, records, host_len, host_torn = host if host is not None else self._read_host()
         holes: dict[tuple[int, str], str] = {}
         recorded_limit = None
         for record in records:
@@ -647,8 +912,12 @@ class RunStore:
         self._facts = parsed.facts
         self._size = parsed.valid_len
         self._host_size = host_len
-        for fact in parsed.facts:
-            self._index_refs(fact)
+        refs = _VALUE_REFS
+        for index in reader.referring:
+            fact = parsed.facts[index]
+            for field, ref_name in refs[fact["kind"]]:
+                if ref_name in fact:
+                    self._refs.setdefault(fact[ref_name][len("sha256:"):], set()).add((fact["n"], field))
         # Every stored value that is not a recorded hole must be present; its content is checked
         # when it is read.
         values_dir = os.path.join(self.path, VALUES)
@@ -742,21 +1011,37 @@ class RunStore:
     @property
     def head(self) -> str | None:
         """The hash of the last verified fact."""
+        self.verify()
         return self._facts[-1]["hash"] if self._facts else None
 
     @property
     def ended(self) -> bool:
+        self.verify()
         return bool(self._facts) and self._facts[-1]["kind"] == "End"
 
+    @property
+    def torn_tail(self) -> TornTail | None:
+        self.verify()
+        return self._torn_tail
+
+    @torn_tail.setter
+    def torn_tail(self, value: TornTail | None) -> None:
+        self._torn_tail = value
+
     def __len__(self) -> int:
+        self.verify()
         return len(self._facts)
 
     def facts(self) -> list[dict]:
         """The verified facts, as stored (large values as `<field>_ref`). Do not mutate them."""
+        self.verify()
         return list(self._facts)
 
     def fact(self, n: int) -> dict:
         position = fact_position(self._facts, n) if type(n) is int else None
+        if position is None and (self._reader is not None or self._failure is not None):
+            self.verify()
+            position = fact_position(self._facts, n) if type(n) is int else None
         if position is None:
             raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, "
                              "some perhaps archived)")
@@ -764,9 +1049,11 @@ class RunStore:
 
     def holes(self) -> dict[tuple[int, str], str]:
         """Every recorded hole: (fact n, field) -> the value's hash."""
+        self.verify()
         return dict(self._holes)
 
     def is_hole(self, fact: dict | int, field: str) -> bool:
+        self.verify()
         n = fact if isinstance(fact, int) else fact["n"]
         return (n, field) in self._holes
 
@@ -862,9 +1149,10 @@ class RunStore:
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"run {self.run_id} is not open for appending")
-            n = self._facts[-1]["n"]
-            prev = self.head
-            ended = self.ended
+            last = self._facts[-1]
+            n = last["n"]
+            prev = last["hash"]
+            ended = last["kind"] == "End"
             blobs: dict[str, bytes] = {}
             facts: list[dict] = []
             lines: list[bytes] = []
@@ -891,7 +1179,7 @@ class RunStore:
             raise ValueError("the history already has its End")
         if not isinstance(fields, dict):
             raise TypeError("fields is a dict")
-        if not _RESERVED_SET.isdisjoint(fields):
+        if "n" in fields or "kind" in fields or "prev" in fields or "hash" in fields:
             raise ValueError(f"{sorted(_RESERVED_SET.intersection(fields))} are set by the store")
         for field, ref_name in _VALUE_REFS[kind]:
             if ref_name in fields:
@@ -907,7 +1195,10 @@ class RunStore:
         fact["n"] = n
         fact["kind"] = kind
         fact["prev"] = prev
-        hash_input = canonical_bytes(fact)
+        try:
+            hash_input = orjson.dumps(fact, option=_OPT)
+        except orjson.JSONEncodeError:
+            hash_input = canonical_bytes(fact)
         if len(hash_input) > self.inline_limit:
             # Some value may be over the limit: measure each one (a value's JSON is part of the
             # fact's, so a fact within the limit has no value over it).
@@ -925,7 +1216,10 @@ class RunStore:
             if moved:
                 hash_input = canonical_bytes(fact)
         fact["hash"] = "sha256:" + hashlib.sha256(hash_input).hexdigest()
-        return fact, canonical_bytes(fact) + b"\n"
+        try:
+            return fact, orjson.dumps(fact, option=_OPT_LINE)
+        except orjson.JSONEncodeError:
+            return fact, canonical_bytes(fact) + b"\n"
 
     def _commit(self, facts: list[dict], lines: list[bytes], blobs: dict[str, bytes]) -> None:
         first = facts[0]["n"]

@@ -1,30 +1,38 @@
 """Framing for the host/child pipe, used on both sides.
 
 A frame is a 4-byte big-endian unsigned length followed by that many bytes of canonical JSON
-(orjson with sorted keys: UTF-8, no insignificant whitespace). Every message is a JSON object,
-so `recv` can return None for a clean end of stream without ambiguity. Frames longer than
-`MAX_FRAME` (64 MiB) are refused on both sides: `send` before writing, `recv` as soon as the
-header announces one (the stream is then unusable; the host kills the child).
+(orjson with sorted keys: UTF-8, no insignificant whitespace). A frame holds one message, a JSON
+object, or a batch of them, a JSON array of objects (`encode_batch`): one write, one read and one
+parse for many messages, which is most of what a message costs. Readers hand batched messages
+out one at a time, so `recv` can return None for a clean end of stream without ambiguity. Frames
+longer than `MAX_FRAME` (64 MiB) are refused on both sides: `send` before writing, `recv` as soon
+as the header announces one (the stream is then unusable; the host kills the child).
 
 Non-JSON Python values (dataclasses, datetimes, str/int subclasses, non-text keys, integers
 beyond 64 bits) are refused at `encode` rather than silently converted: what crosses the
 boundary is JSON by construction.
 
 `FrameReader` decodes incrementally, for a reader that polls with a deadline (the host);
-`recv` is the blocking reader (the child). `claim_stdio()` is for the child's first line: it
-moves the pipe off fds 0 and 1 so that a stray `print` cannot corrupt the stream.
+`Receiver` is the buffered blocking reader (the child) and `recv` an unbuffered one.
+`claim_stdio()` is for the child's first line: it moves the pipe off fds 0 and 1 so that a stray
+`print` cannot corrupt the stream.
 
-Only `orjson`, `os` and `struct` are imported: this module is loaded inside the sandbox child.
+Only `orjson`, `gc`, `os` and `struct` are imported: this module is loaded inside the sandbox child.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
 
 import orjson
 
 MAX_FRAME = 64 * 1024 * 1024
+# Bytes a Receiver asks of one read: below malloc's mmap threshold (128 KiB), so that the buffer
+# each read allocates does not map and unmap fresh pages every time.
+READ_CHUNK = 1 << 16
+_ONLY_DICTS = {dict}
 HEADER = struct.Struct(">I")
 _DUMP_OPTIONS = (
     orjson.OPT_SORT_KEYS
@@ -63,14 +71,45 @@ def encode(obj: object) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def decode_body(body: bytes) -> dict:
+def encode_batch(messages: list) -> bytes:
+    """One frame holding several messages (a JSON array of objects), in order."""
+    if type(messages) is not list or not messages or set(map(type, messages)) != _ONLY_DICTS:
+        raise ChannelError("a batch is a list of JSON objects")
+    try:
+        body = orjson.dumps(messages, option=_DUMP_OPTIONS)
+    except TypeError as exc:
+        raise ChannelError(
+            f"message is not JSON ({exc}): convert it to null/bool/int/str/list/dict first"
+        ) from None
+    if len(body) > MAX_FRAME:
+        raise FrameTooLarge(
+            f"batch of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit: send fewer "
+            "messages per batch"
+        )
+    return HEADER.pack(len(body)) + body
+
+
+def decode_body(body: bytes) -> dict | list:
+    """A frame's message (an object), or its batch of messages (a list of objects)."""
+    # JSON builds no reference cycles, so the cyclic collector has nothing to find in what a
+    # batch creates; left on, it would run every 700 new objects over everything the process
+    # holds (a host replaying a long history holds every fact). A small frame makes too few
+    # objects for that to matter.
+    collecting = len(body) > 4096 and gc.isenabled()
+    if collecting:
+        gc.disable()
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ChannelError(f"frame is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise ChannelError(f"frame holds a JSON {type(obj).__name__}, not an object")
-    return obj
+    finally:
+        if collecting:
+            gc.enable()
+    if type(obj) is dict:
+        return obj
+    if type(obj) is list and obj and set(map(type, obj)) == _ONLY_DICTS:
+        return obj
+    raise ChannelError(f"frame holds a JSON {type(obj).__name__}, not an object or a batch of objects")
 
 
 def frame_length(header: bytes) -> int:
@@ -85,19 +124,43 @@ def frame_length(header: bytes) -> int:
 
 def send(fd: int, obj: object) -> None:
     """Write one frame to `fd` (blocking, all of it)."""
-    data = memoryview(encode(obj))
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
+    write_all(fd, encode(obj))
+
+
+def send_many(fd: int, messages: list) -> None:
+    """Write several messages in order as one frame (a batch when there is more than one), or
+    one frame each when together they are over the frame limit."""
+    if len(messages) == 1:
+        write_all(fd, encode(messages[0]))
+        return
+    try:
+        data = encode_batch(messages)
+    except FrameTooLarge:
+        data = b"".join(encode(message) for message in messages)  # each alone may still be
+    write_all(fd, data)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def recv(fd: int) -> dict | None:
-    """Read one frame from `fd` (blocking); None at a clean end of stream."""
+    """Read one frame from `fd` (blocking); None at a clean end of stream. Unbuffered: it reads
+    nothing past the frame. A batch frame is refused (use `Receiver`)."""
     header = _read_exactly(fd, HEADER.size, at_start=True)
     if header is None:
         return None
     body = _read_exactly(fd, frame_length(header), at_start=False)
-    return decode_body(body or b"")
+    message = decode_body(body or b"")
+    if type(message) is not dict:
+        raise ChannelError("a batch frame reached an unbatched reader")
+    return message
 
 
 def _read_exactly(fd: int, count: int, at_start: bool) -> bytes | None:
@@ -114,8 +177,43 @@ def _read_exactly(fd: int, count: int, at_start: bool) -> bytes | None:
     return b"".join(chunks)
 
 
+class Receiver:
+    """A blocking reader of one fd that reads in large chunks and hands out one message at a
+    time (batches unpacked in order): a stream of many small frames costs one `read` per chunk,
+    not two per frame."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._reader = FrameReader()
+        self._messages: list = []
+        self._next = 0
+
+    def recv(self) -> dict | None:
+        """The next message (blocking); None at a clean end of stream."""
+        if self._next < len(self._messages):
+            message = self._messages[self._next]
+            self._next += 1
+            return message
+        while True:
+            chunk = os.read(self.fd, READ_CHUNK)
+            if not chunk:
+                if self._reader.mid_frame:
+                    raise ChannelError("stream ended inside a frame")
+                return None
+            messages = self._reader.feed(chunk)
+            if messages:
+                self._messages = messages
+                self._next = 1
+                return messages[0]
+
+    def buffered(self) -> bool:
+        """Whether a message can be returned without reading."""
+        return self._next < len(self._messages)
+
+
 class FrameReader:
-    """Incremental decoder: `feed(bytes)` returns the messages completed so far."""
+    """Incremental decoder: `feed(bytes)` returns the messages completed so far (a batch frame
+    contributes each of its messages)."""
 
     def __init__(self) -> None:
         self._buffer = bytearray()
@@ -126,20 +224,33 @@ class FrameReader:
         return bool(self._buffer) or self._need is not None
 
     def feed(self, data: bytes) -> list[dict]:
-        self._buffer += data
+        if self._buffer:
+            self._buffer += data
+            data = bytes(self._buffer)
         messages: list[dict] = []
+        pos = 0
+        size = len(data)
+        need = self._need
         while True:
-            if self._need is None:
-                if len(self._buffer) < HEADER.size:
-                    return messages
-                self._need = frame_length(bytes(self._buffer[: HEADER.size]))
-                del self._buffer[: HEADER.size]
-            if len(self._buffer) < self._need:
-                return messages
-            body = bytes(self._buffer[: self._need])
-            del self._buffer[: self._need]
-            self._need = None
-            messages.append(decode_body(body))
+            if need is None:
+                if size - pos < HEADER.size:
+                    break
+                (need,) = HEADER.unpack_from(data, pos)
+                if need > MAX_FRAME:
+                    frame_length(HEADER.pack(need))  # raises FrameTooLarge
+                pos += HEADER.size
+            if size - pos < need:
+                break
+            message = decode_body(data[pos:pos + need])
+            pos += need
+            need = None
+            if type(message) is dict:
+                messages.append(message)
+            else:
+                messages.extend(message)
+        self._need = need
+        self._buffer = bytearray(data[pos:]) if pos < size else bytearray()
+        return messages
 
 
 def claim_stdio() -> tuple[int, int]:

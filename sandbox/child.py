@@ -3,13 +3,35 @@
 The child speaks framed canonical JSON on fds 0 (from the host) and 1 (to the host); that pipe is
 its only egress (`host.invoke`). One run, one process:
 
-  host  -> {"op": "load", "modules": [...], "entry": {...}, "args": [...], "tools": {...}}
+  host  -> {"op": "load", "modules": [...], "entry": {...}, "args": [...], "tools": {...},
+            "checkpoints": policy, "replay": true?}
   child -> {"op": "call", "id": "root#1", "task": "root", "tool": "planner.next",
             "arguments": {...}, "types": {...}?}         a Tool call (the host records it first)
-  child -> {"op": "checkpoint", "function": {...}, "arguments": {...}}   at a root tail call
+  child -> {"op": "choice", ...} / {"op": "stop", ...}    task.first's pick, a stopped task
+  child -> {"op": "place", "function": {...}, "arguments": {...}, "taken": bool}
+                                                           a checkpoint place (a root tail call)
   child -> {"op": "wait"}                                  every task waits: admit the next reply
+            (or `"wait": true` on the call just before: the same, one message fewer)
   host  -> {"op": "reply", "id": "root#1", "outcome": {...}}
   child -> {"op": "end", "outcome": {"Completed": value} | {"Faulted": {...}}}
+
+Only `wait` needs an answer. Whether a checkpoint is taken at a place follows from the policy
+(`every`, `off`, or every Nth place), which the child applies itself and the host checks, so a
+place costs no round trip. The child sends in batches: what it has to say goes out when it is
+about to wait for the host, before it runs another task, and every `FLUSH_AT` messages.
+
+Replay and resume stream the record instead of answering: after `load` (with `"replay": true`,
+and `"places": false` when only places where a checkpoint is taken need reporting)
+the host sends `{"op": "record", "facts": [...]}` frames holding, for every recorded fact from the
+start (or the checkpoint) on, the kind (`"Call"`, `"Checkpoint"`, ...), or for a Reply
+`["Reply", call id, outcome]` (`["Reply", call id]` when the outcome cannot be had: a hole, a lost
+value), then `{"op": "record-end", "checkpoints": policy}`. The child steps through the record as
+the host does: each call, choice and stop passes one fact (a stop also the Replies to its open
+calls that follow it), a wait takes the next Reply, and a place is taken exactly when the next
+fact is a Checkpoint. So it never waits for an answer the record already holds; the host checks
+every message against the same facts, in order, and reports the first difference. Past the end
+of the record the run is live (resume) and waits are answered as above. Everything the child
+decides depends only on what the record says, never on when its frames arrive.
 
 Scheduling is deterministic: every runnable task runs until it waits, in task creation order;
 only then does the child ask the host for a reply. So the order of replies alone decides every
@@ -18,10 +40,13 @@ interleaving, live and in replay.
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import traceback
+from types import GeneratorType
 
+from flowrt import abi
 from sandbox import channel
 from sandbox import runtime as R
 from sandbox import values as V
@@ -56,6 +81,7 @@ class Task:
 
 
 BLOCKED = object()
+FLUSH_AT = 256  # messages held back at most before they are written
 
 
 class _Throw:
@@ -69,8 +95,8 @@ class Scheduler:
     """Deterministic cooperative scheduling: every ready task runs, in the order it became ready,
     until it waits; only then is the host asked for the next reply."""
 
-    def __init__(self, read_fd: int, write_fd: int, load: dict) -> None:
-        self.read_fd = read_fd
+    def __init__(self, receiver: channel.Receiver, write_fd: int, load: dict) -> None:
+        self.receiver = receiver
         self.write_fd = write_fd
         self.load = load
         self.tools: dict = load.get("tools", {})
@@ -88,19 +114,94 @@ class Scheduler:
         self.root: Task | None = None
         #: top-level functions a checkpoint can name: function object -> description
         self.functions: dict = {}
+        self.out: list[dict] = []  # messages not yet written
+        #: replaying: the recorded facts received and not yet stepped through
+        self.replaying = bool(load.get("replay"))
+        self.record: collections.deque = collections.deque()
+        #: where the run is live: the checkpoint policy and the places passed so far
+        self.policy = str(load.get("checkpoints", "off"))
+        self.live_places = 0
+        #: replaying: report places where no checkpoint is taken too (`flow history` lists them)
+        self.every_place = bool(load.get("places", True))
+        #: per Tool, what encoding its arguments and decoding its replies needs (no type args)
+        self.codecs: dict = {}
+        #: per checkpoint function: what a place sends, and how each argument is encoded
+        self.plans: dict = {}
 
     # -- messages
 
     def send(self, message: dict) -> None:
-        if message.get("op") in ("call", "choice", "stop"):
+        op = message["op"]
+        if op == "call" or op == "choice" or op == "stop":
             self.facts_since += 1
-        channel.send(self.write_fd, message)
+        self.out.append(message)
+        if len(self.out) >= FLUSH_AT or (not self.replaying and (op == "choice" or op == "stop")):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.out:
+            out, self.out = self.out, []
+            channel.send_many(self.write_fd, out)
 
     def recv(self) -> dict:
-        message = channel.recv(self.read_fd)
+        if not self.receiver.buffered():
+            self.flush()  # about to wait for the host: it must have everything said so far
+        message = self.receiver.recv()
         if message is None:
             os._exit(0)  # the host went away
         return message
+
+    # -- the record (replay and resume)
+
+    def _fill(self) -> bool:
+        """Receive until a recorded fact is at hand (True) or the record has ended (False)."""
+        while not self.record:
+            message = self.recv()
+            op = message.get("op")
+            if op == "record":
+                self.record.extend(message["facts"])
+            elif op == "record-end":
+                self.replaying = False
+                self.policy = str(message.get("checkpoints", "off"))
+                return False
+            else:
+                raise R.Fault("internal", f"the host sent {op!r} while the record was being read")
+        return True
+
+    def next_fact(self):
+        """The next recorded fact (not taken), or None: the record has ended and the run is live."""
+        if not self.replaying or (not self.record and not self._fill()):
+            return None
+        return self.record[0]
+
+    def pass_fact(self, closed=()) -> None:
+        """A call, choice or stop was sent: it stands for the next recorded fact, and a stop also
+        for the Replies to the calls it closed that follow it (they reach no value)."""
+        if self.next_fact() is None:
+            return
+        self.record.popleft()
+        if closed:
+            while True:
+                item = self.next_fact()
+                if item is None or type(item) is not list or item[1] not in closed:
+                    return
+                self.record.popleft()
+
+    def stuck(self, why: str) -> None:
+        """The record holds what cannot be handed over here. The host, checking the same facts,
+        reports why; this is only a safety net against a child and host that disagree."""
+        self.send({"op": "stuck", "message": why})
+        self.flush()
+        while self.receiver.recv() is not None:
+            pass
+        os._exit(0)
+
+    def live_place_taken(self) -> bool:
+        self.live_places += 1
+        policy = self.policy
+        if policy == "every":
+            return True
+        return policy.isdigit() and int(policy) > 0 and self.live_places % int(policy) == 0
 
     # -- running
 
@@ -122,6 +223,11 @@ class Scheduler:
                 problem, "limit", "the call depth limit was exceeded (a call that is not a tail call recursed too deep)")}})
         except MemoryError as problem:
             self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", "out of memory")}})
+        finally:
+            try:
+                self.flush()
+            except OSError:
+                pass  # the host is gone
 
     def root_driver(self, fn, args: tuple):
         """The root task: the entry, with its tail calls bounced here (where checkpoints go)."""
@@ -138,39 +244,49 @@ class Scheduler:
     def checkpoint_place(self, tail) -> None:
         """A tail call made by the root task's outermost function: a checkpoint can be taken here
         when the function is a top-level one whose arguments are data and no other task is live.
-        The host decides whether to take it (its policy, or in replay the record)."""
-        entry = self.functions.get(tail.fn)
-        if entry is None or self.facts_since == 0:
+        Whether it is taken follows from the record while replaying (a Checkpoint is next), and
+        from the policy where the run is live; the host checks the same."""
+        if self.facts_since == 0:
             return
-        live = {t for t in self.tasks.values() if t is not self.root and t.state in ("ready", "blocked")}
+        if self.replaying and not self.every_place:
+            following = self.next_fact()
+            if following is not None and following != "Checkpoint":
+                return  # not taken, and the host asked to hear only of places that are
+        plan = self.plans.get(tail.fn)
+        if plan is None:
+            entry = self.functions.get(tail.fn)
+            if entry is None:
+                return
+            plan = self.plans[tail.fn] = _place_plan(entry)
+        root = self.root
+        live = {t for t in self.tasks.values() if t is not root and (t.state == "ready" or t.state == "blocked")}
         # Other live tasks are allowed only parked on their only Tool call, and carried in the
         # arguments (so the checkpoint holds them: their call, constructor and data).
-        if any(not _parked(t) for t in live):
+        if live and any(not _parked(t) for t in live):
             return
-        from flowrt import abi
-
         carried: set = set()
         arguments = {}
         try:
-            for p, v in zip(entry["params"], tail.args):
-                if p.get("task"):
+            for (name, encode), v in zip(plan[1], tail.args):
+                if encode is None:  # a task parameter
                     if type(v) is not TaskHandle or v.task not in live:
                         return
                     carried.add(v.task)
-                    arguments[p["name"]] = _parked_record(v.task)
+                    arguments[name] = _parked_record(v.task)
                 else:
-                    arguments[p["name"]] = abi.encode(v, p["type"], entry["defs"])
+                    arguments[name] = encode(v)
         except Exception:
             return
         if carried != live:
             return
-        self.send({"op": "place", "function": {"module": entry["module"], "name": entry["name"]},
-                   "arguments": arguments})
-        while True:
-            answer = self.recv()
-            if answer.get("op") == "checkpoint":
-                break
-        if answer.get("taken"):
+        if self.replaying and self.next_fact() is not None:
+            taken = self.record[0] == "Checkpoint"
+            if taken:
+                self.record.popleft()
+        else:
+            taken = self.live_place_taken()
+        self.send({"op": "place", "function": plan[0], "arguments": arguments, "taken": taken})
+        if taken:
             self.begin_after_checkpoint(self.checkpoints + 1)
 
     def begin_after_checkpoint(self, n: int) -> None:
@@ -188,6 +304,8 @@ class Scheduler:
         while True:
             while self.ready:
                 task = self.ready.pop(0)
+                if self.out and not self.replaying:
+                    self.flush()  # a call made live goes out before another task computes
                 self.step(task)
                 if self.root.state == "finished":
                     return
@@ -195,25 +313,41 @@ class Scheduler:
                 blocked = sorted(t.id for t in self.tasks.values() if t.state == "blocked")
                 raise R.Fault("deadlock", "no task can proceed: " + ", ".join(blocked) + " wait on each other "
                               "and no call is out")
-            self.send({"op": "wait"})
+            out = self.out
+            if out and out[-1]["op"] == "call" and "wait" not in out[-1]:
+                out[-1]["wait"] = True  # the same as a `wait` after it, one message fewer
+            else:
+                self.send({"op": "wait"})
             self.receive_reply()
 
     def receive_reply(self) -> None:
+        if self.replaying:
+            item = self.next_fact()
+            if item is not None:
+                self.record.popleft()
+                if type(item) is not list or len(item) < 3:
+                    self.stuck(f"the record holds {item!r} where the program waits for a reply")
+                if item[1] not in self.by_call:
+                    self.stuck(f"the record replies to {item[1]}, which is not open")
+                self.admit(item[1], item[2])
+                return
         while True:
             message = self.recv()
             if message.get("op") != "reply":
                 continue
-            entry = self.by_call.pop(message["id"], None)
-            if entry is None:
+            if message["id"] not in self.by_call:
                 continue  # a reply for a call closed by a stop
-            task, desc, type_args = entry
-            task.open_calls.remove(message["id"])
-            try:
-                value = self.decode_reply(desc, message["outcome"], type_args)
-            except R.Fault as fault:
-                value = _Throw(fault)
-            self.make_ready(task, value)
+            self.admit(message["id"], message["outcome"])
             return
+
+    def admit(self, call_id: str, outcome) -> None:
+        task, desc, type_args = self.by_call.pop(call_id)
+        task.open_calls.remove(call_id)
+        try:
+            value = self.decode_reply(desc, outcome, type_args)
+        except R.Fault as fault:
+            value = _Throw(fault)
+        self.make_ready(task, value)
 
     def step(self, task: Task) -> None:
         """Run one task until it blocks or finishes."""
@@ -258,6 +392,8 @@ class Scheduler:
             elif kind == "first" and task in target:
                 if task.state == "finished":
                     self.send({"op": "choice", "task": self.task_label(other), "picked": task.id})
+                    if self.replaying:
+                        self.pass_fact()
                     self.make_ready(other, (target.index(task), task.result))
                 elif all(t.state == "stopped" for t in target):
                     self.make_ready(other, _Throw(R.Fault("task-stopped", "every task given to task.first was stopped")))
@@ -295,16 +431,22 @@ class Scheduler:
         kind = request[0]
         if kind == "call":
             _, desc, args, type_args = request
-            call_id = self.new_call_id(task)
-            message = {"op": "call", "id": call_id, "task": self.task_label(task), "tool": desc.identity,
-                       "arguments": self.encode_arguments(desc, args, type_args)}
+            task.calls += 1
+            label = self.prefix + "root" if task is self.root else task.id
+            call_id = f"{label}#{task.calls}"
+            arguments = self.encode_arguments(desc, args, type_args)
+            message = {"op": "call", "id": call_id, "task": label, "tool": desc.identity, "arguments": arguments}
             if type_args:
                 message["types"] = [{"term": t.term, "defs": t.defs} for t in type_args]
             self.send(message)
+            if self.replaying:
+                self.pass_fact()
             self.by_call[call_id] = (task, desc, type_args)
-            task.last_call = {"call": call_id, "tool": desc.identity, "arguments": message["arguments"]}
+            if task.park is not None:  # what a checkpoint records of a parked task
+                task.last_call = {"call": call_id, "tool": desc.identity, "arguments": arguments}
             task.open_calls.append(call_id)
-            self.block(task, ("call", call_id))
+            task.state = "blocked"
+            task.waiting = ("call", call_id)
             return BLOCKED
         if kind == "spawn":
             task.spawns += 1
@@ -340,6 +482,8 @@ class Scheduler:
             if done:
                 winner = min(done, key=lambda t: t.finished_at)
                 self.send({"op": "choice", "task": self.task_label(task), "picked": winner.id})
+                if self.replaying:
+                    self.pass_fact()
                 return (targets.index(winner), winner.result)
             if all(t.state == "stopped" for t in targets):
                 return _Throw(R.Fault("task-stopped", "every task given to task.first was stopped"))
@@ -358,6 +502,8 @@ class Scheduler:
         if target.state == "finished":
             self.send({"op": "stop", "task": target.id, "by": self.task_label(task),
                        "found": {"Finished": self.to_wire(target.result)}, "calls": []})
+            if self.replaying:
+                self.pass_fact()
             return stopped.make("Finished", target.result)
         if target.state != "stopped":
             self.stop_task(target, by=task)
@@ -366,6 +512,8 @@ class Scheduler:
     def stop_task(self, target: Task, by: Task) -> None:
         calls = list(target.open_calls)
         self.send({"op": "stop", "task": target.id, "by": self.task_label(by), "found": "Running", "calls": calls})
+        if self.replaying:
+            self.pass_fact(frozenset(calls))
         for call_id in calls:
             self.by_call.pop(call_id, None)
         target.open_calls.clear()
@@ -391,9 +539,23 @@ class Scheduler:
 
     # -- values across the pipe
 
-    def encode_arguments(self, desc, args, type_args) -> dict:
-        from flowrt import abi
+    def codec(self, identity: str) -> tuple:
+        """A Tool's argument encoders and reply decoder (for calls without type arguments)."""
+        codec = self.codecs.get(identity)
+        if codec is None:
+            tool = self.tools[identity]
+            defs = tool.get("types", {})
+            codec = ([abi.encoder(p["type"], defs) for p in tool["params"]],
+                     abi.outcome_decoder(tool["ok"], tool.get("err"), defs), tool.get("err") is None,
+                     abi.decoder(tool["ok"], defs))
+            self.codecs[identity] = codec
+        return codec
 
+    def encode_arguments(self, desc, args, type_args) -> dict:
+        if not type_args and desc.identity in self.tools:
+            encoders = self.codec(desc.identity)[0]
+            if len(encoders) >= len(desc.params):
+                return {name: encode(value) for name, value, encode in zip(desc.params, args, encoders)}
         tool = self.tools.get(desc.identity)
         out = {}
         for index, (name, value) in enumerate(zip(desc.params, args)):
@@ -407,16 +569,26 @@ class Scheduler:
         return out
 
     def decode_reply(self, desc, outcome: dict, type_args):
-        from flowrt import abi
-
-        tool = self.tools[desc.identity]
-        defs = dict(tool.get("types", {}))
-        ok = _substitute(tool["ok"], tool, type_args, defs)
-        err = tool.get("err")
-        if err is not None:
-            err = _substitute(err, tool, type_args, defs)
-        result = abi.decode_outcome(outcome, ok, err, defs)
-        if err is None:
+        if type_args:
+            tool = self.tools[desc.identity]
+            defs = dict(tool.get("types", {}))
+            ok = _substitute(tool["ok"], tool, type_args, defs)
+            err = tool.get("err")
+            if err is not None:
+                err = _substitute(err, tool, type_args, defs)
+            result = abi.decode_outcome(outcome, ok, err, defs)
+            faults = err is None
+        else:
+            _, decode, faults, decode_ok = self.codec(desc.identity)
+            if faults and type(outcome) is dict and len(outcome) == 1 and "Ok" in outcome:
+                # The common reply of a Tool without Result: its value, as decode_outcome would
+                # give it (anything else goes the full way, which says why it is a BadReply).
+                try:
+                    return decode_ok(outcome["Ok"])
+                except abi.DecodeError:
+                    pass
+            result = decode(outcome)
+        if faults:
             if result[0] == "Ok":
                 return result[1]
             problem = result[1]
@@ -424,8 +596,6 @@ class Scheduler:
         return result
 
     def encode_result(self, value):
-        from flowrt import abi
-
         entry = self.load["entry"]
         return abi.encode(value, entry["result"], entry.get("defs", {}))
 
@@ -453,6 +623,13 @@ class TaskHandle:
 
     def __repr__(self) -> str:
         return f"Task({self.task.id})"
+
+
+def _place_plan(entry: dict) -> tuple:
+    """A checkpoint function's `function` member and (name, encoder or None for a task) per
+    parameter."""
+    return ({"module": entry["module"], "name": entry["name"]},
+            [(p["name"], None if p.get("task") else abi.encoder(p["type"], entry["defs"])) for p in entry["params"]])
 
 
 def _parked(task: Task) -> bool:
@@ -536,16 +713,16 @@ def _map_line(line_map: list, line: int):
 
 
 def _is_generator(value) -> bool:
-    return type(value).__name__ == "generator"
+    return type(value) is GeneratorType
 
 
 def main() -> None:
     read_fd, write_fd = channel.claim_stdio()
-    load = channel.recv(read_fd)
+    receiver = channel.Receiver(read_fd)
+    load = receiver.recv()
     if load is None or load.get("op") not in ("load", "test"):
         return
     sys.setrecursionlimit(12_000)
-    from flowrt import abi
     from sandbox.intrinsics import INTRINSICS
     from sandbox.loader import SandboxRefusal, load as load_modules
 
@@ -571,7 +748,7 @@ def main() -> None:
 
         channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces, counter)})
         return
-    scheduler = Scheduler(read_fd, write_fd, load)
+    scheduler = Scheduler(receiver, write_fd, load)
     by_key = {}
     for key, description in load.get("functions", {}).items():
         module, name = key.rsplit(".", 1)

@@ -1,0 +1,83 @@
+"""Batch frames on the host/child channel (sandbox/channel.py): several messages in one frame,
+handed out one at a time by every reader, in order, however the bytes are cut."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sandbox import channel
+
+
+def frames() -> bytes:
+    return (channel.encode_batch([{"op": "a", "i": i} for i in range(3)]) + channel.encode({"op": "b"})
+            + channel.encode_batch([{"op": "c", "s": "é" * 50}, {"op": "d"}]))
+
+
+EXPECTED = [{"op": "a", "i": 0}, {"op": "a", "i": 1}, {"op": "a", "i": 2}, {"op": "b"},
+            {"op": "c", "s": "é" * 50}, {"op": "d"}]
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 17, 10_000])
+def test_the_incremental_reader_unpacks_batches_wherever_the_bytes_are_cut(step):
+    data = frames()
+    reader = channel.FrameReader()
+    got = []
+    for i in range(0, len(data), step):
+        got += reader.feed(data[i:i + step])
+    assert got == EXPECTED and not reader.mid_frame
+
+
+def test_the_blocking_reader_hands_out_one_message_at_a_time():
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, frames())
+        channel.send_many(write_fd, [{"op": "e"}])
+        channel.send_many(write_fd, [{"op": "f"}, {"op": "g"}])
+        os.close(write_fd)
+        receiver = channel.Receiver(read_fd)
+        got = []
+        while (message := receiver.recv()) is not None:
+            got.append(message)
+        assert got == EXPECTED + [{"op": "e"}, {"op": "f"}, {"op": "g"}]
+    finally:
+        os.close(read_fd)
+
+
+def test_a_batch_over_the_frame_limit_goes_as_single_frames(monkeypatch):
+    monkeypatch.setattr(channel, "MAX_FRAME", 200)
+    read_fd, write_fd = os.pipe()
+    try:
+        messages = [{"op": "x", "v": "y" * 120}, {"op": "z", "v": "w" * 120}]
+        channel.send_many(write_fd, messages)
+        os.close(write_fd)
+        receiver = channel.Receiver(read_fd)
+        assert [receiver.recv(), receiver.recv(), receiver.recv()] == messages + [None]
+        with pytest.raises(channel.FrameTooLarge):
+            channel.send_many(os.open(os.devnull, os.O_WRONLY), [{"v": "y" * 300}, {"v": 1}])
+    finally:
+        os.close(read_fd)
+
+
+@pytest.mark.parametrize("body", [b"[]", b"[1]", b'[{"a":1},2]', b"[[]]", b'"x"', b"7"])
+def test_a_frame_is_an_object_or_a_nonempty_array_of_objects(body):
+    with pytest.raises(channel.ChannelError):
+        channel.decode_body(body)
+
+
+def test_batches_are_refused_unless_they_are_lists_of_objects():
+    for bad in ([], [1], ({"a": 1},), [{"a": 1}, "b"]):
+        with pytest.raises(channel.ChannelError):
+            channel.encode_batch(bad)
+
+
+def test_the_unbuffered_reader_refuses_a_batch():
+    read_fd, write_fd = os.pipe()
+    try:
+        channel.send_many(write_fd, [{"a": 1}, {"b": 2}])
+        with pytest.raises(channel.ChannelError, match="batch"):
+            channel.recv(read_fd)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
