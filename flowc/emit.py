@@ -134,19 +134,11 @@ def compiler_digest() -> str:
     return _compiler_digest
 
 
-def _cache_dir() -> str | None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "flow", "build")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return None
-    return folder if os.access(folder, os.W_OK) else None
-
-
 def generate_cached(checked) -> Generated:
     """`generate`, served from the build cache when this program was generated before."""
-    folder = _cache_dir()
+    from flowc.cachedir import cache_folder
+
+    folder = cache_folder("build")
     key = hashlib.sha256(f"{checked.identity} {compiler_digest()}".encode()).hexdigest()
     path = os.path.join(folder, key + ".json") if folder else None
     if path is not None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from flowc import lalr
 from flowc import syntax as S
+from flowc.cachedir import cache_folder
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.lalr import Tok
 from flowc.records import record
@@ -230,19 +231,18 @@ def _cache_path() -> str | bool:
 
 
 def _cache_folder() -> str | None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    for folder in (os.path.join(base, "flow"), None):
-        if folder is None:
-            import tempfile
+    """The user's flow cache folder, else the temporary folder when that one is writable."""
+    folder = cache_folder()
+    if folder is not None:
+        return folder
+    import tempfile
 
-            folder = tempfile.gettempdir()
-        try:
-            os.makedirs(folder, exist_ok=True)
-            if os.access(folder, os.W_OK):
-                return folder
-        except OSError:
-            continue
-    return None
+    folder = tempfile.gettempdir()
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None
+    return folder if os.access(folder, os.W_OK) else None
 
 
 # ---- the fast path -----------------------------------------------------------------------------

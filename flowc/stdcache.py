@@ -22,6 +22,7 @@ import sys
 import threading
 from pathlib import Path
 
+from flowc.cachedir import cache_folder
 from flowc.parse import Parsed
 
 #: Changes whenever what a cache file holds changes shape.
@@ -81,7 +82,7 @@ def store(display: str, source: str, parsed: Parsed) -> None:
 
 def _path(display: str, source: str) -> str | None:
     """`std-v1-list.<compiler digest>.<text digest>.pickle` in the cache folder."""
-    folder = _folder()
+    folder = cache_folder("std", writable=False)
     if folder is None or not _compiler_digest():
         return None
     name = display.removesuffix(".flow").replace("/", "-").replace("@", "-")
@@ -116,16 +117,6 @@ def _forget_old_compilers(path: str) -> None:
                 os.unlink(stale)
             except OSError:
                 pass
-
-
-def _folder() -> str | None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "flow", "std")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return None
-    return folder
 
 
 def _compiler_digest() -> str:
