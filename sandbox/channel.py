@@ -57,35 +57,25 @@ def encode(obj: object) -> bytes:
             f"channel messages are JSON objects, not {type(obj).__name__}: wrap the value, "
             'e.g. {"value": ...}'
         )
-    try:
-        body = orjson.dumps(obj, option=_DUMP_OPTIONS)
-    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
-        raise ChannelError(
-            f"message is not JSON ({exc}): convert it to null/bool/int/str/list/dict first"
-        ) from None
-    if len(body) > MAX_FRAME:
-        raise FrameTooLarge(
-            f"message of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit: send "
-            "large values by reference (a content hash) instead"
-        )
-    return HEADER.pack(len(body)) + body
+    return _frame(obj, "message", "send large values by reference (a content hash) instead")
 
 
 def encode_batch(messages: list) -> bytes:
     """One frame holding several messages (a JSON array of objects), in order."""
     if type(messages) is not list or not messages or set(map(type, messages)) != _ONLY_DICTS:
         raise ChannelError("a batch is a list of JSON objects")
+    return _frame(messages, "batch", "send fewer messages per batch")
+
+
+def _frame(payload: dict | list, what: str, advice: str) -> bytes:
     try:
-        body = orjson.dumps(messages, option=_DUMP_OPTIONS)
-    except TypeError as exc:
+        body = orjson.dumps(payload, option=_DUMP_OPTIONS)
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
         raise ChannelError(
             f"message is not JSON ({exc}): convert it to null/bool/int/str/list/dict first"
         ) from None
     if len(body) > MAX_FRAME:
-        raise FrameTooLarge(
-            f"batch of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit: send fewer "
-            "messages per batch"
-        )
+        raise FrameTooLarge(f"{what} of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit: {advice}")
     return HEADER.pack(len(body)) + body
 
 
