@@ -47,7 +47,6 @@ class _Uses:
     items: list[ast.Subscript] = field(default_factory=list)  # p[k]
     rests: dict[str, int] = field(default_factory=dict)  # rest name -> k, from rt_rest(p, k)
     rest_sites: list = field(default_factory=list)  # each rest's binding, with its parent and grandparent
-    passed_back: int = 0  # `p` handed unchanged to the next round
 
 
 def walk_lists(fn: ast.FunctionDef, used: set[str]) -> ast.FunctionDef:
@@ -93,21 +92,27 @@ def walk_lists(fn: ast.FunctionDef, used: set[str]) -> ast.FunctionDef:
 def _round_assigns(loop: ast.While, params: list[str]) -> list[ast.Assign] | None:
     """The assignments that start the next round (`p1, p2 = (...)` before `continue`), or None
     when some `continue` is not preceded by one (or the loop holds a nested function)."""
+    if any(isinstance(node, (ast.FunctionDef, ast.Lambda, ast.GeneratorExp, ast.ListComp))
+           for node in ast.walk(loop)):
+        return None
     found: list[ast.Assign] = []
-    for node in ast.walk(loop):
-        if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.GeneratorExp, ast.ListComp)):
-            return None
-        body = getattr(node, "body", None), getattr(node, "orelse", None)
-        for stmts in body:
-            if not isinstance(stmts, list):
-                continue
-            for i, stmt in enumerate(stmts):
-                if isinstance(stmt, ast.Continue):
-                    before = stmts[i - 1] if i > 0 else None
-                    if not _is_round_assign(before, params):
-                        return None
-                    found.append(before)
+    for stmts in _blocks(loop):
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.Continue):
+                before = stmts[i - 1] if i > 0 else None
+                if not _is_round_assign(before, params):
+                    return None
+                found.append(before)
     return found
+
+
+def _blocks(loop: ast.While):
+    """Every statement list in the loop (bodies and else branches), the loop's own included."""
+    for node in ast.walk(loop):
+        for field_name in ("body", "orelse"):
+            stmts = getattr(node, field_name, None)
+            if isinstance(stmts, list):
+                yield stmts
 
 
 def _is_round_assign(stmt: ast.AST | None, params: list[str]) -> bool:
@@ -139,8 +144,7 @@ def _uses_of(param: str, index: int, loop: ast.While, rounds: list[ast.Assign]) 
         if parent is not None and isinstance(parent, ast.Tuple):
             if id(node) in round_targets:
                 continue
-            if id(node) in round_values:
-                uses.passed_back += 1
+            if id(node) in round_values:  # `p` handed unchanged to the next round
                 continue
         if _is_call(parent, "rt_len", 1):
             uses.lengths.append((parent, grandparent))
@@ -334,22 +338,16 @@ def _remove_statement(parent: ast.AST, stmt: ast.stmt) -> None:
     raise AssertionError("statement not found under its parent")
 
 
-def sequential_rounds(loop_owner: list[ast.stmt], params: list[str], used: set[str]) -> None:
+def sequential_rounds(loop_owner: list[ast.stmt], used: set[str]) -> None:
     """Rewrite, in place, each `p1, p2 = (v1, v2)` that starts a round of the loop in `loop_owner`
     (a function body ending in `while True`) as single assignments."""
     loop = loop_owner[-1] if loop_owner else None
     if not isinstance(loop, ast.While):
         return
-    for node in ast.walk(loop):
-        for field_name in ("body", "orelse"):
-            stmts = getattr(node, field_name, None)
-            if not isinstance(stmts, list):
-                continue
-            for i in range(len(stmts) - 1, -1, -1):
-                stmt = stmts[i]
-                if i + 1 < len(stmts) and isinstance(stmts[i + 1], ast.Continue) \
-                        and _is_parallel_assign(stmt):
-                    stmts[i:i + 1] = _sequential(stmt, used)
+    for stmts in list(_blocks(loop)):
+        for i in range(len(stmts) - 2, -1, -1):
+            if isinstance(stmts[i + 1], ast.Continue) and _is_parallel_assign(stmts[i]):
+                stmts[i:i + 1] = _sequential(stmts[i], used)
 
 
 def _is_parallel_assign(stmt: ast.stmt) -> bool:

@@ -175,7 +175,7 @@ class ModuleLowerer:
         if ctx.loops:
             node.body = [ast.While(ast.Constant(True), body, [])]
             walk_lists(node, ctx.used)
-            sequential_rounds(node.body, params, ctx.used)
+            sequential_rounds(node.body, ctx.used)
         if tool and not _contains_yield(node):
             # A generator that happens not to yield on every path still must be one.
             node.body.insert(0, ast.If(ast.Constant(False), [ast.Expr(ast.Yield(None))], []))
@@ -354,7 +354,7 @@ class ModuleLowerer:
         self.fn = outer
         if ctx.loops:
             body = [ast.While(ast.Constant(True), body, [])]
-            sequential_rounds(body, params, ctx.used)
+            sequential_rounds(body, ctx.used)
         outer.used |= ctx.used
         captured = sorted(_free_names(body, set(params) | {name}) & set(outer.names.values()))
         node = ast.FunctionDef(name=name, args=_args(params, captured), body=body, decorator_list=[],
