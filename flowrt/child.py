@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Callable
 
 import sandbox
 from sandbox import channel
@@ -250,6 +251,10 @@ class Child:
         self._died: ChildDied | None = None
         self._closed = False
         self._eof = False
+        self._spin = True  # adaptive, as the child's `channel.Receiver` spins
+        #: called once before `recv` sleeps on the child (the run makes a written Reply durable
+        #: then: see flowrt/run.py)
+        self.before_sleep: Callable[[], None] | None = None
 
     @classmethod
     def start(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS, *,
@@ -421,7 +426,15 @@ class Child:
                 else:
                     poller.unregister(self._write_fd)
                 self._polling_out = writing = want
-            events = poller.poll(self._tick(deadline) * 1000)
+            if want or not self._spin_for_message():
+                sleeping = self.before_sleep
+                if sleeping is not None and not want:
+                    sleeping()
+                started = time.perf_counter()
+                events = poller.poll(self._tick(deadline) * 1000)
+                self._spin = time.perf_counter() - started < channel.SPIN_WHILE_WAITS_UNDER
+            else:
+                events = poller.poll(0)
             readable = False
             for fd, _ in events:
                 if fd == self._read_fd:
@@ -437,6 +450,19 @@ class Child:
                 self._finish("ended")
             if deadline is not None and time.monotonic() >= deadline:
                 raise ChildTimeout(timeout, "answer")
+
+    def _spin_for_message(self) -> bool:
+        """Poll for `channel.SPIN_SECONDS` (while recent answers came that fast): True once the
+        child has written something."""
+        if not self._spin:
+            return False
+        poll = self._poller.poll
+        clock = time.perf_counter
+        until = clock() + channel.SPIN_SECONDS
+        while clock() < until:
+            if poll(0):
+                return True
+        return False
 
     def _read_available(self) -> bool:
         """Read what the pipe holds; True once a message is queued. EOF ends the child."""

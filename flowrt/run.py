@@ -312,9 +312,11 @@ class Driver:
     def deliver(self, call_id: str, outcome: Any) -> None:
         self.replies.put((call_id, outcome))
 
-    def record(self, kind: str, fields: dict) -> dict:
+    def record(self, kind: str, fields: dict, *, sync: bool = True) -> dict:
         """Append a fact (with any deferred before it); it is durable before this returns (and
-        so before its consequence)."""
+        so before its consequence). `sync=False` (a Reply): written now, durable with the next
+        fact or before the host waits (see `make_durable`), because until then its only
+        consequence is inside the child, which nothing outside can observe."""
         if self.deferred:
             if kind == "End":
                 # Not in one write with End: a run cut short right after the Checkpoint is then
@@ -322,29 +324,39 @@ class Driver:
                 self.write_deferred()
             else:
                 self.deferred.append((kind, fields))
-                return self.write_deferred()
-        fact = self.store.append(kind, fields)
+                return self.write_deferred(sync=sync)
+        fact = self.store.append(kind, fields, sync=sync)
         if self.kill_after is not None:
             crash_after(fact["n"], self.kill_after)
         return fact
 
-    def write_deferred(self) -> dict | None:
+    def write_deferred(self, *, sync: bool = True) -> dict | None:
         """Write the deferred facts now (one write, one fsync): before the host waits on anything
         outside, and before the run pauses, halts or ends."""
         if not self.deferred:
             return None
         items, self.deferred = self.deferred, []
-        facts = self.store.append_many(items)
+        facts = self.store.append_many(items, sync=sync)
         if self.kill_after is not None:
             for fact in facts:
                 crash_after(fact["n"], self.kill_after)
         return facts[-1]
+
+    def make_durable(self) -> None:
+        """Everything the run has admitted is durable: the deferred facts written, a Reply
+        written without sync synced. Before the host waits on anything but the child, and before
+        the run pauses or halts (a call sent, an End, output: each syncs with its own fact)."""
+        self.write_deferred()
+        self.store.sync()
 
     def run(self) -> RunOutcome:
         from flowrt.child import Child, ChildDied
 
         if self.child is None:
             self.child = Child.start()
+        # The child usually asks for the next call within a spin, and that Call's fsync covers
+        # the Reply before it; when it does not, the Reply is synced while the host sleeps.
+        self.child.before_sleep = self.store.sync
         try:
             self.child.send(self.load_message())
             self.begin()
@@ -381,7 +393,7 @@ class Driver:
             return RunOutcome(1, self.run_id, fault=fault)
         except KeyboardInterrupt:
             try:
-                self.write_deferred()  # what the run had reached is recorded before the halt
+                self.make_durable()  # what the run had reached is recorded before the halt
             except StorageError:
                 pass  # the halt is still reported; the run resumes from the facts before
             raise
@@ -424,13 +436,13 @@ class Driver:
         open_calls = self.open_calls
         while True:
             if open_calls and all(c["pending"] for c in open_calls.values()):
-                self.write_deferred()
+                self.make_durable()
                 ids = sorted(open_calls)
                 return RunOutcome(3, self.run_id, pending=ids)
             if self.arrived:
                 call_id, outcome = self.arrived.pop(0)
             else:
-                self.write_deferred()
+                self.make_durable()
                 call_id, outcome = self.replies.get()
             if call_id not in open_calls:
                 continue
@@ -442,7 +454,7 @@ class Driver:
             if admit_one is None:
                 admit_one = self.admitters[tool] = admitter(self.prepared.tools[tool])
             admitted = admit_one(outcome)
-            self.record("Reply", {"call": call_id, "outcome": admitted})
+            self.record("Reply", {"call": call_id, "outcome": admitted}, sync=False)
             self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             return None
 

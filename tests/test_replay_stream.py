@@ -216,9 +216,9 @@ def test_a_checkpoint_is_written_with_the_fact_after_it(tmp_path, monkeypatch):
     writes = []
     original = RunStore.append_many
 
-    def counting(self, items):
+    def counting(self, items, **options):
         writes.append([kind for kind, _ in items])
-        return original(self, items)
+        return original(self, items, **options)
 
     monkeypatch.setattr(RunStore, "append_many", counting)
     outcome = run(str(tmp_path / "echo.flow"), input_text='{"n": 4}', runs_dir=runs,

@@ -4,6 +4,7 @@ refusals before the first fact, faults with Flow locations, pauses, BadReply, re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -269,3 +270,45 @@ def test_an_interrupt_halts_the_run_with_a_host_record_and_no_end(tmp_path):
     assert [f["kind"] for f in store.facts()] == ["Start", "Call"]
     assert store.host_records()[-1]["kind"] == "halted"
     store.close()
+
+
+ECHO_LOOP = """
+@tool pub flow echo(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = loop(n, 0)
+
+flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }
+"""
+
+
+def test_every_fact_is_durable_before_anything_leaves_the_host(tmp_path, monkeypatch):
+    """A Reply may be written without waiting for the disk (it is synced with the next Call, or
+    while the host sleeps), but whenever a Tool is called, and when the run ends, every fact
+    written so far is durable: the history's size is the size at its last sync."""
+    from flowrt import store as store_mod
+
+    synced_size = {}
+    real = store_mod._sync_appended
+
+    def sync(fd):
+        real(fd)
+        synced_size["history"] = os.fstat(fd).st_size
+
+    monkeypatch.setattr(store_mod, "_sync_appended", sync)
+    (tmp_path / "echo.flow").write_text(ECHO_LOOP)
+    runs = tmp_path / "runs"
+    seen = []
+
+    def echo(n):
+        [history] = runs.glob("*/history.jsonl")
+        seen.append((history.stat().st_size, synced_size.get("history")))
+        return n
+
+    host = flowrt.Host({"echo.echo": echo}, runs_dir=str(runs), durability="fsync")
+    outcome = host.run(str(tmp_path / "echo.flow"), {"n": 200})
+    assert outcome.exit_code == 0 and orjson.loads(outcome.output) == sum(range(201))
+    assert len(seen) == 200
+    assert all(size == synced for size, synced in seen)
+    [history] = runs.glob("*/history.jsonl")
+    assert history.stat().st_size == synced_size["history"]
+    assert kinds(runs, outcome.run_id).count("Reply") == 200

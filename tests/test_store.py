@@ -121,14 +121,13 @@ def test_append_many_is_one_chained_group(tmp_path):
     root = str(tmp_path)
     s = RunStore.create(root, "g", START)
     syncs = []
-    real = os.fsync
-    os_fsync = lambda fd: (syncs.append(fd), real(fd))  # noqa: E731
+    real = store_mod._sync_appended
     try:
-        os.fsync = os_fsync
+        store_mod._sync_appended = lambda fd: (syncs.append(fd), real(fd))
         out = s.append_many([("Call", {"call": f"root#{i}", "tool": "t", "arguments": {"i": i}})
                              for i in range(1, 6)])
     finally:
-        os.fsync = real
+        store_mod._sync_appended = real
     assert len(syncs) == 1
     assert [f["n"] for f in out] == [2, 3, 4, 5, 6]
     assert out[0]["prev"] == s.facts()[0]["hash"]
@@ -492,7 +491,7 @@ def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
     before = read(history_path(root))
-    real = os.fsync
+    real = store_mod._sync_appended
     calls = {"n": 0}
 
     def fake(fd):
@@ -501,13 +500,68 @@ def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
             raise OSError(errno.EIO, "Input/output error")
         return real(fd)
 
-    monkeypatch.setattr(os, "fsync", fake)
+    monkeypatch.setattr(store_mod, "_sync_appended", fake)
     with pytest.raises(StorageError):
         s.append("Reply", {"outcome": {"Ok": 1}})
     assert read(history_path(root)) == before
     s.append("Reply", {"outcome": {"Ok": 2}})
     s.close()
     assert RunStore.open(root, "run-1", for_append=False).facts()[-1]["outcome"] == {"Ok": 2}
+
+
+def test_a_fact_written_without_sync_is_synced_by_the_next_write(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    s = make_run(root, end=False, durability="fsync")
+    syncs = []
+    real = store_mod._sync_appended
+    monkeypatch.setattr(store_mod, "_sync_appended", lambda fd: (syncs.append(fd), real(fd)))
+    reply = s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
+    assert syncs == [] and not s.synced
+    # written: a reader (or a resumed host after this process dies) sees it already
+    assert RunStore.open(root, "run-1", for_append=False).facts()[-1] == reply
+    s.append("Call", {"call": "d", "tool": "t", "arguments": {}})
+    assert len(syncs) == 1 and s.synced
+    s.sync()  # nothing left to sync
+    assert len(syncs) == 1
+    s.append("Reply", {"call": "d", "outcome": {"Ok": 2}}, sync=False)
+    s.host_record({"kind": "paused", "head": s.head, "pending": []})  # names the head: syncs first
+    assert len(syncs) == 2 and s.synced
+    s.close()
+
+
+def test_a_failed_sync_cuts_every_fact_that_was_not_durable(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    s = make_run(root, end=False, durability="fsync")
+    before = read(history_path(root))
+    durable = s.facts()
+    s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
+    s.append("Reply", {"call": "d", "outcome": {"Ok": 2}}, sync=False)
+
+    def failing(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(store_mod, "_sync_appended", failing)
+    with pytest.raises(StorageError):
+        s.append("Call", {"call": "e", "tool": "t", "arguments": {}})
+    assert read(history_path(root)) == before
+    assert s.facts() == durable and s.synced
+    monkeypatch.undo()
+    s.append("Reply", {"call": "c", "outcome": {"Ok": 3}})  # the store goes on from the durable head
+    s.close()
+    facts = RunStore.open(root, "run-1", for_append=False).facts()
+    assert facts[:-1] == durable and facts[-1]["outcome"] == {"Ok": 3}
+
+
+def test_a_failed_explicit_sync_is_a_storage_error(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    s = make_run(root, end=False, durability="fsync")
+    before = read(history_path(root))
+    s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
+    monkeypatch.setattr(store_mod, "_sync_appended",
+                        lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
+    with pytest.raises(StorageError):
+        s.sync()
+    assert read(history_path(root)) == before
 
 
 def test_enospc_while_writing_a_value_file(tmp_path, monkeypatch):

@@ -91,10 +91,10 @@ def main() -> None:
         print(f"                            {1 / steady_none:8.0f} calls/s steady state "
               f"(start-up {none_one * 1000:.0f} ms)")
         print(f"recorded calls, fsync:      {synced / fsync:8.0f} calls/s (run of {synced} calls, start-up included)")
-        print(f"                            {1 / steady_fsync:8.0f} calls/s steady state (two fsyncs per call)")
+        print(f"                            {1 / steady_fsync:8.0f} calls/s steady state")
         print(f"bare append+fsync loop:     {1 / per_bare:8.0f} lines/s")
         print(f"ratio fsync call / bare line: {ratio:.2f}x per call, {ratio / 2:.2f}x per fact "
-              f"(a call writes two facts: Call and Reply; median of {args.runs} paired runs)")
+              f"(a call writes two facts, Call and Reply, with one fsync when the Reply is synced with the next Call; median of {args.runs} paired runs)")
         hello = os.path.join(directory, "hello.flow")
         Path(hello).write_text(HELLO)
         runs = os.path.join(directory, "hello-runs")
