@@ -251,7 +251,7 @@ class Child:
         self._died: ChildDied | None = None
         self._closed = False
         self._eof = False
-        self._spin = True  # adaptive, as the child's `channel.Receiver` spins
+        self._spin = channel.Spin()  # polling before sleeping, as the child's Receiver does
         #: called once before `recv` sleeps on the child (the run makes a written Reply durable
         #: then: see flowrt/run.py)
         self.before_sleep: Callable[[], None] | None = None
@@ -430,9 +430,7 @@ class Child:
                 sleeping = self.before_sleep
                 if sleeping is not None and not want:
                     sleeping()
-                started = time.perf_counter()
                 events = poller.poll(self._tick(deadline) * 1000)
-                self._spin = time.perf_counter() - started < channel.SPIN_WHILE_WAITS_UNDER
             else:
                 events = poller.poll(0)
             readable = False
@@ -452,16 +450,19 @@ class Child:
                 raise ChildTimeout(timeout, "answer")
 
     def _spin_for_message(self) -> bool:
-        """Poll for `channel.SPIN_SECONDS` (while recent answers came that fast): True once the
-        child has written something."""
-        if not self._spin:
+        """Poll for up to `channel.SPIN_SECONDS` (when `channel.Spin` says it pays): True once
+        the child has written something."""
+        spin = self._spin
+        if not spin.wanted():
             return False
         poll = self._poller.poll
         clock = time.perf_counter
         until = clock() + channel.SPIN_SECONDS
         while clock() < until:
             if poll(0):
+                spin.hit()
                 return True
+        spin.missed()
         return False
 
     def _read_available(self) -> bool:

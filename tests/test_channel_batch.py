@@ -81,3 +81,42 @@ def test_the_unbuffered_reader_refuses_a_batch():
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
+    spin = channel.Spin()
+    assert spin.wanted()
+    skipped = []
+    for _ in range(8):  # every poll misses: sleep at once for 1, 2, 4, ... waits, up to the cap
+        spin.missed()
+        run = 0
+        while not spin.wanted():
+            run += 1
+        skipped.append(run)
+    assert skipped == [1, 2, 4, 8, 16, 32, 64, 64]
+    spin.hit()
+    spin.missed()
+    assert not spin.wanted() and spin.wanted()  # back to one skipped wait
+
+
+def test_a_reader_woken_by_a_slow_writer_still_gets_every_message():
+    """Past the poll the reader sleeps; a writer that answers late is read all the same."""
+    import threading
+    import time
+
+    read_fd, write_fd = os.pipe()
+    receiver = channel.Receiver(read_fd)
+
+    def late_writer():
+        for i in range(3):
+            time.sleep(channel.SPIN_SECONDS * 4)
+            channel.send(write_fd, {"op": "late", "i": i})
+        os.close(write_fd)
+
+    writer = threading.Thread(target=late_writer)
+    writer.start()
+    try:
+        assert [receiver.recv() for _ in range(4)] == [{"op": "late", "i": i} for i in range(3)] + [None]
+    finally:
+        writer.join()
+        os.close(read_fd)
