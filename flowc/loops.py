@@ -25,6 +25,23 @@ lack of a case. A loop whose every round advances a cursor ends with the list; i
 is then counted once per call instead of once per round (the step bound exists for loops that may
 not end).
 
+Carrying a record as its fields (`carry_records`).
+
+A loop whose state is a record,
+
+    flow area(shapes: List<Shape>, p: Point, acc: Int) -> Int = match shapes {
+        [] => acc + p.x + p.y,
+        [Circle { radius }, ..rest] => area(rest, Point { x: p.x + 1, ..p }, acc + radius),
+        ...
+    }
+
+builds a new record every round only for the next round to read its fields. When the record
+parameter is only ever read field by field (`p[k]`) and handed to the next round either unchanged
+or as a record literal of its type, the loop keeps one local per field instead ("scalar
+replacement"): the literal's field values go straight into the locals, and nothing is built.
+Any other use (passing the record on, returning it, comparing it, a checkpoint taking it) keeps
+the record as it is. Record literals are marked by `lower.py` (`flow_record_fields`).
+
 Starting the next round (`sequential_rounds`). The sandbox compiles generated code with
 RestrictedPython, which turns every tuple assignment into a call of its `_unpack_sequence_` guard
 with a fresh dict: the costliest part of a tight loop's round. The parallel assignment is
@@ -336,6 +353,95 @@ def _remove_statement(parent: ast.AST, stmt: ast.stmt) -> None:
             stmts[:] = [s for s in stmts if s is not stmt] or [ast.Pass()]
             return
     raise AssertionError("statement not found under its parent")
+
+
+def carry_records(fn: ast.FunctionDef, used: set[str]) -> ast.FunctionDef:
+    """Keep each record parameter of the loop in `fn` as one local per field, where that can be
+    done (see the module docstring). `fn.body` ends with the loop; new names are added to `used`."""
+    loop = fn.body[-1] if fn.body else None
+    if not isinstance(loop, ast.While):
+        return fn
+    rounds = _parallel_rounds(loop)
+    if not rounds:
+        return fn
+    params = {a.arg for a in fn.args.args}
+    setup: list[ast.stmt] = []
+    # Right to left: expanding one position shifts those after it.
+    for index in range(len(rounds[0].targets[0].elts) - 1, -1, -1):
+        name = rounds[0].targets[0].elts[index].id
+        if name not in params:
+            continue
+        fields = _record_fields(name, index, loop, rounds)
+        if fields is None:
+            continue
+        locals_ = [_fresh(f"{name}_{f}", used) for f in fields]
+        for node, parent, _ in list(_positions(loop)):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+                _replace(parent, node, ast.Name(locals_[_small_int(node.slice)], ast.Load()))
+        for assign in rounds:
+            value = assign.value.elts[index]
+            if isinstance(value, ast.Name):
+                news = [ast.Name(local, ast.Load()) for local in locals_]
+            else:
+                news = list(value.args[0].elts)
+            assign.targets[0].elts[index:index + 1] = [ast.Name(local, ast.Store()) for local in locals_]
+            assign.value.elts[index:index + 1] = news
+        setup[:0] = [ast.Assign([ast.Name(local, ast.Store())],
+                                ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(k), ast.Load()))
+                     for k, local in enumerate(locals_)]
+    fn.body[-1:-1] = setup
+    return fn
+
+
+def _parallel_rounds(loop: ast.While) -> list[ast.Assign] | None:
+    """The assignments before each `continue`, when every one is a parallel assignment to the
+    same names (and the loop holds no nested function that could see a parameter)."""
+    if any(isinstance(node, (ast.FunctionDef, ast.Lambda, ast.GeneratorExp, ast.ListComp))
+           for node in ast.walk(loop)):
+        return None
+    found: list[ast.Assign] = []
+    for stmts in _blocks(loop):
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.Continue):
+                before = stmts[i - 1] if i > 0 else None
+                if before is None or not _is_parallel_assign(before):
+                    return None
+                found.append(before)
+    if found:
+        names = [t.id for t in found[0].targets[0].elts]
+        if any([t.id for t in a.targets[0].elts] != names for a in found):
+            return None
+    return found
+
+
+def _record_fields(name: str, index: int, loop: ast.While, rounds: list[ast.Assign]) -> tuple | None:
+    """The record's field names when parameter `name` can be carried as its fields: every round
+    hands it on unchanged or as a record literal (all of one type), and every other use reads a
+    field. None otherwise, or when no round builds a record (nothing to save)."""
+    fields = None
+    func = None
+    handed = set()
+    for assign in rounds:
+        value = assign.value.elts[index]
+        if isinstance(value, ast.Name) and value.id == name:
+            handed.add(id(value))
+            continue
+        marked = getattr(value, "flow_record_fields", None)
+        if marked is None or fields not in (None, marked) or (func is not None and ast.dump(value.func) != func):
+            return None
+        fields, func = marked, ast.dump(value.func)
+    if fields is None:
+        return None
+    targets = {id(a.targets[0].elts[index]) for a in rounds}
+    for node, parent, _ in _positions(loop):
+        if not isinstance(node, ast.Name) or node.id != name or id(node) in targets or id(node) in handed:
+            continue
+        if not (isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.ctx, ast.Load)):
+            return None
+        k = _small_int(parent.slice)
+        if k is None or k >= len(fields):
+            return None
+    return fields
 
 
 def sequential_rounds(loop_owner: list[ast.stmt], used: set[str]) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from flowc import syntax as S
 from flowc import types as T
 from flowc.check import CallFact, Facts, Local
-from flowc.loops import sequential_rounds, walk_lists
+from flowc.loops import carry_records, sequential_rounds, walk_lists
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
 
 PRELUDE = "std@v1/prelude"
@@ -175,6 +175,7 @@ class ModuleLowerer:
         if ctx.loops:
             node.body = [ast.While(ast.Constant(True), body, [])]
             walk_lists(node, ctx.used)
+            carry_records(node, ctx.used)
             sequential_rounds(node.body, ctx.used)
         if tool and not _contains_yield(node):
             # A generator that happens not to yield on every path still must be one.
@@ -839,7 +840,9 @@ class ModuleLowerer:
                 items.append(_index(base_value, i))
         if ctor is not None:
             return stmts, ast.Call(self.ctor_value(info, ctor), items, [])
-        return stmts, ast.Call(self.type_value(info), [_tuple(items)], [])
+        built = ast.Call(self.type_value(info), [_tuple(items)], [])
+        built.flow_record_fields = tuple(order)  # type: ignore[attr-defined]  # for loops.carry_records
+        return stmts, built
 
     def x_Lambda(self, e: S.Lambda) -> tuple[list[ast.stmt], ast.expr]:
         effect = self.facts.lambdas.get(id(e), T.PURE)

@@ -19,6 +19,8 @@ from sandbox.intrinsics import INTRINSICS
 from sandbox.loader import load
 
 PROGRAM = """
+use "std@v1/list"
+
 pub type Shape { Circle { radius: Int }, Rect(Int, Int), Dot }
 
 /// Walked by index: the rest only goes back into the loop.
@@ -80,6 +82,36 @@ pub flow dot(xs: List<Int>, ys: List<Int>, acc: Int) -> Int = match xs {
         [y, ..yr] => dot(xr, yr, acc + x * y),
     },
 }
+
+pub type Point { pub x: Int, pub y: Int }
+pub type Stats { pub count: Int, pub low: Int, pub high: Int }
+
+/// A record carried by the loop: read field by field, handed on unchanged or as a literal
+/// (an update, a full literal, fields in another order); kept as its fields.
+pub flow walk(moves: List<Int>, p: Point) -> Int = match moves {
+    [] => p.x * 1000 + p.y,
+    [0, ..rest] => walk(rest, p),
+    [1, ..rest] => walk(rest, Point { x: p.x + 1, ..p }),
+    [2, ..rest] => walk(rest, Point { y: p.x, x: p.y }),
+    [m, ..rest] => walk(rest, Point { x: p.x - m, y: p.y + p.x }),
+}
+
+/// Field values that may fault, computed in the literal's order with the other arguments'.
+pub flow scan(xs: List<Int>, s: Stats) -> Stats = match xs {
+    [] => s,
+    [x, ..rest] => scan(rest, Stats { count: s.count + 1, low: if x < s.low { x } else { s.low },
+                                      high: s.high / (x - 3) }),
+}
+
+/// The record escapes into a list each round: kept whole.
+pub flow trail(n: Int, p: Point, seen: List<Point>) -> List<Point> =
+    if n == 0 { seen } else { trail(n - 1, Point { x: p.x + 1, ..p }, list.concat([seen, [p]])) }
+
+/// A match on the record's fields is a read of each: kept as its fields.
+pub flow settle(n: Int, p: Point) -> Int = match p {
+    Point { x: 0, y } => y + n,
+    Point { x, y } => settle(n + 1, Point { x: x - 1, y: y + x }),
+}
 """
 
 
@@ -117,8 +149,13 @@ def test_the_rewrites_apply_where_they_should(compiled):
     assert "rt_cursor(xs)" in spin and spin.index("rt_step()") > spin.index("while True")
     assert body["total"].index("rt_step()") < body["total"].index("while True")
     assert "rt_cursor(xs)" in body["dot"] and "rt_cursor(ys)" in body["dot"]
+    records = {name: source.split(f"def {name}(")[1].split("\ndef ")[0] for name in ("walk", "scan", "trail", "settle")}
+    assert "p_x = p[0]" in records["walk"] and "Point((" not in records["walk"]
+    assert "Point((" not in records["settle"]
+    assert "Stats((" in records["scan"]  # returned: the record must exist, so it stays whole
+    assert "Point((" in records["trail"]  # escapes into the list: kept whole
     # no round starts with a tuple assignment (RestrictedPython would guard it with a call)
-    for name, text in body.items():
+    for name, text in {**body, **records}.items():
         assert not re.search(r"^\s+\w+, .* = \(", text, re.MULTILINE), name
 
 
@@ -185,3 +222,52 @@ def test_records_and_enums_in_a_walked_list(compiled):
     assert call(ns, "area", shapes, 0) == expected
     assert call(ns, "area", V.rest_of(shapes, 40), 0) == expected - sum(
         3 * (i % 4) ** 2 if i % 3 == 0 else (i % 5) * 2 if i % 3 == 1 else 0 for i in range(40))
+
+
+POINT = V.record_type("loops.Point", ("x", "y"))
+STATS = V.record_type("loops.Stats", ("count", "low", "high"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=60), st.integers(-9, 9), st.integers(-9, 9))
+def test_a_record_carried_as_its_fields_means_what_it_meant(compiled, moves, x, y):
+    ns, _ = compiled
+    px, py = x, y
+    for m in moves:
+        if m == 1:
+            px += 1
+        elif m == 2:
+            px, py = py, px
+        elif m != 0:
+            px, py = px - m, py + px
+    assert call(ns, "walk", tuple(moves), POINT((x, y))) == px * 1000 + py
+    trail = call(ns, "trail", len(moves), POINT((x, y)), ())
+    assert trail == tuple(POINT((x + i, y)) for i in range(len(moves)))
+    assert all(type(p) is POINT for p in trail)
+    sx, sy, n = x, y, 0
+    while sx != 0:
+        n, sx, sy = n + 1, sx - 1, sy + sx
+        if n > 30:
+            break
+    if n <= 30:
+        assert call(ns, "settle", 0, POINT((x, y))) == sy + n
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-5, 8), max_size=30))
+def test_a_carried_record_faults_where_it_did_and_comes_back_whole(compiled, xs):
+    ns, _ = compiled
+    count, low, high = 0, 100, 1000
+    fault = None
+    for x in xs:
+        if x - 3 == 0:
+            fault = "division by zero"
+            break
+        count, low, high = count + 1, min(x, low), R.rt_idiv(high, x - 3)
+    if fault:
+        with pytest.raises(R.Fault) as raised:
+            call(ns, "scan", tuple(xs), STATS((0, 100, 1000)))
+        assert raised.value.message == fault
+    else:
+        result = call(ns, "scan", tuple(xs), STATS((0, 100, 1000)))
+        assert type(result) is STATS and tuple(result) == (count, low, high)
