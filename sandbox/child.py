@@ -736,7 +736,8 @@ def main() -> None:
         counter = StepCounter(int(load.get("steps", 2 ** 26)))
         injected["rt_step"] = counter.step
     try:
-        namespaces = load_modules([(m["key"][2:], m["filename"], m["source"]) for m in load["modules"]], injected)
+        namespaces = load_modules([(m["key"][2:], m["filename"], m["source"]) for m in load["modules"]], injected,
+                                  count_steps=counter is not None)
     except SandboxRefusal as refusal:
         channel.send(write_fd, {"op": "refused", "message": str(refusal)})
         return

@@ -271,3 +271,25 @@ def test_a_carried_record_faults_where_it_did_and_comes_back_whole(compiled, xs)
     else:
         result = call(ns, "scan", tuple(xs), STATS((0, 100, 1000)))
         assert type(result) is STATS and tuple(result) == (count, low, high)
+
+
+def test_a_run_does_not_count_steps_and_a_test_does():
+    """`rt_step()` heads every function and round in the generated source; the loader takes it out
+    for a run (it does nothing there) and keeps it for `flow test`, which bounds steps."""
+    checked = check_program("loops.flow", lambda path: PROGRAM if path == "loops.flow" else _missing(path))
+    generated = generate(checked)
+    modules = [(m.key[2:], m.filename, m.source) for m in generated.modules]
+    injected = dict(R.names())
+    injected.update(INTRINSICS)
+    run = load(modules, injected, count_steps=False)["loops"]
+    counted = load(modules, injected)["loops"]
+    assert "rt_step" not in run.gcd.__code__.co_names and "rt_step" in counted.gcd.__code__.co_names
+    assert R.rt_bounce(run.gcd(1071, 462)) == R.rt_bounce(counted.gcd(1071, 462)) == 21
+    steps = []
+    injected["rt_step"] = lambda: steps.append(1)
+    R.rt_bounce(load(modules, injected)["loops"].gcd(1071, 462))
+    assert len(steps) == 4  # the call and three rounds
+
+
+def _missing(path):
+    raise FileNotFoundError(path)
