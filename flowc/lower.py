@@ -909,7 +909,7 @@ class ModuleLowerer:
 
 def _stepped(body: list[ast.stmt]) -> list[ast.stmt]:
     """Count an evaluation step on every call and every round of a loop (`flow test` bounds
-    them; a run's `rt_step` does nothing)."""
+    them; the loader takes the statements out of a run's code)."""
     return [ast.Expr(_call("rt_step", []))] + body
 
 
