@@ -395,6 +395,19 @@ class ReplayDriver(Driver):
         self.verdict = Verdict("Matched")
         return RunOutcome(0, self.run_id)
 
+    def on_died(self, fault: dict) -> RunOutcome:
+        """The child died while re-running the record. The record ending the same way is a match;
+        anything else says nothing about the program (the evaluator's death is the machine's
+        doing as much as the program's), so the re-run is Incomplete, not Diverged."""
+        fact = self.next_fact()
+        if fact is None and self.live:
+            self.settle()
+            return super().on_died(fault)
+        if fact is not None and fact["kind"] == "End" and \
+                abi.canonical_json(self.value(fact, "outcome")) == abi.canonical_json({"Faulted": fault}):
+            return self.on_end({"Faulted": fault})
+        raise _Incomplete(f"the re-run could not go on: {fault['message']}", fact["n"] if fact else None)
+
     # -- continuing live
 
     def settle(self) -> None:

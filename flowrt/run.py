@@ -389,8 +389,7 @@ class Driver:
         except ChildDied as died:
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
-            self.record("End", {"outcome": {"Faulted": fault}})
-            return RunOutcome(1, self.run_id, fault=fault)
+            return self.on_died(fault)
         except KeyboardInterrupt:
             try:
                 self.make_durable()  # what the run had reached is recorded before the halt
@@ -401,6 +400,11 @@ class Driver:
             self.child.kill()
             for implementation in set(self.prepared.implementations.values()):
                 implementation.close()
+
+    def on_died(self, fault: dict) -> RunOutcome:
+        """The child died (a limit, or a crash): the run ends Faulted."""
+        self.record("End", {"outcome": {"Faulted": fault}})
+        return RunOutcome(1, self.run_id, fault=fault)
 
     def begin(self) -> None:
         """After `load`: what the child is sent before it asks for anything (replay: the record)."""

@@ -214,3 +214,37 @@ def test_archive_moves_the_facts_before_the_latest_checkpoint_aside(tmp_path):
     anchor = runs / run_id / "archive" / "anchor.json"
     anchor.write_text(anchor.read_text().replace('"through":13', '"through":12'))
     assert flow("replay", run_id, "--runs", str(runs)).returncode == 5
+
+
+def test_an_evaluator_that_dies_during_replay_makes_it_incomplete_not_a_verdict(tmp_path, monkeypatch):
+    """The child killed mid-replay says nothing about the program: Incomplete, and the read-only
+    history is not written to."""
+    import threading
+
+    from flowrt import child as child_module
+    from flowrt import replay as replay_module
+
+    program = tmp_path / "count.flow"
+    program.write_text("pub flow main(n: Int) -> Int = count(n, 0)\n\n"
+                       "flow count(n: Int, acc: Int) -> Int = if n == 0 { acc } else { count(n - 1, acc + 1) }\n")
+    runs = tmp_path / "runs"
+    done = flow("run", str(program), "--input", '{"n": 30000000}', "--runs", str(runs), timeout=300)
+    assert done.returncode == 0, done.stderr
+    [run_id] = os.listdir(runs)
+    history = runs / run_id / "history.jsonl"
+    before = history.read_bytes()
+    start = child_module.Child.start.__func__
+    started = []
+
+    def start_and_kill_soon(cls, *args, **kwargs):
+        child = start(cls, *args, **kwargs)
+        started.append(child)
+        threading.Timer(0.3, os.kill, (child.pid, signal.SIGKILL)).start()
+        return child
+
+    monkeypatch.setattr(child_module.Child, "start", classmethod(start_and_kill_soon))
+    result = replay_module.replay(str(runs), run_id)
+    assert started
+    assert result.verdict.kind == "Incomplete", result.verdict
+    assert "the re-run could not go on: the sandboxed evaluator died" in result.verdict.reason
+    assert history.read_bytes() == before
