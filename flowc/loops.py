@@ -109,6 +109,12 @@ def walk_lists(fn: ast.FunctionDef, used: set[str]) -> ast.FunctionDef:
 def _round_assigns(loop: ast.While, params: list[str]) -> list[ast.Assign] | None:
     """The assignments that start the next round (`p1, p2 = (...)` before `continue`), or None
     when some `continue` is not preceded by one (or the loop holds a nested function)."""
+    return _before_continues(loop, lambda stmt: _is_round_assign(stmt, params))
+
+
+def _before_continues(loop: ast.While, accept) -> list[ast.Assign] | None:
+    """The statement before each `continue`, or None when one of them is not `accept`ed or the
+    loop holds a nested function (which could see the loop's names)."""
     if any(isinstance(node, (ast.FunctionDef, ast.Lambda, ast.GeneratorExp, ast.ListComp))
            for node in ast.walk(loop)):
         return None
@@ -117,7 +123,7 @@ def _round_assigns(loop: ast.While, params: list[str]) -> list[ast.Assign] | Non
         for i, stmt in enumerate(stmts):
             if isinstance(stmt, ast.Continue):
                 before = stmts[i - 1] if i > 0 else None
-                if not _is_round_assign(before, params):
+                if before is None or not accept(before):
                     return None
                 found.append(before)
     return found
@@ -396,17 +402,7 @@ def carry_records(fn: ast.FunctionDef, used: set[str]) -> ast.FunctionDef:
 def _parallel_rounds(loop: ast.While) -> list[ast.Assign] | None:
     """The assignments before each `continue`, when every one is a parallel assignment to the
     same names (and the loop holds no nested function that could see a parameter)."""
-    if any(isinstance(node, (ast.FunctionDef, ast.Lambda, ast.GeneratorExp, ast.ListComp))
-           for node in ast.walk(loop)):
-        return None
-    found: list[ast.Assign] = []
-    for stmts in _blocks(loop):
-        for i, stmt in enumerate(stmts):
-            if isinstance(stmt, ast.Continue):
-                before = stmts[i - 1] if i > 0 else None
-                if before is None or not _is_parallel_assign(before):
-                    return None
-                found.append(before)
+    found = _before_continues(loop, _is_parallel_assign)
     if found:
         names = [t.id for t in found[0].targets[0].elts]
         if any([t.id for t in a.targets[0].elts] != names for a in found):
