@@ -1265,6 +1265,15 @@ def _precedence(chain: list) -> S.Expr:
                                                       right.span.end_line, right.span.end_column))
     operands = chain[0::2]
     operators = chain[1::2]
+    powers = {_PRECEDENCE[op.value] for op in operators}
+    if len(powers) == 1 and 3 not in powers:
+        # One level of operators, not comparisons (`a * b * c`, `a + b - c`): they fold left, as
+        # climbing would fold them.
+        left = operands[0]
+        for op, right in zip(operators, operands[1:]):
+            left = S.Binary(op.value, left, right, S.Span(left.span.line, left.span.column,
+                                                          right.span.end_line, right.span.end_column))
+        return left
     position = 0
 
     def climb(min_power: int) -> S.Expr:

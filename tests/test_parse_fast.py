@@ -124,6 +124,29 @@ def test_comparisons_lex_as_operators():
         assert isinstance(expr, S.Binary) and expr.op == op
 
 
+def _shape(expr) -> str:
+    """`(a - b) - c`-style text of a tree of Binary and Var nodes, with every span checked."""
+    if isinstance(expr, S.Var):
+        return expr.name
+    assert isinstance(expr, S.Binary)
+    assert (expr.span.line, expr.span.column) == (expr.left.span.line, expr.left.span.column)
+    assert (expr.span.end_line, expr.span.end_column) == (expr.right.span.end_line, expr.right.span.end_column)
+    return f"({_shape(expr.left)} {expr.op} {_shape(expr.right)})"
+
+
+def test_operators_fold_left_by_precedence():
+    # Both drivers share the folding (`parse._precedence`), so it is pinned here, not compared.
+    for source, shape in (("a * b * c", "((a * b) * c)"), ("a - b + c - d", "(((a - b) + c) - d)"),
+                          ("a || b || c", "((a || b) || c)"), ("a + b * c - d", "((a + (b * c)) - d)"),
+                          ("a * b + c * d", "((a * b) + (c * d))"), ("a < b && c == d", "((a < b) && (c == d))"),
+                          ("a ++ b ++ c", "((a ++ b) ++ c)"), ("a && b || c && d", "((a && b) || (c && d))")):
+        assert _shape(expr_of(source)) == shape, source
+    for source in ("a < b < c", "a == b + c != d"):
+        parsed, _ = assert_same(f"flow f() -> Bool = {source}\n")
+        assert [d.message for d in parsed.diagnostics] == [
+            f"comparisons do not chain: `{source.split()[1]}` then `{source.split()[-2]}`"], source
+
+
 def test_tuple_members_are_not_decimals():
     expr = expr_of("x.0.1")
     assert isinstance(expr, S.Member) and expr.name == "1"
