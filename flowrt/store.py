@@ -1261,11 +1261,13 @@ class RunStore:
         first = facts[0]["n"]
         if blobs:
             self._write_blobs(blobs, first)
-        self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first, sync)
+        self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first)
         self._facts.extend(facts)
         if blobs:  # a value went by reference
             for fact in facts:
                 self._index_refs(fact)
+        if sync:
+            self._sync_history(first)
 
     def _index_refs(self, fact: dict) -> None:
         for field in VALUE_FIELDS[fact["kind"]]:
@@ -1320,7 +1322,8 @@ class RunStore:
                                    component=component) from problem
             raise
 
-    def _write_history(self, data: bytes, fact_n: int, sync: bool = True) -> None:
+    def _write_history(self, data: bytes, fact_n: int) -> None:
+        """Write whole lines (or nothing: a failed write is cut back off); not synced here."""
         fd = self._fd
         start = self._size
         if self._dirty:
@@ -1347,17 +1350,17 @@ class RunStore:
         if self._fsync and self._unsynced_from is None:
             self._unsynced_from = (len(self._facts), start)
         self._size = start + len(data)
-        if sync:
-            self._sync_history(fact_n)
 
     def _sync_history(self, fact_n: int) -> None:
-        """fsync history.jsonl; on failure cut it back to what was durable before."""
+        """Sync history.jsonl. If the disk fails, cut it back to what was durable before. An
+        interrupt (KeyboardInterrupt) leaves the written facts written, still to be synced: the
+        write succeeded, and the halt that follows syncs what the run reached."""
         unsynced = self._unsynced_from
         if unsynced is None:
             return
         try:
             _sync_appended(self._fd)
-        except BaseException as problem:
+        except OSError as problem:
             count, size = unsynced
             try:
                 os.ftruncate(self._fd, size)
@@ -1366,15 +1369,13 @@ class RunStore:
                 self._dirty = True
             self._size = size
             self._unsynced_from = None
-            if len(self._facts) > count:  # (a fact `_commit` had not yet added is in no list)
+            if len(self._facts) > count:
                 first_cut = self._facts[count]["n"]
                 del self._facts[count:]
                 for users in self._refs.values():
                     users.difference_update([u for u in users if u[0] >= first_cut])
-            if isinstance(problem, OSError):
-                raise StorageError(f"cannot append: {_strerror(problem)}", fact_n,
-                                   component=HISTORY) from problem
-            raise
+            raise StorageError(f"cannot append: {_strerror(problem)}", fact_n,
+                               component=HISTORY) from problem
         self._unsynced_from = None
 
     # -- sources --------------------------------------------------------------------------------

@@ -964,3 +964,26 @@ def test_random_histories_reopen_to_the_same_facts(tmp_path_factory, start_input
     row = scan_runs(root)["runs"][0]
     assert row["record"] == ("complete" if end is not None else "incomplete")
     assert row["lastFact"] == {"n": written[-1]["n"], "hash": written[-1]["hash"]}
+
+
+def test_an_interrupted_sync_keeps_what_was_written_for_the_next_sync(tmp_path, monkeypatch):
+    """An interrupt is not a disk failure: the written fact stays, in the file and in memory, and
+    the next sync (the halt's) makes it durable."""
+    root = str(tmp_path)
+    s = make_run(root, end=False, durability="fsync")
+    real = store_mod._sync_appended
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_mod, "_sync_appended", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        s.append("Call", {"call": "e", "tool": "t", "arguments": {}})
+    assert s.facts()[-1]["kind"] == "Call" and not s.synced
+    synced = []
+    monkeypatch.setattr(store_mod, "_sync_appended", lambda fd: (synced.append(fd), real(fd)))
+    s.sync()
+    assert synced and s.synced
+    s.append("Reply", {"call": "e", "outcome": {"Ok": 1}})  # chained after the kept Call
+    s.close()
+    assert [f["kind"] for f in RunStore.open(root, "run-1", for_append=False).facts()][-2:] == ["Call", "Reply"]
