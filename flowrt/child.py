@@ -3,8 +3,10 @@
 `Child.start()` runs `sys.executable <flags> -m sandbox.child` (or a script, for tests) as a
 process that shares nothing it does not need with the host:
 
-- environment: exactly `policy.CHILD_ENV` plus `PYTHONPATH` pointing at this checkout (nothing
-  is inherited; the flags are `-I` minus `-E`, see `policy.CHILD_PYTHON_FLAGS`);
+- environment: exactly `policy.CHILD_ENV` plus `PYTHONPATH` pointing at this checkout and at
+  the directories of the packages the child imports (nothing is inherited; the flags are `-I`
+  minus `-E`, plus `-S`: no `site`, no `.pth` files run; see `policy.CHILD_PYTHON_FLAGS` and
+  `child_path()`);
 - working directory: a fresh empty temporary directory, removed when the child is reaped;
 - file descriptors: fd 0 and 1 are the two ends of the framed channel (`sandbox.channel`), fd 2
   is a pipe the host drains into a bounded tail (`policy.STDERR_TAIL_BYTES`); nothing else is
@@ -14,6 +16,9 @@ process that shares nothing it does not need with the host:
   and `PR_SET_NO_NEW_PRIVS`, set in `preexec_fn` between fork and exec;
 - where the kernel allows it, a new, empty network namespace (`unshare(CLONE_NEWNET)`); whether
   it took is read back from `/proc/<pid>/ns/net` into `child.network_isolated`.
+
+The child writes no files, so the bytecode caches of the modules only it imports are written
+here, where this interpreter writes bytecode at all (`_compile_for_child`).
 
 Every way the child can end surfaces as `ChildDied` (exit, signal, closed pipe, a limit hit);
 waiting longer than the caller allows surfaces as `ChildTimeout`. Timeouts are enforced from
@@ -43,6 +48,7 @@ import sandbox
 from sandbox import channel
 from sandbox.policy import (
     CHILD_ENV,
+    CHILD_PACKAGES,
     CHILD_PYTHON_FLAGS,
     LIMITS,
     STDERR_TAIL_BYTES,
@@ -189,6 +195,104 @@ def _net_namespace(pid: int | str) -> str | None:
         return None
 
 
+_CHILD_PATH: str | None = None
+
+
+def child_path() -> str:
+    """The child's PYTHONPATH: this checkout, then the directory of each `policy.CHILD_PACKAGES`
+    package as the host's interpreter finds it (the child starts without `site`, see
+    `policy.CHILD_PYTHON_FLAGS`). The user site directory is left out: the child never saw it (a
+    package only installed there is not found by the child, as before). Computed once."""
+    global _CHILD_PATH
+    if _CHILD_PATH is None:
+        folders = [SOURCE_ROOT]
+        user_site = _user_site()
+        for name in CHILD_PACKAGES:
+            folder = _package_folder(name)
+            if folder is None or folder in folders:
+                continue
+            if user_site is not None and os.path.realpath(folder) == user_site:
+                continue
+            folders.append(folder)
+        _CHILD_PATH = os.pathsep.join(folders)
+    return _CHILD_PATH
+
+
+def _package_folder(name: str) -> str | None:
+    """The `sys.path` entry the host imports (or would import) the top-level `name` from."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None) if module is not None else None
+    if spec is None:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+    if spec is None or not spec.has_location or not spec.origin:
+        return None
+    folder = os.path.dirname(os.path.abspath(spec.origin))
+    if spec.submodule_search_locations is not None:  # a package: origin is <entry>/<name>/__init__.py
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def _user_site() -> str | None:
+    try:
+        import site
+
+        folder = site.getusersitepackages()
+    except Exception:  # noqa: BLE001 - no user site at all
+        return None
+    return os.path.realpath(folder) if isinstance(folder, str) else None
+
+
+# The modules of this checkout the child imports, whose bytecode only the host can write (`-B`).
+_CHILD_MODULES = (("sandbox", ("__init__", "child", "channel", "guards", "intrinsics", "loader", "policy",
+                                "runtime", "testing", "values", "verify")), ("flowrt", ("__init__", "abi")))
+_COMPILED = False
+
+
+def _compile_for_child() -> None:
+    """Write the bytecode caches of the child's modules, missing or stale, as importing them here
+    would have. The child may write no files (`-B`, RLIMIT_FSIZE=0), so without this the modules
+    only it imports were compiled again at every start. Nothing is written where this interpreter
+    writes no bytecode (PYTHONDONTWRITEBYTECODE, `-B`) or writes it elsewhere (PYTHONPYCACHEPREFIX,
+    which the child does not have). The child runs unoptimized (no `-O`): so is what is written
+    here, whatever this interpreter's flags. Once per process."""
+    global _COMPILED
+    if _COMPILED or sys.dont_write_bytecode or sys.pycache_prefix:
+        return
+    _COMPILED = True
+    import importlib.util
+
+    for package, names in _CHILD_MODULES:
+        for name in names:
+            source = os.path.join(SOURCE_ROOT, package, name + ".py")
+            try:
+                cached = importlib.util.cache_from_source(source, optimization="")
+            except NotImplementedError:  # no cache tag: this interpreter caches nothing
+                return
+            try:
+                stat = os.stat(source)
+                with open(cached, "rb") as handle:
+                    header = handle.read(16)
+                if (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER
+                        and int.from_bytes(header[4:8], "little") == 0  # checked by timestamp
+                        and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+                        and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF):
+                    continue
+            except OSError:
+                pass  # no cache yet (or no source: py_compile says so below)
+            import py_compile
+
+            try:
+                py_compile.compile(source, cfile=cached, doraise=True, optimize=0,
+                                   invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            except (OSError, py_compile.PyCompileError, ValueError):
+                pass  # a read-only installation, a source gone: the child compiles it, as before
+
+
 class _StderrTail(threading.Thread):
     """Drains the child's stderr, keeping the last `limit` bytes."""
 
@@ -263,7 +367,7 @@ class Child:
         target = list(argv_tail) if argv_tail is not None else ["-m", main_module]
         argv = [sys.executable, *CHILD_PYTHON_FLAGS, *target]
         env = dict(CHILD_ENV)
-        env["PYTHONPATH"] = SOURCE_ROOT
+        env["PYTHONPATH"] = child_path()
         workdir = tempfile.mkdtemp(prefix="flow-sandbox-")
         try:
             proc = subprocess.Popen(
@@ -284,7 +388,10 @@ class Child:
         own = _net_namespace("self")
         theirs = _net_namespace(proc.pid)
         isolated = own is not None and theirs is not None and own != theirs
-        return cls(proc, workdir, limits, argv, isolated)
+        child = cls(proc, workdir, limits, argv, isolated)
+        if argv_tail is None:
+            _compile_for_child()  # while the child's interpreter starts; it reads them on its next start
+        return child
 
     # -- talking -----------------------------------------------------------------------------
 

@@ -5,16 +5,22 @@ bad arguments, unreadable), 3 paused, 4 completed with the entry's own Err, 5 st
 130 halted by an interrupt.
 
 The commands are a click application (`flowrt/commands.py`). A plain `flow check` (files and
-directories, with `--json` or `--color` at most) is run here without it: importing click and
-building the commands was a tenth of `flow check`'s start-up on a small file. Anything else
-(help, a mistake in the arguments, every other command) goes to click, which answers it as before.
+directories, with `--json` or `--color` at most) and a plain `flow run` (a file and the run
+command's options, each once, written out) are run here without it: importing click and building
+the commands was a tenth of `flow check`'s start-up on a small file, and as much of `flow run`'s
+on hello world. Anything else (help, a mistake in the arguments, every other command) goes to
+click, which answers it as before. `run_program` is the run command itself, for both.
+
+`flow run` starts the sandbox child before it imports the compiler and the run machinery: the
+child's interpreter starts and imports its runtime while the host imports, checks and binds,
+instead of after the host's imports (the child's start-up was the longest part of a short run).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 _COLORS = ("auto", "always", "never")
 
@@ -36,15 +42,18 @@ def __getattr__(name: str):
 
 
 class _Flow:
-    """`main`, the `flow` command. Called as the program, it runs a plain `flow check` itself and
-    hands anything else to click; to everything else (`CliRunner().invoke(main, ...)`,
+    """`main`, the `flow` command. Called as the program, it runs a plain `flow check` or
+    `flow run` itself and hands anything else to click; to everything else (`CliRunner().invoke(main, ...)`,
     `main.commands`) it is the click group."""
 
     def __call__(self, *args, **kwargs):
-        if not args and not kwargs:
+        if not args and not kwargs and not any(name.endswith("_COMPLETE") for name in os.environ):
             plain = plain_check(sys.argv[1:])
-            if plain is not None and not any(name.endswith("_COMPLETE") for name in os.environ):
+            if plain is not None:
                 _run_plain_check(*plain)
+            options = plain_run(sys.argv[1:])
+            if options is not None:
+                _standalone(lambda: run_program(**options))
         return _click_app()(*args, **kwargs)
 
     def __getattr__(self, name: str):
@@ -99,13 +108,148 @@ def _color_at(args: list[str], i: int) -> tuple[str | None, int]:
     return None, i + 1
 
 
+#: `flow run`'s options that take a value, with their keyword in `run_program`; and its flags.
+_RUN_VALUES = {"--entry": "entry", "--input": "input_text", "--runs": "runs_dir", "--checkpoints": "checkpoints"}
+_RUN_FLAGS = {"--allow": "allow", "--redactable": "redactable"}
+
+
+def plain_run(args: list[str]) -> dict | None:
+    """`run_program`'s keywords when `args` are a `run` that click would read the same way
+    without saying anything itself, else None (and click reads them). Each option at most once;
+    a value that starts with `-` (other than `-` itself) or is empty is left to click."""
+    color: str | None = None
+    i = 0
+    while i < len(args) and args[i] != "run":
+        given, i = _color_at(args, i)
+        if given is None or color is not None:
+            return None
+        color = given
+    options: dict = {}
+    file: str | None = None
+    local: str | None = None
+    i += 1
+    while i < len(args):
+        arg = args[i]
+        name, equals, value = arg.partition("=")
+        if arg in _RUN_FLAGS:
+            if _RUN_FLAGS[arg] in options:
+                return None
+            options[_RUN_FLAGS[arg]] = True
+            i += 1
+        elif name in _RUN_VALUES:
+            if not equals:
+                if i + 1 >= len(args):
+                    return None
+                value = args[i + 1]
+            if _RUN_VALUES[name] in options or not value or (value.startswith("-") and value != "-"):
+                return None
+            options[_RUN_VALUES[name]] = value
+            i += 1 if equals else 2
+        elif arg.startswith("-") or not arg:
+            given, i = _color_at(args, i)
+            if given is None or local is not None:
+                return None
+            local = given
+        else:
+            if file is not None:
+                return None
+            file = arg
+            i += 1
+    if file is None:
+        return None
+    return {"file": file, **options, "color": local or color or "auto"}
+
+
+def run_program(file: str, entry: str = "main", input_text: str | None = None, runs_dir: str | None = None,
+                allow: bool = False, redactable: bool = False, checkpoints: str = "every",
+                color: str = "auto") -> int:
+    """`flow run`: run a program live, recording its history; reports the outcome and returns the
+    exit code."""
+    text = read_input(input_text)
+    ask = None if input_text == "-" else ask_on_terminal
+    runs = runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
+    if checkpoints not in ("every", "off") and not checkpoints.isdigit():
+        sys.stderr.write("--checkpoints is every, off or a number\n")
+        return 2
+    from flowrt.child import Child
+
+    # Started first, so that it starts while the host imports the compiler, checks and binds.
+    child = Child.start()
+    try:
+        from flowrt.run import run
+    except BaseException:
+        child.kill()
+        raise
+    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
+                  inline_limit=0 if redactable else None, child=child)
+    return report_outcome(color, outcome)
+
+
+def read_input(value: str | None) -> str:
+    """The text of `--input`: `{}` when not given, standard input for `-`."""
+    if value is None:
+        return "{}"
+    if value == "-":
+        return sys.stdin.read()
+    return value
+
+
+def ask_on_terminal(command: str) -> bool:
+    """Ask for consent to run a manifest command, only when a person can answer."""
+    if not sys.stdin.isatty():
+        return False
+    import click
+
+    answer = click.prompt(f"flow.toml asks to run `{command}`. Run it? [y/N]", default="n", show_default=False,
+                          err=True)
+    return answer.strip().lower() in ("y", "yes")
+
+
+def render_refusal(color: str, diagnostics, sources) -> None:
+    from flowc.diagnostics.render import render, use_color
+
+    styled = use_color(color, sys.stderr)
+    sys.stderr.write(render(diagnostics, sources, color=styled))
+
+
+def report_outcome(color: str, outcome) -> int:
+    """Say what a run (or resume) came to; returns its exit code."""
+    if outcome.diagnostics:
+        render_refusal(color, outcome.diagnostics, outcome.sources)
+    if outcome.output is not None:
+        sys.stdout.buffer.write(outcome.output + b"\n")
+        sys.stdout.flush()
+    if outcome.exit_code == 3 and outcome.pending:
+        sys.stdout.write(f"paused: run {outcome.run_id}\n")
+        for call in outcome.pending:
+            sys.stdout.write(f"  pending call {call}\n")
+        sys.stdout.write(f"resume with: flow resume {outcome.run_id} --call ID --reply JSON\n")
+    if outcome.fault is not None:
+        fault = outcome.fault
+        where = fault.get("location")
+        place = f"{where['file']}:{where['line']}:{where['column']}: " if where else ""
+        sys.stderr.write(f"{place}fault[{fault.get('kind')}]: {fault.get('message')} (run {outcome.run_id})\n")
+    if outcome.message:
+        sys.stderr.write(outcome.message + "\n")
+    return outcome.exit_code
+
+
 def _run_plain_check(paths: list[str], as_json: bool, color: str) -> NoReturn:
     """What click's `main` does around the `check` command, in standalone mode."""
+
+    def check() -> int:
+        from flowrt.check_cmd import check_and_print
+
+        return check_and_print(paths, as_json, color)
+
+    _standalone(check)
+
+
+def _standalone(command: Callable[[], int]) -> NoReturn:
+    """What click's `main` does around a command, in standalone mode."""
     try:
         try:
-            from flowrt.check_cmd import check_and_print
-
-            code = check_and_print(paths, as_json, color)
+            code = command()
         except (EOFError, KeyboardInterrupt):
             sys.stderr.write("\n")
             sys.stderr.flush()
@@ -122,6 +266,13 @@ def _run_plain_check(paths: list[str], as_json: bool, color: str) -> NoReturn:
         sys.stdout = PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment]
         sys.stderr = PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment]
         sys.exit(1)
+    # The command is done and closed what it opened (the run store, the child, Tool processes):
+    # what is left is the interpreter's own shutdown, whose garbage collections walked every
+    # object the compiler and the run had made (a tenth of a hello-world run). Frozen objects are
+    # left to the operating system; nothing of ours needs a finalizer at exit.
+    import gc
+
+    gc.freeze()
     sys.exit(code)
 
 

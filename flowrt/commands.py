@@ -11,6 +11,9 @@ import sys
 
 import click
 
+from flowrt.cli import ask_on_terminal as _ask_on_terminal
+from flowrt.cli import render_refusal, report_outcome, run_program
+
 # orjson and the diagnostics renderer are imported where they are used: most runs of a command
 # need neither (no `--json`, nothing to report), and every import is start-up time.
 
@@ -443,27 +446,7 @@ def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str
 
 
 def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources) -> None:
-    from flowc.diagnostics.render import render, use_color
-
-    styled = use_color(_color(ctx, color), sys.stderr)
-    sys.stderr.write(render(diagnostics, sources, color=styled))
-
-
-def _read_input(value: str | None) -> str:
-    if value is None:
-        return "{}"
-    if value == "-":
-        return sys.stdin.read()
-    return value
-
-
-def _ask_on_terminal(command: str) -> bool:
-    """Ask for consent to run a manifest command, only when a person can answer."""
-    if not sys.stdin.isatty():
-        return False
-    answer = click.prompt(f"flow.toml asks to run `{command}`. Run it? [y/N]", default="n", show_default=False,
-                          err=True)
-    return answer.strip().lower() in ("y", "yes")
+    render_refusal(_color(ctx, color), diagnostics, sources)
 
 
 @main.command("run")
@@ -480,38 +463,10 @@ def _ask_on_terminal(command: str) -> bool:
 def run_command(ctx: click.Context, file: str, entry: str, input_text: str | None, runs_dir: str | None,
                 allow: bool, redactable: bool, checkpoints: str, color: str | None) -> None:
     """Run a program live, recording its history."""
-    import os
-
-    from flowrt.run import run
-
-    text = _read_input(input_text)
-    ask = None if input_text == "-" else _ask_on_terminal
-    runs = runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
-    if checkpoints not in ("every", "off") and not checkpoints.isdigit():
-        sys.stderr.write("--checkpoints is every, off or a number\n")
-        ctx.exit(2)
-    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
-                  inline_limit=0 if redactable else None)
-    _report_outcome(ctx, color, outcome)
+    # Without click too: `flowrt.cli` runs a plain `flow run` itself.
+    ctx.exit(run_program(file, entry, input_text, runs_dir, allow, redactable, checkpoints, _color(ctx, color)))
 
 
 def _report_outcome(ctx: click.Context, color: str | None, outcome) -> None:
-    if outcome.diagnostics:
-        _render_refusal(ctx, color, outcome.diagnostics, outcome.sources)
-    if outcome.output is not None:
-        sys.stdout.buffer.write(outcome.output + b"\n")
-        sys.stdout.flush()
-    if outcome.exit_code == 3 and outcome.pending:
-        sys.stdout.write(f"paused: run {outcome.run_id}\n")
-        for call in outcome.pending:
-            sys.stdout.write(f"  pending call {call}\n")
-        sys.stdout.write(f"resume with: flow resume {outcome.run_id} --call ID --reply JSON\n")
-    if outcome.fault is not None:
-        fault = outcome.fault
-        where = fault.get("location")
-        place = f"{where['file']}:{where['line']}:{where['column']}: " if where else ""
-        sys.stderr.write(f"{place}fault[{fault.get('kind')}]: {fault.get('message')} (run {outcome.run_id})\n")
-    if outcome.message:
-        sys.stderr.write(outcome.message + "\n")
-    ctx.exit(outcome.exit_code)
+    ctx.exit(report_outcome(_color(ctx, color), outcome))
 

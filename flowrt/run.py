@@ -577,12 +577,16 @@ def admitter(description: dict):
 
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
-        checkpoints: str = "every", inline_limit: int | None = None) -> RunOutcome:
-    """Run a program live. Never raises for bad input: refusals come back as exit code 2."""
-    from flowrt.child import Child
+        checkpoints: str = "every", inline_limit: int | None = None, child=None) -> RunOutcome:
+    """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
-    # The child starts (and imports its runtime) while the host checks and binds.
-    child = Child.start()
+    `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
+    run then owns (the CLI starts it before it imports the compiler, see `flowrt.cli`)."""
+    if child is None:
+        from flowrt.child import Child
+
+        # The child starts (and imports its runtime) while the host checks and binds.
+        child = Child.start()
     try:
         prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask)
     except Refused as refused:

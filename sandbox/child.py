@@ -43,7 +43,6 @@ from __future__ import annotations
 import collections
 import os
 import sys
-import traceback
 from types import GeneratorType
 
 from flowrt import abi
@@ -602,6 +601,8 @@ class Scheduler:
     # -- faults
 
     def fault_data(self, problem: BaseException, kind: str, message: str) -> dict:
+        import traceback  # here, not at start-up: only a fault needs it
+
         location = None
         for frame, line in traceback.walk_tb(problem.__traceback__):
             filename = frame.f_code.co_filename
@@ -719,12 +720,15 @@ def _is_generator(value) -> bool:
 def main() -> None:
     read_fd, write_fd = channel.claim_stdio()
     receiver = channel.Receiver(read_fd)
+    # Imported before the first message, not after: the host checks the program and opens the
+    # run while this process starts, so these imports usually end before the load arrives.
+    from sandbox.intrinsics import INTRINSICS
+    from sandbox.loader import SandboxRefusal, load as load_modules
+
     load = receiver.recv()
     if load is None or load.get("op") not in ("load", "test"):
         return
     sys.setrecursionlimit(12_000)
-    from sandbox.intrinsics import INTRINSICS
-    from sandbox.loader import SandboxRefusal, load as load_modules
 
     injected = dict(R.names())
     injected.update(INTRINSICS)

@@ -179,9 +179,23 @@ STDERR_TAIL_BYTES = 64 * 1024
 # ignore PYTHONHASHSEED, so the seed could not be fixed. The host passes a complete environment
 # of its own (nothing inherited), which makes `-E` unnecessary; `-B` keeps the child from
 # writing `.pyc` files (it may write no files at all).
-CHILD_PYTHON_FLAGS: tuple[str, ...] = ("-B", "-s", "-P")
+#
+# `-S`: the child does not import `site` at all. `site` was a third of the child's start-up: it
+# reads every `.pth` file of the site-packages directories and runs the code in them (editable
+# install finders, certificate hooks, ...) and imports `sitecustomize`; the child needs none of
+# it, and with `-S` nothing of the installation's set-up runs in the sandbox. (`-s`, no user
+# site, stays: it is implied by `-S` but kept so the flags still say it.) Without `site` the
+# child's `sys.path` is the standard library plus `PYTHONPATH`, so the host puts there the
+# directories that hold the packages named in CHILD_PACKAGES, where its own interpreter found
+# them (a virtualenv's or the system's site-packages, or a development checkout), and never the
+# user site directory, which the child did not see before either (see `flowrt.child`).
+CHILD_PYTHON_FLAGS: tuple[str, ...] = ("-B", "-S", "-s", "-P")
+
+# The packages outside the standard library that the child imports: the directory holding each
+# (as the host's interpreter finds it) is put on the child's PYTHONPATH, after the checkout's.
+CHILD_PACKAGES: tuple[str, ...] = ("orjson", "RestrictedPython")
 
 # The child's environment, entire: a fixed hash seed so that nothing hash-ordered differs
-# between runs. (`PYTHONPATH`, pointing at this checkout, is added by the host so the child runs
-# the same sandbox code as the host.)
+# between runs. (`PYTHONPATH`, pointing at this checkout and then at the directories of
+# CHILD_PACKAGES, is added by the host so the child runs the same code as the host.)
 CHILD_ENV: MappingProxyType = MappingProxyType({"PYTHONHASHSEED": "0"})

@@ -101,7 +101,9 @@ def test_environment_is_empty_and_cwd_is_a_fresh_empty_dir(monkeypatch):
     # PYTHONHASHSEED and PYTHONPATH from the host; LC_CTYPE is set by CPython itself (PEP 538).
     assert set(report["environ"]) <= {"PYTHONHASHSEED", "PYTHONPATH", "LC_CTYPE"}
     assert report["environ"]["PYTHONHASHSEED"] == "0"
-    assert report["environ"]["PYTHONPATH"] == child_module.SOURCE_ROOT
+    # This checkout, then where the host finds the child's packages (the child runs without site).
+    assert report["environ"]["PYTHONPATH"] == child_module.child_path()
+    assert report["environ"]["PYTHONPATH"].split(os.pathsep)[0] == child_module.SOURCE_ROOT
     assert os.path.realpath(report["cwd"]) == os.path.realpath(workdir)
     assert report["listing"] == []
     assert not os.path.exists(workdir)
