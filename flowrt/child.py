@@ -538,6 +538,8 @@ class Child:
                 if sleeping is not None and not want:
                     sleeping()
                 events = poller.poll(self._tick(deadline) * 1000)
+                if events:
+                    self._spin.woke(time.perf_counter())
             else:
                 events = poller.poll(0)
             readable = False
@@ -564,12 +566,13 @@ class Child:
             return False
         poll = self._poller.poll
         clock = time.perf_counter
-        until = clock() + channel.SPIN_SECONDS
+        started = clock()
+        until = started + channel.SPIN_SECONDS
         while clock() < until:
             if poll(0):
                 spin.hit()
                 return True
-        spin.missed()
+        spin.missed(started)
         return False
 
     def _read_available(self) -> bool:

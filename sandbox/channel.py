@@ -43,7 +43,11 @@ _ONLY_DICTS = {dict}
 # How long a reader polls a pipe before it sleeps on it: a few messages' work on the other side
 # (a host's fsync included), so a sequential call to a quick Tool comes back within it.
 SPIN_SECONDS = 0.0005
-# After a poll that found nothing, the next this many waits sleep at once (doubling per miss).
+# A poll that found nothing is held against polling only when the answer then took longer than
+# this in all: the other side was slow (a slow Tool), or waiting for a CPU the poller held. An
+# answer just after the poll (a host's fsync that took a little longer) is no reason to stop.
+SPIN_SLOW_WAIT = 0.002
+# After such a miss, the next this many waits sleep at once (doubling per miss, up to this).
 SPIN_BACKOFF_MAX = 64
 HEADER = struct.Struct(">I")
 _DUMP_OPTIONS = (
@@ -181,17 +185,23 @@ def _read_exactly(fd: int, count: int, at_start: bool) -> bytes | None:
 
 class Spin:
     """Whether a reader should poll before it sleeps. Polling pays while answers come within
-    `SPIN_SECONDS`; when they do not (slow Tools, or a machine so busy that the other side waits
-    for a CPU, which a polling reader would be holding), each miss makes the reader sleep at once
-    for twice as many waits as the last (up to `SPIN_BACKOFF_MAX`), and a hit starts over.
-    Measured with two CPU-bound processes beside host and child on 2 cores: polling on every
-    wait made recorded calls 2.5x slower than sleeping; with the backoff, no slower."""
+    `SPIN_SECONDS` or just after; when an answer takes longer than `SPIN_SLOW_WAIT` in all (a
+    slow Tool, or a machine so busy that the other side waits for a CPU, which a polling reader
+    would be holding), the reader sleeps at once for the next 1, 2, 4, ... waits (up to
+    `SPIN_BACKOFF_MAX`), and an answer found by polling starts over. Measured on 2 cores: with
+    two CPU-bound processes beside host and child, polling on every wait made recorded calls 2.5x
+    slower than sleeping, and backing off after every miss made calls with fsync 1.3x slower than
+    polling (an fsync a little over the poll made the reader sleep for the next ones).
 
-    __slots__ = ("_skip", "_penalty")
+    The reader calls `wanted()` before it polls, then `hit()` when the poll found something, or
+    `missed(started)` with the time the poll began, and `woke(now)` when its sleep ends."""
+
+    __slots__ = ("_skip", "_penalty", "_missed_at")
 
     def __init__(self) -> None:
         self._skip = 0
         self._penalty = 0
+        self._missed_at: float | None = None
 
     def wanted(self) -> bool:
         if self._skip:
@@ -202,9 +212,17 @@ class Spin:
     def hit(self) -> None:
         self._penalty = 0
 
-    def missed(self) -> None:
-        self._penalty = min(max(1, self._penalty * 2), SPIN_BACKOFF_MAX)
-        self._skip = self._penalty
+    def missed(self, started: float) -> None:
+        self._missed_at = started
+
+    def woke(self, now: float) -> None:
+        started = self._missed_at
+        if started is None:
+            return
+        self._missed_at = None
+        if now - started > SPIN_SLOW_WAIT:
+            self._penalty = min(max(1, self._penalty * 2), SPIN_BACKOFF_MAX)
+            self._skip = self._penalty
 
 
 class Receiver:
@@ -229,9 +247,10 @@ class Receiver:
         except BlockingIOError:
             pass
         spin = self._spin
+        clock = time.perf_counter
         if spin.wanted():
-            clock = time.perf_counter
-            until = clock() + SPIN_SECONDS
+            started = clock()
+            until = started + SPIN_SECONDS
             while clock() < until:
                 try:
                     chunk = os.read(fd, READ_CHUNK)
@@ -239,13 +258,15 @@ class Receiver:
                     continue
                 spin.hit()
                 return chunk
-            spin.missed()
+            spin.missed(started)
         while True:
             select.select((fd,), (), ())
             try:
-                return os.read(fd, READ_CHUNK)
+                chunk = os.read(fd, READ_CHUNK)
             except BlockingIOError:  # woken without data: sleep again
                 continue
+            spin.woke(clock())
+            return chunk
 
     def recv(self) -> dict | None:
         """The next message (blocking); None at a clean end of stream."""

@@ -86,17 +86,30 @@ def test_the_unbuffered_reader_refuses_a_batch():
 def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
     spin = channel.Spin()
     assert spin.wanted()
+    slow = channel.SPIN_SLOW_WAIT * 2
     skipped = []
-    for _ in range(8):  # every poll misses: sleep at once for 1, 2, 4, ... waits, up to the cap
-        spin.missed()
+    for _ in range(8):  # every poll misses and the answer is slow: sleep at once for 1, 2, 4, ... waits
+        spin.missed(0.0)
+        spin.woke(slow)
         run = 0
         while not spin.wanted():
             run += 1
         skipped.append(run)
     assert skipped == [1, 2, 4, 8, 16, 32, 64, 64]
     spin.hit()
-    spin.missed()
+    spin.missed(0.0)
+    spin.woke(slow)
     assert not spin.wanted() and spin.wanted()  # back to one skipped wait
+
+
+def test_an_answer_just_after_the_poll_is_no_reason_to_stop_polling():
+    spin = channel.Spin()
+    for _ in range(10):
+        assert spin.wanted()
+        spin.missed(1.0)
+        spin.woke(1.0 + channel.SPIN_SLOW_WAIT / 2)
+    spin.woke(99.0)  # a wake without a missed poll before it changes nothing
+    assert spin.wanted()
 
 
 def test_a_reader_woken_by_a_slow_writer_still_gets_every_message():
