@@ -531,3 +531,21 @@ def test_injected_other_modules_are_reachable():
     std = types.SimpleNamespace(inc=lambda v: v + 1)
     loaded = load([("a", "a.py", "def main(x):\n    return m_std.inc(x)\n")], {"m_std": std})
     assert loaded["a"].main(1) == 2
+
+
+def test_item_reads_are_plain_while_the_guard_is_getitem_and_writes_stay_guarded():
+    """`_getitem_` is `operator.getitem`, so the loader leaves `a[i]` as it is (the guard call
+    would do the same, slower); an item write still goes through `_write_`, which refuses."""
+    from sandbox import loader
+
+    assert GUARDS["_getitem_"] is operator.getitem and loader._TRANSFORMER is loader._PlainItemReads
+    loaded = load([("attack", "attack.py", attempt("return x[1] + d['k'][0]"))], {})
+    main = loaded["attack"].main
+    assert "_getitem_" not in main.__code__.co_names
+    assert main((1, 2), {"k": [40]}) == 42
+    with pytest.raises(SandboxRefusal):  # verify refuses an item write first
+        load([("attack", "attack.py", attempt("d['k'] = 1\nreturn d"))], {})
+    # ... and past verify, the transformer still guards it
+    result = compile_restricted_exec("def f(d):\n    d[0] = 1\n    del d[1]\n", "w.py", policy=loader._TRANSFORMER)
+    [function] = [c for c in result.code.co_consts if isinstance(c, types.CodeType)]
+    assert "_write_" in function.co_names
