@@ -69,13 +69,10 @@ main = _Flow()
 def plain_check(args: list[str]) -> tuple[list[str], bool, str] | None:
     """(paths, as_json, color) when `args` are a `check` that click would read the same way
     without saying anything itself, else None (and click reads them)."""
-    color: str | None = None
-    i = 0
-    while i < len(args) and args[i] != "check":
-        given, i = _color_at(args, i)
-        if given is None or color is not None:
-            return None
-        color = given
+    before = _before_command(args, "check")
+    if before is None:
+        return None
+    color, i = before
     paths: list[str] = []
     as_json = False
     local: str | None = None
@@ -98,6 +95,19 @@ def plain_check(args: list[str]) -> tuple[list[str], bool, str] | None:
     return paths, as_json, local or color or "auto"
 
 
+def _before_command(args: list[str], command: str) -> tuple[str | None, int] | None:
+    """The `--color` given before `command` (if any) and the command's index; None when anything
+    else comes before it (click reads that)."""
+    color: str | None = None
+    i = 0
+    while i < len(args) and args[i] != command:
+        given, i = _color_at(args, i)
+        if given is None or color is not None:
+            return None
+        color = given
+    return color, i
+
+
 def _color_at(args: list[str], i: int) -> tuple[str | None, int]:
     """The `--color` value given at `args[i]` (`--color X` or `--color=X`) and the next index."""
     arg = args[i]
@@ -117,13 +127,10 @@ def plain_run(args: list[str]) -> dict | None:
     """`run_program`'s keywords when `args` are a `run` that click would read the same way
     without saying anything itself, else None (and click reads them). Each option at most once;
     a value that starts with `-` (other than `-` itself) or is empty is left to click."""
-    color: str | None = None
-    i = 0
-    while i < len(args) and args[i] != "run":
-        given, i = _color_at(args, i)
-        if given is None or color is not None:
-            return None
-        color = given
+    before = _before_command(args, "run")
+    if before is None:
+        return None
+    color, i = before
     options: dict = {}
     file: str | None = None
     local: str | None = None
