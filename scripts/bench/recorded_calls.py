@@ -72,7 +72,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         flow_calls(1, directory, "none")  # imports and the build cache, once
         none, none_one, fsync, fsync_one, bare, ratios = [], [], [], [], [], []
-        synced = args.calls // 4
+        synced = args.calls // 2  # enough calls that the start-up's own syncs (run(1)) are noise
         for _ in range(args.runs):
             none.append(flow_calls(args.calls, directory, "none"))
             none_one.append(flow_calls(1, directory, "none"))
