@@ -860,27 +860,16 @@ pub flow tool_main() -> (List<Int>, Int, Option<Int>, List<Int>, Dict<Text, Int>
 '''
 
 
-def test_through_the_compiler(tmp_path):
+def test_through_the_compiler():
     """A program using pure, `_t` and typed intrinsics compiles, loads in the sandbox loader with
     INTRINSICS injected, and runs; Tool calls inside effectful higher-order calls come in list
     order, and `find` stops at the first match."""
     import decimal
 
-    from flowc.emit import generate
-    from flowc.frontend import check_program
     from sandbox import runtime as R
-    from sandbox.loader import load
+    from tests.compiled import compile_program
 
-    main = tmp_path / "main.flow"
-    main.write_text(E2E, encoding="utf-8")
-    checked = check_program(str(main), lambda p: Path(p).read_text(encoding="utf-8"))
-    assert not [d for d in checked.diagnostics if d.severity == "error"], checked.diagnostics
-    generated = generate(checked)
-    injected = dict(R.names())
-    injected.update(INTRINSICS)
-    namespaces = load([(m.key[2:], m.filename, m.source) for m in generated.modules], injected)
-    root = next(m for m in generated.modules if m.flow_file.endswith("main.flow"))
-    ns = namespaces[root.key[2:]]
+    ns = compile_program({"main.flow": E2E}, "main.flow").load()
     saved = decimal.getcontext()
     decimal.setcontext(R.EXACT)
     try:

@@ -11,12 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowc.emit import generate
-from flowc.frontend import check_program
 from sandbox import runtime as R
 from sandbox import values as V
-from sandbox.intrinsics import INTRINSICS
-from sandbox.loader import load
+from tests.compiled import compile_program
 
 PROGRAM = """
 use "std@v1/list"
@@ -117,19 +114,8 @@ pub flow settle(n: Int, p: Point) -> Int = match p {
 
 @pytest.fixture(scope="module")
 def compiled():
-    def read(path: str) -> str:
-        if path == "loops.flow":
-            return PROGRAM
-        raise FileNotFoundError(path)
-
-    checked = check_program("loops.flow", read)
-    assert checked.ok, checked.diagnostics
-    generated = generate(checked)
-    injected = dict(R.names())
-    injected.update(INTRINSICS)
-    spaces = load([(m.key[2:], m.filename, m.source) for m in generated.modules], injected)
-    source = next(m.source for m in generated.modules if m.flow_file == "loops.flow")
-    return spaces["loops"], source
+    program = compile_program({"loops.flow": PROGRAM}, "loops.flow")
+    return program.load(), program.source
 
 
 def call(ns, name, *args):
@@ -276,20 +262,13 @@ def test_a_carried_record_faults_where_it_did_and_comes_back_whole(compiled, xs)
 def test_a_run_does_not_count_steps_and_a_test_does():
     """`rt_step()` heads every function and round in the generated source; the loader takes it out
     for a run (it does nothing there) and keeps it for `flow test`, which bounds steps."""
-    checked = check_program("loops.flow", lambda path: PROGRAM if path == "loops.flow" else _missing(path))
-    generated = generate(checked)
-    modules = [(m.key[2:], m.filename, m.source) for m in generated.modules]
-    injected = dict(R.names())
-    injected.update(INTRINSICS)
-    run = load(modules, injected, count_steps=False)["loops"]
-    counted = load(modules, injected)["loops"]
+    program = compile_program({"loops.flow": PROGRAM}, "loops.flow")
+    run = program.load(count_steps=False)
+    counted = program.load()
     assert "rt_step" not in run.gcd.__code__.co_names and "rt_step" in counted.gcd.__code__.co_names
     assert R.rt_bounce(run.gcd(1071, 462)) == R.rt_bounce(counted.gcd(1071, 462)) == 21
     steps = []
+    injected = program.injected()
     injected["rt_step"] = lambda: steps.append(1)
-    R.rt_bounce(load(modules, injected)["loops"].gcd(1071, 462))
+    R.rt_bounce(program.load(injected=injected).gcd(1071, 462))
     assert len(steps) == 4  # the call and three rounds
-
-
-def _missing(path):
-    raise FileNotFoundError(path)

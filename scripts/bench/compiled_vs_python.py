@@ -2,7 +2,8 @@
 
 The Flow program is compiled by flowc and loaded exactly as the sandbox loads it for a run
 (verified, RestrictedPython-compiled, runtime names injected, steps not counted), but in this
-process, so the ratio measures the generated code and its guards, not process start-up. Medians of several runs; ratio = Flow / Python.
+process, so the ratio measures the generated code and its guards, not process start-up. Medians
+of several runs; ratio = Flow / Python.
 
     python scripts/bench/compiled_vs_python.py [--runs 7]
 """
@@ -19,12 +20,9 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from flowc.emit import generate  # noqa: E402
-from flowc.frontend import check_program  # noqa: E402
 from sandbox import runtime as R  # noqa: E402
 from sandbox import values as V  # noqa: E402
-from sandbox.intrinsics import INTRINSICS  # noqa: E402
-from sandbox.loader import load  # noqa: E402
+from tests.compiled import compile_program  # noqa: E402
 
 FLOW = """
 use "std@v1/list"
@@ -104,18 +102,7 @@ def py_area_records(shapes, p, acc):
 
 
 def compile_flow():
-    def read(path: str) -> str:
-        if path == "bench.flow":
-            return FLOW
-        raise FileNotFoundError(path)
-
-    checked = check_program("bench.flow", read)
-    assert checked.ok, checked.diagnostics
-    generated = generate(checked)
-    injected = dict(R.names())
-    injected.update(INTRINSICS)
-    spaces = load([(m.key[2:], m.filename, m.source) for m in generated.modules], injected, count_steps=False)
-    return spaces["bench"]
+    return compile_program({"bench.flow": FLOW}, "bench.flow").load(count_steps=False)
 
 
 def median_time(fn, runs: int) -> float:
