@@ -223,19 +223,13 @@ def unify(s: Subst, actual: Type, expected: Type, *, variance: int = 1) -> None:
         if a.name == "Never" and variance > 0:
             return
         if ce is TCon:
-            if a.name != e.name or len(a.args) != len(e.args):
+            if a.name != e.name:
                 raise Mismatch()
-            for x, y in zip(a.args, e.args):
-                if x is not y:
-                    unify(s, x, y, variance=variance)
+            _unify_each(s, a.args, e.args, variance)
             return
     elif ca is TTuple:
         if ce is TTuple:
-            if len(a.items) != len(e.items):
-                raise Mismatch()
-            for x, y in zip(a.items, e.items):
-                if x is not y:
-                    unify(s, x, y, variance=variance)
+            _unify_each(s, a.items, e.items, variance)
             return
     elif ca is TFun:
         if ce is TFun:
@@ -250,6 +244,15 @@ def unify(s: Subst, actual: Type, expected: Type, *, variance: int = 1) -> None:
         if ce is TParam and a == e:
             return
     raise Mismatch()
+
+
+def _unify_each(s: Subst, actuals: tuple, expecteds: tuple, variance: int) -> None:
+    """Type arguments or tuple items, pairwise (the same number of each, or Mismatch)."""
+    if len(actuals) != len(expecteds):
+        raise Mismatch()
+    for x, y in zip(actuals, expecteds):
+        if x is not y:
+            unify(s, x, y, variance=variance)
 
 
 def unify_effect(s: Subst, actual: Effect, expected: Effect, *, variance: int = 1) -> None:
