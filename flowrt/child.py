@@ -247,10 +247,19 @@ def _user_site() -> str | None:
     return os.path.realpath(folder) if isinstance(folder, str) else None
 
 
-# The modules of this checkout the child imports, whose bytecode only the host can write (`-B`).
-_CHILD_MODULES = (("sandbox", ("__init__", "child", "channel", "guards", "intrinsics", "loader", "policy",
-                                "runtime", "testing", "values", "verify")), ("flowrt", ("__init__", "abi")))
 _COMPILED = False
+
+
+def _child_sources() -> list[str]:
+    """The modules of this checkout the child imports, whose bytecode only the host can write
+    (`-B`): all of `sandbox/`, and `flowrt`'s package and its `abi`."""
+    folder = os.path.join(SOURCE_ROOT, "sandbox")
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+    except OSError:
+        names = []
+    return [os.path.join(folder, n) for n in names] + \
+        [os.path.join(SOURCE_ROOT, "flowrt", n) for n in ("__init__.py", "abi.py")]
 
 
 def _compile_for_child() -> None:
@@ -266,31 +275,29 @@ def _compile_for_child() -> None:
     _COMPILED = True
     import importlib.util
 
-    for package, names in _CHILD_MODULES:
-        for name in names:
-            source = os.path.join(SOURCE_ROOT, package, name + ".py")
-            try:
-                cached = importlib.util.cache_from_source(source, optimization="")
-            except NotImplementedError:  # no cache tag: this interpreter caches nothing
-                return
-            try:
-                stat = os.stat(source)
-                with open(cached, "rb") as handle:
-                    header = handle.read(16)
-                if (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER
-                        and int.from_bytes(header[4:8], "little") == 0  # checked by timestamp
-                        and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
-                        and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF):
-                    continue
-            except OSError:
-                pass  # no cache yet (or no source: py_compile says so below)
-            import py_compile
+    for source in _child_sources():
+        try:
+            cached = importlib.util.cache_from_source(source, optimization="")
+        except NotImplementedError:  # no cache tag: this interpreter caches nothing
+            return
+        try:
+            stat = os.stat(source)
+            with open(cached, "rb") as handle:
+                header = handle.read(16)
+            if (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER
+                    and int.from_bytes(header[4:8], "little") == 0  # checked by timestamp
+                    and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+                    and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF):
+                continue
+        except OSError:
+            pass  # no cache yet (or no source: py_compile says so below)
+        import py_compile
 
-            try:
-                py_compile.compile(source, cfile=cached, doraise=True, optimize=0,
-                                   invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
-            except (OSError, py_compile.PyCompileError, ValueError):
-                pass  # a read-only installation, a source gone: the child compiles it, as before
+        try:
+            py_compile.compile(source, cfile=cached, doraise=True, optimize=0,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+        except (OSError, py_compile.PyCompileError, ValueError):
+            pass  # a read-only installation, a source gone: the child compiles it, as before
 
 
 class _StderrTail(threading.Thread):
@@ -356,8 +363,8 @@ class Child:
         self._closed = False
         self._eof = False
         self._spin = channel.Spin()  # polling before sleeping, as the child's Receiver does
-        #: called once before `recv` sleeps on the child (the run makes a written Reply durable
-        #: then: see flowrt/run.py)
+        #: called whenever `recv` is about to sleep on the child (the run makes a written Reply
+        #: durable then: see flowrt/run.py)
         self.before_sleep: Callable[[], None] | None = None
 
     @classmethod

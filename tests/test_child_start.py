@@ -112,10 +112,10 @@ def test_a_package_folder_is_the_entry_it_is_imported_from():
 
 
 def copy_child_sources(into: Path) -> None:
-    for package, names in child_module._CHILD_MODULES:
-        (into / package).mkdir(parents=True, exist_ok=True)
-        for name in names:
-            (into / package / f"{name}.py").write_bytes(Path(ROOT, package, f"{name}.py").read_bytes())
+    for source in child_module._child_sources():  # (of this checkout: SOURCE_ROOT not yet changed)
+        target = into / Path(source).relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(Path(source).read_bytes())
 
 
 def test_the_host_writes_the_bytecode_the_child_cannot(monkeypatch, tmp_path):
@@ -134,18 +134,19 @@ def test_the_host_writes_the_bytecode_the_child_cannot(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "pycache_prefix", None)
     child_module._compile_for_child()
     caches = {}
-    for package, names in child_module._CHILD_MODULES:
-        for name in names:
-            source = tmp_path / package / f"{name}.py"
-            cached = Path(importlib.util.cache_from_source(str(source)))
-            assert cached.exists(), cached
-            # What the import system checks: the source's mtime and size in the header.
-            header = cached.read_bytes()[:16]
-            stat = source.stat()
-            assert header[:4] == importlib.util.MAGIC_NUMBER
-            assert int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
-            assert int.from_bytes(header[12:16], "little") == stat.st_size
-            caches[cached] = cached.stat().st_mtime_ns
+    sources = [Path(p) for p in child_module._child_sources()]
+    assert {p.relative_to(tmp_path).as_posix() for p in sources} >= {"sandbox/child.py", "sandbox/loader.py",
+                                                                     "flowrt/abi.py"}
+    for source in sources:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        assert cached.exists(), cached
+        # What the import system checks: the source's mtime and size in the header.
+        header = cached.read_bytes()[:16]
+        stat = source.stat()
+        assert header[:4] == importlib.util.MAGIC_NUMBER
+        assert int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+        assert int.from_bytes(header[12:16], "little") == stat.st_size
+        caches[cached] = cached.stat().st_mtime_ns
     # Once per process; and a fresh cache is left alone, a stale one written again.
     stale = tmp_path / "sandbox" / "runtime.py"
     stale.write_text(stale.read_text() + "\n# changed\n")
