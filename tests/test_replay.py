@@ -146,8 +146,11 @@ def _run_until_call_then_kill(folder: Path, runs: Path) -> str:
                                stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 60
     run_id = None
+    log = folder / "calls.log"
     while time.time() < deadline:
-        if runs.exists():
+        # The Call recorded and the call received by the Tool (which logs it first, then sleeps):
+        # killed between the two, the call would never have been sent.
+        if runs.exists() and log.exists() and "tea" in log.read_text():
             ids = sorted(os.listdir(runs))
             if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
                 run_id = ids[0]
