@@ -75,6 +75,12 @@ _VALUE_REFS = {kind: tuple((f, f + "_ref") for f in fields) for kind, fields in 
 INLINE_LIMIT = 1024  # a value whose canonical JSON is longer than this many bytes goes to values/
 _VERIFY_STEP = 4096  # facts a deferred verification checks at a time
 _WINDOW = 4 << 20  # bytes of history split into lines at a time
+#: The reserved space past the facts (see `RunStore._reserve`): at least this much, and at most ...
+_RESERVE_MIN = 64 << 10
+_RESERVE_MAX = 1 << 20
+#: ... and never more than this many bytes written and not yet synced in it, so that what a
+#: machine crash can leave torn in reserved space lies within the last _TEAR_WINDOW bytes.
+_TEAR_WINDOW = 1 << 20
 HISTORY = "history.jsonl"
 ARCHIVE = "archive"
 ANCHOR = "archive/anchor.json"
@@ -394,11 +400,12 @@ class _HistoryReader:
     (a big integer, which orjson reads as a float; damage) is checked again by
     `loads_canonical` and `_check_fact`, which decide and say why."""
 
-    __slots__ = ("data", "run_id", "anchor", "facts", "pos", "prev", "ended", "torn", "error", "done", "lines",
-                 "index", "referring")
+    __slots__ = ("data", "size", "run_id", "anchor", "facts", "pos", "prev", "ended", "torn", "error", "done",
+                 "lines", "index", "referring")
 
     def __init__(self, data: bytes, run_id: str | None, anchor: dict | None) -> None:
         self.data = data
+        self.size = _written_end(data)  # the NUL bytes after the last line are reserved space
         self.run_id = run_id
         self.anchor = anchor
         self.facts: list[dict] = []
@@ -429,13 +436,13 @@ class _HistoryReader:
         """Split the next stretch of complete lines at once (in C, which beats finding each
         newline in Python), a few MiB at a time so that the lines never double a long history in
         memory. False when there is none: the end, or a torn last line."""
-        data, pos, size = self.data, self.pos, len(self.data)
+        data, pos, size = self.data, self.pos, self.size
         if pos >= size:
             self.done = True
             return False
         stop = data.rfind(b"\n", pos, min(size, pos + _WINDOW)) + 1
         if stop <= pos:  # no newline in the window: a line longer than it, or none at all
-            stop = data.find(b"\n", pos) + 1
+            stop = data.find(b"\n", pos, size) + 1
             if stop == 0:
                 self.torn = TornTail(pos, size - pos)  # bytes after the last newline
                 self.done = True
@@ -449,8 +456,7 @@ class _HistoryReader:
         """Validate the next `take` lines of the window. The cyclic garbage collector is held
         off while facts are built: they are JSON data, without cycles, and a collection every
         700 new dicts would scan all the facts read so far, again and again."""
-        data = self.data
-        size = len(data)
+        size = self.size
         lines = self.lines
         first = self.index
         last = first + take
@@ -524,7 +530,7 @@ class _HistoryReader:
                 try:
                     obj = loads_canonical(line)
                 except _NotJSON:
-                    if newline + 1 == size and b"\0" in line:
+                    if b"\0" in line and (newline + 1 == size or size - pos <= _TEAR_WINDOW):
                         self.torn = TornTail(pos, size - pos)
                     else:
                         self.error = StorageError("the line is not JSON", n, component=HISTORY)
@@ -561,6 +567,24 @@ class _HistoryReader:
                 self.lines = []
 
 
+def _written_end(data: bytes) -> int:
+    """Where the written bytes of a history end: before the NUL bytes that close it, if any.
+
+    A store appending durably keeps space reserved past its facts (`RunStore._reserve`), which
+    reads as NUL bytes until facts are written over it; it is cut off when the store closes,
+    so only a live run, or one whose host died, has it. Canonical JSON never holds a raw NUL."""
+    end = len(data)
+    if not end or data[end - 1]:
+        return end
+    step = 4096
+    while True:
+        tail = data[max(0, end - step):end]
+        kept = len(tail.rstrip(b"\0"))
+        if kept or len(tail) == end:
+            return end - len(tail) + kept
+        step *= 4
+
+
 def _parse_host(data: bytes) -> tuple[list[dict], int, TornTail | None]:
     """Host records: canonical JSON objects with a text `kind`, one a line; a torn last line is
     ignored (and reported). Raises StorageError for any other damage."""
@@ -590,6 +614,20 @@ def _parse_host(data: bytes) -> tuple[list[dict], int, TornTail | None]:
 
 # ---------------------------------------------------------------------------------------------
 # Low-level file helpers
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    written = os.pwrite(fd, data, offset)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    offset += written
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:  # pragma: no cover - os.pwrite raises rather than return 0 on files
+            raise OSError(errno.EIO, "write made no progress")
+        view = view[written:]
+        offset += written
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -663,10 +701,12 @@ class RunStore:
         self._facts: list[dict] = []
         self._size = 0  # bytes of history.jsonl that hold the verified facts
         self._dirty = False  # a failed write may have left bytes past _size
+        #: the length of history.jsonl when appending: _size and the reserved space after it
+        self._reserved_end = 0
         #: facts written but not yet synced (`append(..., sync=False)`): how many facts and bytes
         #: were durable before them, or None when everything written is durable
         self._unsynced_from: tuple[int, int] | None = None
-        self._fd: int | None = None  # history.jsonl, O_APPEND, locked
+        self._fd: int | None = None  # history.jsonl, written at _size, locked
         self._host_fd: int | None = None
         self._host_size = 0
         self._host_dirty = False
@@ -721,7 +761,7 @@ class RunStore:
             os.mkdir(os.path.join(store.path, VALUES), 0o700)
             os.mkdir(os.path.join(store.path, SOURCES), 0o700)
             fd = os.open(os.path.join(store.path, HISTORY),
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             store._fd = fd
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if inline_limit != INLINE_LIMIT:
@@ -840,8 +880,7 @@ class RunStore:
         history_path = os.path.join(self.path, HISTORY)
         try:
             if self.for_append:
-                self._fd = os.open(history_path,
-                                   os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+                self._fd = os.open(history_path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
                 try:
                     fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -938,6 +977,8 @@ class RunStore:
         if not self.for_append:
             self.torn_tail = parsed.torn
             return
+        # Reserved space left by a host that died (NUL bytes only) is reserved space again.
+        self._reserved_end = len(data) if parsed.torn is None else parsed.valid_len
         # 2. Repairs, before anything is appended: torn tails, an interrupted redaction, and
         # temporary files of interrupted value writes.
         if host_torn is not None:
@@ -963,7 +1004,7 @@ class RunStore:
             self._write_host({
                 "kind": "truncated", "component": HISTORY, "at": _now(),
                 "offset": parsed.torn.offset, "bytes": parsed.torn.length,
-                "sha256": _sha256_hex(data[parsed.torn.offset:]),
+                "sha256": _sha256_hex(data[parsed.torn.offset:parsed.torn.offset + parsed.torn.length]),
                 "facts": len(parsed.facts), "head": self.head,
             })
         # A redaction records its hole, then deletes the value file; a crash between the two
@@ -996,6 +1037,7 @@ class RunStore:
                 self.sync()
             except StorageError:
                 pass
+        self._release_reserved()
         for attr in ("_fd", "_host_fd"):
             fd = getattr(self, attr)
             if fd is not None:
@@ -1005,6 +1047,21 @@ class RunStore:
                 except OSError:
                     pass
         self.for_append = False
+
+    def _release_reserved(self) -> None:
+        """Cut the reserved space off, so that a closed history is its lines and nothing else.
+        Only when everything written is durable: a cut must not be the one change a crash keeps
+        of a file whose last facts it loses. A failure leaves NUL bytes that every reader skips."""
+        if self._fd is None or self._reserved_end <= self._size or self._unsynced_from is not None \
+                or self._dirty:
+            return
+        try:
+            os.ftruncate(self._fd, self._size)
+            self._reserved_end = self._size
+            if self._fsync:
+                _sync_appended(self._fd)
+        except OSError:
+            pass
 
     def __enter__(self) -> "RunStore":
         return self
@@ -1330,15 +1387,23 @@ class RunStore:
             try:
                 os.ftruncate(fd, start)
                 self._dirty = False
+                self._reserved_end = start
             except OSError as problem:
                 raise StorageError(f"cannot remove an earlier failed write: {_strerror(problem)}",
                                    fact_n, component=HISTORY) from problem
+        end = start + len(data)
+        unsynced = self._unsynced_from
+        if unsynced is not None and end - unsynced[1] > _TEAR_WINDOW:
+            self._sync_history(fact_n)  # keep what may tear within the window
         try:
-            _write_all(fd, data)
+            if self._fsync and (end > self._reserved_end or len(data) > _TEAR_WINDOW):
+                self._reserve(start, end)
+            _pwrite_all(fd, data, start)
         except BaseException as problem:
             # Leave no partial line visible: cut the file back to the last good fact.
             try:
                 os.ftruncate(fd, start)
+                self._reserved_end = start
                 if self._fsync:
                     os.fsync(fd)
             except OSError:
@@ -1349,7 +1414,46 @@ class RunStore:
             raise
         if self._fsync and self._unsynced_from is None:
             self._unsynced_from = (len(self._facts), start)
-        self._size = start + len(data)
+        self._size = end
+        if end > self._reserved_end:
+            self._reserved_end = end
+
+    def _reserve(self, start: int, end: int) -> None:
+        """Make room for facts up to `end` (written from `start`) in reserved space: NUL bytes
+        written past the facts and made durable with the next sync. A fact written over them
+        then changes no metadata, so its `fdatasync` flushes the data alone instead of also
+        committing the file system's journal for a new size: about a third cheaper per sync on
+        ext4 (scripts/bench/store_append.py). The space grows with the history (from
+        _RESERVE_MIN up to _RESERVE_MAX at a time) and is cut off when the store closes.
+
+        What this changes after a machine crash: facts written over reserved space and not yet
+        synced may reach the disk in any order of pages, so zeros may stand in any of them, not
+        only at the end. At most _TEAR_WINDOW bytes are ever unsynced there, and the reader takes
+        an unparsable line holding a NUL within that many bytes of the end as the start of a torn
+        tail (docs/trace.md, sections 9 and 10). A write larger than the window is appended past
+        the end of the file instead, as without reserved space.
+
+        Reserving is an optimisation: if it fails (a full disk), the facts are appended as they
+        would be without it."""
+        fd = self._fd
+        if end - start > _TEAR_WINDOW:
+            if self._reserved_end > start:
+                os.ftruncate(fd, start)  # a failure here is the write's own failure
+                self._reserved_end = start
+            return
+        room = min(max(end >> 3, _RESERVE_MIN), _RESERVE_MAX)
+        new_end = end + room
+        at = max(self._reserved_end, start)
+        try:
+            _pwrite_all(fd, bytes(new_end - at), at)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass  # NULs past the facts are reserved space to any reader
+            self._reserved_end = start
+            return
+        self._reserved_end = new_end
 
     def _sync_history(self, fact_n: int) -> None:
         """Sync history.jsonl. If the disk fails, cut it back to what was durable before. An
@@ -1364,6 +1468,7 @@ class RunStore:
             count, size = unsynced
             try:
                 os.ftruncate(self._fd, size)
+                self._reserved_end = size
                 os.fsync(self._fd)
             except OSError:
                 self._dirty = True
@@ -1494,12 +1599,12 @@ class RunStore:
                 raise StorageError(f"cannot archive: {_strerror(problem)}", component=ARCHIVE) from problem
             # Append to the new file from now on (the old descriptor names the replaced one).
             old = self._fd
-            self._fd = os.open(history, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+            self._fd = os.open(history, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if old is not None:
                 os.close(old)
             self._facts = kept
-            self._size = len(data)
+            self._size = self._reserved_end = len(data)
             self.archived_checkpoints = checkpoints
             return len(moved)
 

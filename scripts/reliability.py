@@ -29,7 +29,9 @@ def flow(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 def facts(runs: Path, run_id: str) -> list[dict]:
-    return [json.loads(line) for line in (runs / run_id / "history.jsonl").read_text().splitlines() if line]
+    # A killed host leaves the NUL bytes it had reserved past its facts (docs/trace.md section 9).
+    text = (runs / run_id / "history.jsonl").read_text().rstrip("\0")
+    return [json.loads(line) for line in text.splitlines() if line]
 
 
 def trial(work: Path, rounds: int, kill_after: int | None) -> dict:

@@ -47,6 +47,11 @@ def read(path):
         return handle.read()
 
 
+def written(path):
+    """What a reader takes from a history: a live store keeps NUL bytes reserved past its facts."""
+    return read(path).rstrip(b"\0")
+
+
 def write(path, data):
     with open(path, "wb") as handle:
         handle.write(data)
@@ -375,7 +380,6 @@ def test_crafted_damage_cases(tmp_path):
     b'{"call":"root#2","kind":"Ca',  # an unfinished write
     b"\x00" * 40 + b"\n",  # an extended, never-written region
     b"\x00" * 10 + b'"kind":"Call","n":7,"prev":null}\n',  # zeros, then the end of the line
-    b"\x00\x00\x00",  # zeros only
 ])
 def test_torn_tail_is_truncated_before_appending(tmp_path, tail):
     root = str(tmp_path)
@@ -444,31 +448,39 @@ def test_torn_host_record_is_ignored_then_repaired(tmp_path):
 
 
 def failing_write(monkeypatch, target_fd, *, after_bytes=0, err=errno.ENOSPC, times=1):
-    """os.write that writes `after_bytes` of the data to `target_fd`, then raises."""
-    real = os.write
+    """os.write and os.pwrite that write `after_bytes` of the data to `target_fd`, then raise."""
+    real, real_at = os.write, os.pwrite
     left = {"n": times}
 
-    def fake(fd, data):
+    def failing(fd, data, offset=None):
         if fd == target_fd and left["n"] > 0:
             left["n"] -= 1
             if after_bytes:
-                real(fd, bytes(data[:after_bytes]))
+                part = bytes(data[:after_bytes])
+                real(fd, part) if offset is None else real_at(fd, part, offset)
             raise OSError(err, os.strerror(err))
-        return real(fd, data)
+        return None
+
+    def fake(fd, data):
+        return failing(fd, data) or real(fd, data)
+
+    def fake_at(fd, data, offset):
+        return failing(fd, data, offset) or real_at(fd, data, offset)
 
     monkeypatch.setattr(os, "write", fake)
+    monkeypatch.setattr(os, "pwrite", fake_at)
 
 
 def test_enospc_on_append_leaves_no_partial_line(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
     path = history_path(root)
-    before = read(path)
+    before = written(path)
     failing_write(monkeypatch, s._fd, after_bytes=17)
     with pytest.raises(StorageError) as caught:
         s.append("Reply", {"call": "root#2", "outcome": {"Ok": "late"}})
     assert caught.value.fact_n == 7 and "No space" in str(caught.value)
-    assert read(path) == before
+    assert written(path) == before
     assert len(s) == 6
     fact = s.append("Reply", {"call": "root#2", "outcome": {"Ok": "later"}})  # the run goes on
     assert fact["n"] == 7
@@ -479,18 +491,18 @@ def test_enospc_on_append_leaves_no_partial_line(tmp_path, monkeypatch):
 def test_failed_group_commit_is_all_or_nothing(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False)
-    before = read(history_path(root))
+    before = written(history_path(root))
     failing_write(monkeypatch, s._fd, after_bytes=300)  # more than one whole line
     with pytest.raises(StorageError):
         s.append_many([("Reply", {"call": f"c{i}", "outcome": {"Ok": i}}) for i in range(5)])
-    assert read(history_path(root)) == before and len(s) == 6
+    assert written(history_path(root)) == before and len(s) == 6
     assert len(s.append_many([("Reply", {"call": "c", "outcome": {"Ok": 0}})])) == 1
 
 
 def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
-    before = read(history_path(root))
+    before = written(history_path(root))
     real = store_mod._sync_appended
     calls = {"n": 0}
 
@@ -503,7 +515,7 @@ def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
     monkeypatch.setattr(store_mod, "_sync_appended", fake)
     with pytest.raises(StorageError):
         s.append("Reply", {"outcome": {"Ok": 1}})
-    assert read(history_path(root)) == before
+    assert written(history_path(root)) == before
     s.append("Reply", {"outcome": {"Ok": 2}})
     s.close()
     assert RunStore.open(root, "run-1", for_append=False).facts()[-1]["outcome"] == {"Ok": 2}
@@ -532,7 +544,7 @@ def test_a_fact_written_without_sync_is_synced_by_the_next_write(tmp_path, monke
 def test_a_failed_sync_cuts_every_fact_that_was_not_durable(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
-    before = read(history_path(root))
+    before = written(history_path(root))
     durable = s.facts()
     s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
     s.append("Reply", {"call": "d", "outcome": {"Ok": 2}}, sync=False)
@@ -543,7 +555,7 @@ def test_a_failed_sync_cuts_every_fact_that_was_not_durable(tmp_path, monkeypatc
     monkeypatch.setattr(store_mod, "_sync_appended", failing)
     with pytest.raises(StorageError):
         s.append("Call", {"call": "e", "tool": "t", "arguments": {}})
-    assert read(history_path(root)) == before
+    assert written(history_path(root)) == before
     assert s.facts() == durable and s.synced
     monkeypatch.undo()
     s.append("Reply", {"call": "c", "outcome": {"Ok": 3}})  # the store goes on from the durable head
@@ -555,13 +567,13 @@ def test_a_failed_sync_cuts_every_fact_that_was_not_durable(tmp_path, monkeypatc
 def test_a_failed_explicit_sync_is_a_storage_error(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
-    before = read(history_path(root))
+    before = written(history_path(root))
     s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
     monkeypatch.setattr(store_mod, "_sync_appended",
                         lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
     with pytest.raises(StorageError):
         s.sync()
-    assert read(history_path(root)) == before
+    assert written(history_path(root)) == before
 
 
 def test_enospc_while_writing_a_value_file(tmp_path, monkeypatch):

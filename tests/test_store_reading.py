@@ -27,7 +27,8 @@ START = {
 def reference(data: bytes, run_id: str | None, anchor: dict | None = None):
     """The reader docs/trace.md section 10 describes, one line at a time, with no shortcut."""
     facts: list[dict] = []
-    pos, size, prev, ended = 0, len(data), None, False
+    size = len(data.rstrip(b"\0"))  # NUL bytes that end the file are reserved space
+    pos, prev, ended = 0, None, False
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
@@ -37,7 +38,7 @@ def reference(data: bytes, run_id: str | None, anchor: dict | None = None):
         try:
             obj = store_mod.loads_canonical(line)
         except store_mod._NotJSON:
-            if newline + 1 == size and b"\0" in line:
+            if b"\0" in line and (newline + 1 == size or size - pos <= store_mod._TEAR_WINDOW):
                 return facts, pos, TornTail(pos, size - pos), None
             return facts, pos, None, ("the line is not JSON", n)
         except store_mod._NotCanonical:

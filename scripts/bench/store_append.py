@@ -1,6 +1,8 @@
 """History store append throughput: facts/s with durability "none" and "fsync" (one fact per
 append, and group commit), each next to a bare Python loop that appends one JSON line per
-iteration (write + flush, and + os.fsync for the durable figures). Medians of several runs.
+iteration (write + flush, and + os.fsync for the durable figures), and, for context, the same
+loop writing over space it filled with zeros first, as the store does (pwrite + fdatasync).
+Medians of several runs.
 
     python scripts/bench/store_append.py [--facts 20000] [--durable-facts 2000] [--runs 5] [--dir DIR]
 
@@ -71,6 +73,29 @@ def bare_run(base: str, count: int, fsync: bool) -> float:
     return count / elapsed
 
 
+def bare_reserved_run(base: str, count: int) -> float:
+    """The bare loop over space written with zeros and synced first, as the store writes a
+    durable history (docs/trace.md section 9): each line written in place, then fdatasync."""
+    path = os.path.join(tempfile.mkdtemp(dir=base), "bare.jsonl")
+    lines = []
+    for i in range(count):
+        kind, fields = fact_fields(i)
+        lines.append(orjson.dumps(dict(fields, n=i + 1, kind=kind), option=orjson.OPT_SORT_KEYS) + b"\n")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, bytes(sum(map(len, lines)) + 4096))
+    os.fsync(fd)
+    began = time.perf_counter()
+    at = 0
+    for line in lines:
+        os.pwrite(fd, line, at)
+        at += len(line)
+        os.fdatasync(fd)
+    elapsed = time.perf_counter() - began
+    os.close(fd)
+    shutil.rmtree(os.path.dirname(path))
+    return count / elapsed
+
+
 def paired(runs: int, ours, theirs) -> tuple[float, float, float]:
     """Medians of `runs` interleaved measurements of both, and the median of the paired ratios
     (interleaving keeps a noisy machine from favouring one side)."""
@@ -103,6 +128,9 @@ def main() -> None:
             (f"durability=fsync, append_many({args.batch})", args.durable_facts,
              lambda: store_run(base, args.durable_facts, "fsync", args.batch),
              "bare write+flush+fsync", lambda: bare_run(base, args.durable_facts, True)),
+            ("durability=fsync, append", args.durable_facts,
+             lambda: store_run(base, args.durable_facts, "fsync", 1),
+             "bare, over zeros", lambda: bare_reserved_run(base, args.durable_facts)),
         ]
         print(f"file system of {base}; medians of {args.runs} interleaved runs; "
               f"ratio = median of paired store/bare ratios")
