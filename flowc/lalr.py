@@ -311,7 +311,8 @@ class Parser:
         by_scanner = [{} for _ in self._scanners]
         self._lexers = [by_scanner[index] for index in self._state_scanner]
         self._compiled: dict[tuple, object] = {}
-        self._gotos: dict[tuple[int, str, str], int] = {}
+        # For each rule that only passes its child up: below state -> next token kind -> state.
+        self._gotos: list[dict[int, dict[str, int]]] = [{} for _ in reducers]
         self._postlex = postlex
         self._keywords = keywords
         self._line_start = line_start
@@ -468,10 +469,10 @@ class Parser:
                     break
                 reducer, count, origin = rule_steps[~action]
                 if reducer is None:
-                    below = states[-2]
-                    state = gotos.get((below, origin, kind))
-                    if state is None:
-                        state = self._goto(below, origin, kind)
+                    try:
+                        state = gotos[~action][states[-2]][kind]
+                    except KeyError:
+                        state = self._goto(~action, states[-2], kind)
                     states[-1] = state
                     continue
                 if count == 1:  # the most common: replace the top in place
@@ -491,17 +492,18 @@ class Parser:
             states.append(state)
             values.append(token)
 
-    def _goto(self, below: int, symbol: str, kind: str) -> int:
-        """The state after `symbol` is pushed on `below`, with `kind` next, once every rule that
-        only passes its child up has been reduced (they change the state, nothing else)."""
+    def _goto(self, rule: int, below: int, kind: str) -> int:
+        """The state after `rule` (one that passes its child up) is reduced on `below`, with
+        `kind` next, once every such rule that follows has been reduced too (they change the
+        state, nothing else)."""
         actions, reducers, origins = self._actions, self._reducers, self._origins
-        state = actions[below][symbol]
+        state = actions[below][origins[rule]]
         while True:
-            action = actions[state].get(kind)
-            if action is None or action >= 0 or reducers[~action] is not None:
+            then = actions[state].get(kind)
+            if then is None or then >= 0 or reducers[~then] is not None:
                 break
-            state = actions[below][origins[~action]]
-        self._gotos[below, symbol, kind] = state
+            state = actions[below][origins[~then]]
+        self._gotos[rule].setdefault(below, {})[kind] = state
         return state
 
     def _finish(self, states: list, values: list, end_state: int):

@@ -25,16 +25,25 @@ import sys
 import threading
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
+from operator import itemgetter
 from pathlib import Path
+from types import SimpleNamespace
 
 from flowc import lalr
 from flowc import syntax as S
 from flowc.cachedir import cache_folder
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.lalr import Tok
-from flowc.records import record
+from flowc.records import maker, record
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar") / "flow.lark"
+
+#: A maker for each syntax node class, by name (`make.Var(name, span)`): the tree builder makes a
+#: node and a span at nearly every reduction, and a maker does it at about half the cost of calling
+#: the class (see `records.maker`).
+make = SimpleNamespace(**{name: maker(value) for name, value in vars(S).items()
+                          if isinstance(value, type) and hasattr(value, "__dataclass_fields__")
+                          and value.__module__ == S.__name__})
 
 #: Brackets may nest this deep; deeper input is refused with `nesting-too-deep` before any later
 #: stage walks it (later stages recurse, and no Flow program needs more).
@@ -361,8 +370,8 @@ def _parse_module(source: str, state: _State) -> S.Module:
         _parse_chunk(source, "module", state, 1)
         state.lost.update(_IDENTIFIER.findall(source))
         items = []
-    span = S.Span(1, 1, source.count("\n") + 1, 1)
-    return _with_comments(S.Module(tuple(items), (), span), state)
+    span = make.Span(1, 1, source.count("\n") + 1, 1)
+    return _with_comments(make.Module(tuple(items), (), span), state)
 
 
 def _chunk_starts(source: str) -> list[int]:
@@ -382,8 +391,8 @@ def _line_end_is_comment(source: str, start: int) -> bool:
 
 
 def _with_comments(module: S.Module, state: _State) -> S.Module:
-    comments = tuple(S.Comment(t.value, _token_span(t)) for t in state.comments)
-    return S.Module(module.items, comments, module.span)
+    comments = tuple(make.Comment(t.value, _token_span(t)) for t in state.comments)
+    return make.Module(module.items, comments, module.span)
 
 
 def _parse_chunk(text: str, start: str, state: _State, first_line: int):
@@ -514,7 +523,7 @@ def _token_location(state: _State, token) -> Location:
 
 
 def _token_span(token) -> S.Span:
-    return S.Span(token.line, token.column, token.end_line, token.end_column)
+    return make.Span(token.line, token.column, token.end_line, token.end_column)
 
 
 # ---- building the tree -------------------------------------------------------------------------
@@ -556,7 +565,7 @@ def _build(method, children: list):
         end = _end_of(child)
         if end is not None:
             break
-    span = S.Span(start[0], start[1], end[0], end[1]) if start and end else S.NO_SPAN
+    span = make.Span(start[0], start[1], end[0], end[1]) if start and end else S.NO_SPAN
     kept = [c for c in children if type(c) is not Tok or c.type in _MEANINGFUL]
     return method(span, kept)
 
@@ -799,37 +808,23 @@ def _empty_reducer(method):
 
 def _planned_reducer(method, firsts: tuple, lasts: tuple, steps: list, size: int):
     """A reducer for a rule whose span ends and punctuation are known (see `_reducers`)."""
-    Span = S.Span
+    Span = make.Span
     NO_SPAN = S.NO_SPAN
-
-    kinds = {what for _, what in steps}
-    if kinds == {"keep"} and len(steps) == size:
-        picks = None
-    elif kinds <= {"keep", "drop"}:
-        picks = tuple(index for index, what in steps if what == "keep")
-    else:
-        picks = steps
+    pick = _picker(steps, size)
 
     if len(firsts) == 1 and len(lasts) == 1 and firsts[0][2] is None and lasts[0][2] is None:
         (first_index, first_token, _), = firsts
         (last_index, last_token, _), = lasts
-        if picks is None:
+        if pick is None:
             def reduce(children):
                 first = children[first_index] if first_token else children[first_index].span
                 last = children[last_index] if last_token else children[last_index].span
                 return method(Span(first.line, first.column, last.end_line, last.end_column), children)
-        elif isinstance(picks, tuple):
-            def reduce(children):
-                first = children[first_index] if first_token else children[first_index].span
-                last = children[last_index] if last_token else children[last_index].span
-                return method(Span(first.line, first.column, last.end_line, last.end_column),
-                              [children[i] for i in picks])
         else:
             def reduce(children):
                 first = children[first_index] if first_token else children[first_index].span
                 last = children[last_index] if last_token else children[last_index].span
-                return method(Span(first.line, first.column, last.end_line, last.end_column),
-                              _picked(children, picks))
+                return method(Span(first.line, first.column, last.end_line, last.end_column), pick(children))
         return reduce
 
     def end_of(children, candidates):
@@ -842,19 +837,46 @@ def _planned_reducer(method, firsts: tuple, lasts: tuple, steps: list, size: int
                 return found
         return found
 
+    pick = pick or (lambda children: children)
+
     def reduce(children):
         first = end_of(children, firsts)
         last = end_of(children, lasts)
-        return method(Span(first.line, first.column, last.end_line, last.end_column), _picked(children, picks))
+        return method(Span(first.line, first.column, last.end_line, last.end_column), pick(children))
 
     return reduce
 
 
-def _picked(children: list, steps) -> list:
-    if steps is None:
-        return children
-    if isinstance(steps, tuple):
-        return [children[i] for i in steps]
+def _picker(steps: list, size: int):
+    """From a rule's children, what its builder method sees (as `_reducers` plans it: each step
+    is (index, what)); None when that is the children as they are. Worked out once per rule: a
+    reduction only runs the result (the methods take any sequence, so a tuple may stand for a
+    list)."""
+    whats = [what for _, what in steps]
+    if all(what == "keep" for what in whats) and len(steps) == size:
+        return None
+    if all(what in ("keep", "drop") for what in whats):
+        kept = [index for index, what in steps if what == "keep"]
+        if not kept:
+            return lambda children: ()
+        if len(kept) == 1:
+            only, = kept
+            return lambda children: (children[only],)
+        return itemgetter(*kept)
+    spliced = [index for index, what in steps if what == "splice"]
+    if len(spliced) == 1 and all(what in ("keep", "drop", "splice") for what in whats):
+        # keeps around one list (`block: "{" stmt* "}"`, `call`): the list with them around it
+        index = spliced[0]
+        before = [i for i, what in steps if what == "keep" and i < index]
+        after = [i for i, what in steps if what == "keep" and i > index]
+        if not before and not after:
+            return itemgetter(index)
+        if before == [0] and not after and index == 1:
+            return lambda children: [children[0], *children[1]]
+    return lambda children: _picked(children, steps)
+
+
+def _picked(children: list, steps: list) -> list:
     result: list = []
     for index, what in steps:
         if what == "keep":
@@ -928,21 +950,21 @@ class _Builder:
     # -- module and declarations
 
     def module(self, span, items):
-        return S.Module(tuple(items), (), span)
+        return make.Module(tuple(items), (), span)
 
     def use_decl(self, span, children):
         text, alias = children[0], (children[1].value if len(children) > 1 else None)
-        return S.Use(_decode_plain_text(text), alias, span)
+        return make.Use(_decode_plain_text(text), alias, span)
 
     def attrs(self, span, children):
         return _Group(tuple(children), span)
 
     def attr_plain(self, span, children):
-        return S.Attr(children[0].value, None, span)
+        return make.Attr(children[0].value, None, span)
 
     def attr_target(self, span, children):
         names = _tokens(children, "NAME")
-        return S.Attr(names[0].value, tuple(c.value for c in names[1:]), span)
+        return make.Attr(names[0].value, tuple(c.value for c in names[1:]), span)
 
     def type_decl(self, span, children):
         attrs = children[0].items
@@ -955,7 +977,7 @@ class _Builder:
                 params = child.items
             elif isinstance(child, _Body):
                 kind, fields, ctors = child.kind, child.fields, child.ctors
-        return S.TypeDecl(name_token.value, params, kind, fields, ctors, pub, attrs,
+        return make.TypeDecl(name_token.value, params, kind, fields, ctors, pub, attrs,
                           _doc_before(span.line), span, _token_span(name_token))
 
     def type_params(self, span, children):
@@ -963,7 +985,7 @@ class _Builder:
 
     def type_param(self, span, children):
         names = _tokens(children, "UPPER")
-        return S.TypeParam(names[0].value, tuple(c.value for c in names[1:]), span)
+        return make.TypeParam(names[0].value, tuple(c.value for c in names[1:]), span)
 
     def empty_body(self, span, children):
         return _Body("record", (), (), span)
@@ -977,19 +999,19 @@ class _Builder:
     def field_decl(self, span, children):
         pub = bool(_tokens(children, "PUB"))
         name = _tokens(children, "NAME")[0]
-        return S.FieldDecl(name.value, children[-1], pub, _member_doc(span), span)
+        return make.FieldDecl(name.value, children[-1], pub, _member_doc(span), span)
 
     def named_field(self, span, children):
-        return S.FieldDecl(children[0].value, children[1], True, _member_doc(span), span)
+        return make.FieldDecl(children[0].value, children[1], True, _member_doc(span), span)
 
     def ctor_bare(self, span, children):
-        return S.CtorDecl(children[0].value, "bare", (), (), _member_doc(span), span)
+        return make.CtorDecl(children[0].value, "bare", (), (), _member_doc(span), span)
 
     def ctor_positional(self, span, children):
-        return S.CtorDecl(children[0].value, "positional", tuple(children[1:]), (), _member_doc(span), span)
+        return make.CtorDecl(children[0].value, "positional", tuple(children[1:]), (), _member_doc(span), span)
 
     def ctor_named(self, span, children):
-        return S.CtorDecl(children[0].value, "named", (), tuple(children[1:]), _member_doc(span), span)
+        return make.CtorDecl(children[0].value, "named", (), tuple(children[1:]), _member_doc(span), span)
 
     def fn_decl(self, span, children):
         attrs = children[0].items
@@ -997,7 +1019,7 @@ class _Builder:
         head: _FnHead = next(c for c in children if isinstance(c, _FnHead))
         last = children[-1]
         body = None if last is head or last is None or type(last) is Tok else last
-        return S.FnDecl(head.name, head.type_params, head.params, head.ret, head.effect, body, pub, attrs,
+        return make.FnDecl(head.name, head.type_params, head.params, head.ret, head.effect, body, pub, attrs,
                         _doc_before(span.line), span, head.name_span)
 
     def fn_head(self, span, children):
@@ -1014,7 +1036,7 @@ class _Builder:
         return _FnHead(name.value, type_params, tuple(rest[:-1]), rest[-1], effect, _token_span(name), span)
 
     def param(self, span, children):
-        return S.Param(children[0].value, children[1], span)
+        return make.Param(children[0].value, children[1], span)
 
     def effect(self, span, children):
         return _Effect(_tokens(children, "NAME")[0].value, span)
@@ -1023,12 +1045,12 @@ class _Builder:
 
     def t_named(self, span, children):
         args = children[1].items if len(children) > 1 and children[1] is not None else ()
-        return S.TNamed(children[0].value, None, args, span)
+        return make.TNamed(children[0].value, None, args, span)
 
     def t_qualified(self, span, children):
         qualifier, name = _split_qualified(children[0])
         args = children[1].items if len(children) > 1 and children[1] is not None else ()
-        return S.TNamed(name, qualifier, args, span)
+        return make.TNamed(name, qualifier, args, span)
 
     def type_args(self, span, children):
         return _Group(tuple(children), span)
@@ -1039,63 +1061,63 @@ class _Builder:
         if children and isinstance(children[-1], _Effect):
             effect = children[-1].name
             children = children[:-1]
-        return S.TFn(tuple(children[:-1]), children[-1], effect, span)
+        return make.TFn(tuple(children[:-1]), children[-1], effect, span)
 
     def t_unit(self, span, children):
-        return S.TTuple((), span)
+        return make.TTuple((), span)
 
     def t_paren(self, span, children):
         return children[0]
 
     def t_tuple(self, span, children):
-        return S.TTuple(tuple(children), span)
+        return make.TTuple(tuple(children), span)
 
     # -- statements
 
     def block(self, span, children):
-        return S.Block(tuple(children), span)
+        return make.Block(tuple(children), span)
 
     def let_stmt(self, span, children):
         type_ = children[1] if len(children) == 3 else None
-        return S.Let(children[0], type_, children[-1], span)
+        return make.Let(children[0], type_, children[-1], span)
 
     def guard_stmt(self, span, children):
-        return S.Guard(children[0], children[1], span)
+        return make.Guard(children[0], children[1], span)
 
     def local_fn(self, span, children):
         head, body = children
-        return S.FnDecl(head.name, head.type_params, head.params, head.ret, head.effect, body, False, (),
+        return make.FnDecl(head.name, head.type_params, head.params, head.ret, head.effect, body, False, (),
                         _doc_before(span.line), span, head.name_span)
 
     def expr_stmt(self, span, children):
-        return S.ExprStmt(children[0], span)
+        return make.ExprStmt(children[0], span)
 
     # -- expressions
 
     def return_expr(self, span, children):
-        return S.Return(children[0], span)
+        return make.Return(children[0], span)
 
     def binchain(self, span, children):
         return _precedence(children)
 
     def unop(self, span, children):
         op, operand = children
-        return S.Unary(op.value, operand, span)
+        return make.Unary(op.value, operand, span)
 
     def member(self, span, children):
-        return S.Member(children[0], children[1].value, span)
+        return make.Member(children[0], children[1].value, span)
 
     def call(self, span, children):
-        return S.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
+        return make.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
 
     def try_expr(self, span, children):
-        return S.Try(children[0], span)
+        return make.Try(children[0], span)
 
     def int_lit(self, span, children):
-        return S.Lit("int", children[0].value.replace("_", ""), span)
+        return make.Lit("int", children[0].value.replace("_", ""), span)
 
     def decimal_lit(self, span, children):
-        return S.Lit("decimal", children[0].value.replace("_", ""), span)
+        return make.Lit("decimal", children[0].value.replace("_", ""), span)
 
     def duration_lit(self, span, children):
         return _duration(children[0], span)
@@ -1104,49 +1126,49 @@ class _Builder:
         return _text(children[0], span)
 
     def bool_lit(self, span, children):
-        return S.Lit("bool", children[0].value, span)
+        return make.Lit("bool", children[0].value, span)
 
     def var(self, span, children):
-        return S.Var(children[0].value, span)
+        return make.Var(children[0].value, span)
 
     def ctor_ref(self, span, children):
         qualifier, name = _split_qualified(children[0])
-        return S.CtorRef(name, qualifier, span)
+        return make.CtorRef(name, qualifier, span)
 
     def unit_lit(self, span, children):
-        return S.Lit("unit", "", span)
+        return make.Lit("unit", "", span)
 
     def paren(self, span, children):
         return children[0]
 
     def tuple_lit(self, span, children):
-        return S.TupleLit(tuple(children), span)
+        return make.TupleLit(tuple(children), span)
 
     def list_lit(self, span, children):
-        return S.ListLit(tuple(c for c in children if c is not None), span)
+        return make.ListLit(tuple(c for c in children if c is not None), span)
 
     def if_expr(self, span, children):
         else_ = children[2] if len(children) > 2 else None
-        return S.If(children[0], children[1], else_, span)
+        return make.If(children[0], children[1], else_, span)
 
     def match_expr(self, span, children):
-        return S.Match(children[0], tuple(c for c in children[1:] if c is not None), span)
+        return make.Match(children[0], tuple(c for c in children[1:] if c is not None), span)
 
     def arm(self, span, children):
         if len(children) == 3:
-            return S.Arm(children[0], children[1], children[2], span)
-        return S.Arm(children[0], None, children[1], span)
+            return make.Arm(children[0], children[1], children[2], span)
+        return make.Arm(children[0], None, children[1], span)
 
     def lambda_param(self, span, children):
-        return S.Param(children[0].value, children[1] if len(children) > 1 else None, span)
+        return make.Param(children[0].value, children[1] if len(children) > 1 else None, span)
 
     def record_lit(self, span, children):
         token = children[0]
         qualifier, name = _split_qualified(token)
-        ctor = S.CtorRef(name, qualifier, _token_span(token))
+        ctor = make.CtorRef(name, qualifier, _token_span(token))
         items = children[1]
         fields, base = (items.items if items is not None else ((), None))
-        return S.RecordLit(ctor, fields, base, span)
+        return make.RecordLit(ctor, fields, base, span)
 
     def record_items(self, span, children):
         fields = tuple(c for c in children if isinstance(c, S.FieldInit))
@@ -1157,32 +1179,32 @@ class _Builder:
         return _Group((fields, base), span)
 
     def field_init(self, span, children):
-        return S.FieldInit(children[0].value, children[1], span)
+        return make.FieldInit(children[0].value, children[1], span)
 
     def field_short(self, span, children):
-        return S.FieldInit(children[0].value, None, span)
+        return make.FieldInit(children[0].value, None, span)
 
     # -- patterns
 
     def p_or(self, span, children):
-        return S.POr(tuple(children), span)
+        return make.POr(tuple(children), span)
 
     def p_wild(self, span, children):
-        return S.PWild(span)
+        return make.PWild(span)
 
     def p_bind(self, span, children):
-        return S.PBind(children[0].value, span)
+        return make.PBind(children[0].value, span)
 
     def p_int(self, span, children):
         text = "".join(c.value for c in children).replace("_", "")
-        return S.PLit(S.Lit("int", text, span), span)
+        return make.PLit(make.Lit("int", text, span), span)
 
     def p_decimal(self, span, children):
         text = "".join(c.value for c in children).replace("_", "")
-        return S.PLit(S.Lit("decimal", text, span), span)
+        return make.PLit(make.Lit("decimal", text, span), span)
 
     def p_duration(self, span, children):
-        return S.PLit(_duration(children[0], span), span)
+        return make.PLit(_duration(children[0], span), span)
 
     def p_text(self, span, children):
         lit = _text(children[0], span)
@@ -1190,30 +1212,30 @@ class _Builder:
             _state().diagnostics.append(error(
                 "syntax-error", "a pattern cannot interpolate", _location_of(span),
                 help="match the text with a plain literal and test the rest in an arm guard"))
-            lit = S.Lit("text", "", span)
-        return S.PLit(lit, span)
+            lit = make.Lit("text", "", span)
+        return make.PLit(lit, span)
 
     def p_bool(self, span, children):
-        return S.PLit(S.Lit("bool", children[0].value, span), span)
+        return make.PLit(make.Lit("bool", children[0].value, span), span)
 
     def p_unit(self, span, children):
-        return S.PLit(S.Lit("unit", "", span), span)
+        return make.PLit(make.Lit("unit", "", span), span)
 
     def p_paren(self, span, children):
         return children[0]
 
     def p_ctor_bare(self, span, children):
         qualifier, name = _split_qualified(children[0])
-        return S.PCtor(name, qualifier, "bare", (), (), False, span)
+        return make.PCtor(name, qualifier, "bare", (), (), False, span)
 
     def p_ctor_positional(self, span, children):
         qualifier, name = _split_qualified(children[0])
-        return S.PCtor(name, qualifier, "positional", tuple(children[1:]), (), False, span)
+        return make.PCtor(name, qualifier, "positional", tuple(children[1:]), (), False, span)
 
     def p_ctor_named(self, span, children):
         qualifier, name = _split_qualified(children[0])
         fields, rest = children[1].items if children[1] is not None else ((), False)
-        return S.PCtor(name, qualifier, "named", (), fields, rest, span)
+        return make.PCtor(name, qualifier, "named", (), fields, rest, span)
 
     def p_fields(self, span, children):
         fields = tuple(c for c in children if isinstance(c, S.PField))
@@ -1221,17 +1243,17 @@ class _Builder:
         return _Group((fields, rest), span)
 
     def p_field(self, span, children):
-        return S.PField(children[0].value, children[1], span)
+        return make.PField(children[0].value, children[1], span)
 
     def p_field_short(self, span, children):
-        return S.PField(children[0].value, None, span)
+        return make.PField(children[0].value, None, span)
 
     def p_tuple(self, span, children):
-        return S.PTuple(tuple(children), span)
+        return make.PTuple(tuple(children), span)
 
     def p_list(self, span, children):
         items, rest = children[0].items if children and children[0] is not None else ((), None)
-        return S.PList(items, rest, span)
+        return make.PList(items, rest, span)
 
     def p_items(self, span, children):
         items = tuple(c for c in children if not isinstance(c, _Rest))
@@ -1253,7 +1275,7 @@ class _Builder:
                 effect = child.name
             elif child is not None:
                 ret = child
-        return S.Lambda(tuple(params), ret, effect, children[-1], span)
+        return make.Lambda(tuple(params), ret, effect, children[-1], span)
 
 
 def _precedence(chain: list) -> S.Expr:
@@ -1261,7 +1283,7 @@ def _precedence(chain: list) -> S.Expr:
     left-associative; a comparison may not be an operand of another comparison."""
     if len(chain) == 3:  # one operator: nothing to weigh
         left, op, right = chain
-        return S.Binary(op.value, left, right, S.Span(left.span.line, left.span.column,
+        return make.Binary(op.value, left, right, make.Span(left.span.line, left.span.column,
                                                       right.span.end_line, right.span.end_column))
     operands = chain[0::2]
     operators = chain[1::2]
@@ -1271,7 +1293,7 @@ def _precedence(chain: list) -> S.Expr:
         # climbing would fold them.
         left = operands[0]
         for op, right in zip(operators, operands[1:]):
-            left = S.Binary(op.value, left, right, S.Span(left.span.line, left.span.column,
+            left = make.Binary(op.value, left, right, make.Span(left.span.line, left.span.column,
                                                           right.span.end_line, right.span.end_column))
         return left
     position = 0
@@ -1286,7 +1308,7 @@ def _precedence(chain: list) -> S.Expr:
                 break
             position += 1
             right = climb(power + 1)
-            left = S.Binary(op.value, left, right, S.Span(left.span.line, left.span.column,
+            left = make.Binary(op.value, left, right, make.Span(left.span.line, left.span.column,
                                                           right.span.end_line, right.span.end_column))
             if power == 3 and position < len(operators) and _PRECEDENCE[operators[position].value] == 3:
                 raise _Chained(op, operators[position])
@@ -1358,7 +1380,7 @@ def _duration(token: Tok, span: S.Span) -> S.Lit:
         _state().diagnostics.append(error(
             "literal-invalid", f"`{token.value}` is not a whole number of nanoseconds", _location_of(span)))
         nanos = Decimal(0)
-    return S.Lit("duration", str(int(nanos)), span)
+    return make.Lit("duration", str(int(nanos)), span)
 
 
 def _decode_plain_text(token: Tok) -> str:
@@ -1379,7 +1401,7 @@ def _text(token: Tok, span: S.Span) -> S.Lit | S.Interp:
     Plain runs are copied whole; only escapes and interpolations are looked at one by one."""
     raw = token.value
     if "\\" not in raw and "${" not in raw:
-        return S.Lit("text", raw[1:-1], span)
+        return make.Lit("text", raw[1:-1], span)
     body = raw[1:-1]
     parts: list[str | S.Expr] = []
     buffer: list[str] = []
@@ -1433,8 +1455,8 @@ def _text(token: Tok, span: S.Span) -> S.Lit | S.Interp:
         if text or not parts:
             parts.append(text)
     if len(parts) == 1 and isinstance(parts[0], str):
-        return S.Lit("text", parts[0], span)
-    return S.Interp(tuple(parts), span)
+        return make.Lit("text", parts[0], span)
+    return make.Interp(tuple(parts), span)
 
 
 def _interpolation_end(body: str, start: int) -> int:
@@ -1457,7 +1479,7 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     if not inner.strip():
         state.diagnostics.append(error("syntax-error", "an interpolation needs an expression",
                                        state.location(line, column - 2, line, column + 1)))
-        return S.Lit("text", "", S.Span(line, column, line, column))
+        return make.Lit("text", "", make.Span(line, column, line, column))
     tree = _parse_fast(inner, "expr_s", state, line, column)
     if tree is not _REFUSED:
         return tree
@@ -1471,7 +1493,7 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     except _TooDeep as too_deep:
         state.diagnostics.append(error("nesting-too-deep", "brackets are nested too deeply",
                                        _token_location(state, too_deep.token)))
-    return S.Lit("text", "", S.Span(line, column, line, column))
+    return make.Lit("text", "", make.Span(line, column, line, column))
 
 
 def main(argv: list[str] | None = None) -> int:

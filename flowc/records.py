@@ -93,6 +93,43 @@ def _make(cls, frozen: bool):
     return new
 
 
+def maker(cls):
+    """A function that makes an instance of the record class `cls` from its fields, as calling
+    the class does (same parameters and defaults), at about half the cost.
+
+    A frozen record's `__init__` can only fill its slots through their descriptors' `__set__`,
+    a slow call each. The maker makes the instance as a twin class without the frozen guard (same
+    slots, so the same layout), fills the slots by plain assignment, then gives the instance its
+    class. For the hot paths that make many records (the tree builder makes one or two at every
+    reduction); a class with `__post_init__` or a default factory has none."""
+    names = tuple(cls.__dataclass_fields__)
+    fields = cls.__dataclass_fields__.values()
+    if hasattr(cls, "__post_init__") or any(f.default_factory is not _MISSING for f in fields) \
+            or "_made" in names:
+        raise TypeError(f"{cls.__name__} has no maker")
+    count = len(names)
+    template = _MAKER_TEMPLATES.get(count)
+    if template is None:
+        body = "".join(f"    _made.a{i} = a{i}\n" for i in range(count))
+        namespace: dict[str, object] = {}
+        exec(f"def make({', '.join(f'a{i}' for i in range(count))}):\n    _made = _new(_twin)\n{body}"
+             "    _made.__class__ = _cls\n    return _made\n", namespace)
+        template = _MAKER_TEMPLATES[count] = namespace["make"].__code__  # type: ignore[attr-defined]
+    rename = {f"a{i}": name for i, name in enumerate(names)}
+    code = template.replace(co_varnames=(*names, "_made"),
+                            co_names=tuple(rename.get(name, name) for name in template.co_names))
+    twin = type(cls.__name__, (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
+                                       "__delattr__": object.__delattr__, "__module__": cls.__module__})
+    given = tuple(f.default for f in fields if f.default is not _MISSING)
+    make = FunctionType(code, {"_new": object.__new__, "_twin": twin, "_cls": cls}, "make", given or None)
+    make.__qualname__ = f"{cls.__qualname__}.make"
+    return make
+
+
+#: Maker code for each number of fields, with parameters and attributes `a0`, `a1`, ...
+_MAKER_TEMPLATES: dict[int, CodeType] = {}
+
+
 def _set_default(body: dict, name: str, value) -> None:
     if name not in body:
         body[name] = value

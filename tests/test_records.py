@@ -13,7 +13,7 @@ import pytest
 
 from flowc import syntax as S
 from flowc.parse import parse
-from flowc.records import record
+from flowc.records import maker, record
 
 
 def _declare(decorate, mutable_decorate):
@@ -106,6 +106,22 @@ def test_frozen_records_refuse_assignment_like_dataclasses():
     mutable = RECORDS[5]("k")
     mutable.used = True
     assert mutable.used
+
+
+def test_a_maker_makes_what_the_class_makes():
+    span, node, one, empty, checked, mutable = RECORDS
+    for cls, args in ((span, (1, 2)), (node, ("x",)), (node, ("x", (1,), span(3, 4))), (one, (7,)), (empty, ())):
+        made = maker(cls)(*args)
+        assert type(made) is cls and made == cls(*args) and hash(made) == hash(cls(*args))
+        assert pickle.loads(pickle.dumps(made)) == made
+    assert maker(node)(name="x", span=span(1, 1)) == node("x", (), span(1, 1))
+    made = maker(node)("x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.name = "y"
+    with pytest.raises(TypeError):
+        maker(checked)  # its __post_init__ would not run
+    with pytest.raises(TypeError):
+        maker(mutable)  # nor its default factory
 
 
 def test_defaults_factories_post_init_and_methods():
