@@ -387,6 +387,7 @@ class Parser:
         collect = self._collect
         trailing = self._trailing_chars
         new = _new_tok
+        PLAIN, SKIP, CAREFUL = _PLAIN, _SKIP, _CAREFUL  # (locals are read quicker than globals)
 
         state = self._start_states[start]
         states = [state]
@@ -412,7 +413,7 @@ class Parser:
                     if found is None:
                         raise Refused
                     end = found.end()
-                    if what == _SKIP:
+                    if what == SKIP:
                         newlines = text.count("\n", pos, end)
                         if newlines:
                             line += newlines
@@ -429,11 +430,11 @@ class Parser:
                     if text[end:end + 1] in trailing:
                         end = match(text, end).end()
                 column = pos - base
-                if what == _PLAIN:
+                if what == PLAIN:
                     token = new(Tok, (kind, value, line, column, line, column + len(value)))
                 else:
                     first_line = line
-                    if what == _CAREFUL:  # the token may span lines, or be ignored
+                    if what == CAREFUL:  # the token may span lines, or be ignored
                         if kind in newline_types:
                             newlines = value.count("\n")
                             if newlines:

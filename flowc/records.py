@@ -156,7 +156,11 @@ def _repr(names: tuple[str, ...]):
 
 
 def _eq(key):
+    # A record is equal to itself without comparing its fields (the checker compares shared type
+    # values often); a dataclass's field tuples would compare equal item by item all the same.
     def __eq__(self, other):
+        if other is self:
+            return True
         if other.__class__ is self.__class__:
             return key(self) == key(other)
         return NotImplemented
