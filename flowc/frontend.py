@@ -132,9 +132,18 @@ def program_identity(program: Program) -> str:
 
 
 _STACK_BYTES = 512 * 1024 * 1024
+#: The stack size for new threads and the recursion limit are the process's, not a thread's: two
+#: checks at once (the MCP server answers requests concurrently) would restore each other's
+#: limits mid-check. Checks take turns; they share one interpreter lock anyway.
+_one_check_at_a_time = threading.Lock()
 
 
 def _run_with_big_stack(work) -> None:
+    with _one_check_at_a_time:
+        _run_locked(work)
+
+
+def _run_locked(work) -> None:
     old_limit = sys.getrecursionlimit()
     old_size = threading.stack_size()
     try:

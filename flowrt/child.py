@@ -366,6 +366,9 @@ class Child:
         #: called whenever `recv` is about to sleep on the child (the run makes a written Reply
         #: durable then: see flowrt/run.py)
         self.before_sleep: Callable[[], None] | None = None
+        #: called after each sleep that ended with nothing to read: it raises to stop waiting
+        #: (the run halts: see `flowrt.run.Driver.request_halt`)
+        self.check_halt: Callable[[], None] | None = None
 
     @classmethod
     def start(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS, *,
@@ -547,6 +550,8 @@ class Child:
                 events = poller.poll(self._tick(deadline) * 1000)
                 if events:
                     self._spin.woke(time.perf_counter())
+                elif self.check_halt is not None:
+                    self.check_halt()
             else:
                 events = poller.poll(0)
             readable = False

@@ -184,6 +184,18 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
     ctx.exit(2 if root_problems else 0)
 
 
+@main.command("mcp")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--allow", is_flag=True,
+              help="Approve running the implementations flow.toml names (the server never asks).")
+@_color_option
+def mcp_command(runs_dir: str | None, allow: bool, color: str | None) -> None:
+    """Serve check, run, resume, replay, history and runs as MCP tools on stdin and stdout."""
+    from flowrt.mcp_server import serve
+
+    serve(_runs_dir(runs_dir), allow=allow)
+
+
 @main.command("redact")
 @click.argument("run_id")
 @click.option("--fact", "fact", type=int, required=True, help="The fact whose stored value becomes a hole.")

@@ -26,37 +26,42 @@ def _value(store: RunStore, fact: dict, field: str) -> Any:
         return None
 
 
-def _short(value: Any) -> str:
+def _short_value(value: Any, width: int | None = SUMMARY_WIDTH) -> str:
     text = abi.canonical_json(value).decode("utf-8") if value is not None else ""
-    return text if len(text) <= SUMMARY_WIDTH else text[:SUMMARY_WIDTH - 1] + "…"
+    return text if width is None or len(text) <= width else text[:width - 1] + "…"
 
 
-def describe_fact(store: RunStore, fact: dict) -> dict:
-    """A fact as the inspection view shows it: its identity fields and a one-line summary."""
+def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WIDTH) -> dict:
+    """A fact as the inspection view shows it: its identity fields and a one-line summary (each
+    value in it cut to `width` code points; None: whole)."""
     kind = fact["kind"]
+
+    def short(value: Any) -> str:
+        return _short_value(value, width)
+
     row: dict[str, Any] = {"n": fact["n"], "kind": kind, "hash": fact["hash"]}
     if kind == "Start":
         row["summary"] = (f"program={fact['program'][:15]} {fact.get('std')} entry={fact['entry']['module']}."
-                          f"{fact['entry']['function']} input={_short(_value(store, fact, 'input'))}")
+                          f"{fact['entry']['function']} input={short(_value(store, fact, 'input'))}")
     elif kind == "Call":
         row.update(call=fact["call"], tool=fact["tool"])
-        row["summary"] = f"{fact['tool']}({_short(_value(store, fact, 'arguments'))})"
+        row["summary"] = f"{fact['tool']}({short(_value(store, fact, 'arguments'))})"
     elif kind == "Reply":
         row["call"] = fact["call"]
-        row["summary"] = _short(_value(store, fact, "outcome"))
+        row["summary"] = short(_value(store, fact, "outcome"))
     elif kind == "Choice":
         row.update(task=fact["task"], picked=fact["picked"])
         row["summary"] = f"picked {fact['picked']}"
     elif kind == "Stop":
         row.update(task=fact["task"], by=fact.get("by"), closed=fact.get("closed", []))
         found = _value(store, fact, "found")
-        row["summary"] = ("found running" if found == "Running" else f"found finished {_short(found)}") + \
+        row["summary"] = ("found running" if found == "Running" else f"found finished {short(found)}") + \
             (f", closed {', '.join(fact.get('closed', []))} with no reply" if fact.get("closed") else "")
     elif kind == "Checkpoint":
         row["function"] = fact["function"]
-        row["summary"] = f"{fact['function']['name']}({_short(_value(store, fact, 'arguments'))})"
+        row["summary"] = f"{fact['function']['name']}({short(_value(store, fact, 'arguments'))})"
     elif kind == "End":
-        row["summary"] = _short(_value(store, fact, "outcome"))
+        row["summary"] = short(_value(store, fact, "outcome"))
     for name in ("input", "arguments", "outcome", "found"):
         if store.is_hole(fact, name):
             row["hole"] = {"field": name, "hash": fact.get(name + "_ref")}
@@ -102,7 +107,7 @@ def render_history(view: dict, *, summary: bool) -> str:
         lines.append("rounds (the checkpoint places a re-run passes):")
         for r in view["rounds"]:
             taken = f"checkpoint fact {r['checkpoint']}" if r.get("checkpoint") else "no checkpoint taken"
-            lines.append(f"  after fact {r['after_fact']}: {r['function']['name']}({_short(r['arguments'])})  [{taken}]")
+            lines.append(f"  after fact {r['after_fact']}: {r['function']['name']}({_short_value(r['arguments'])})  [{taken}]")
         lines.append("tasks carried across rounds: none (a checkpoint holds no other live task)")
     if view["pending"]:
         lines.append("pending calls: " + ", ".join(view["pending"]))

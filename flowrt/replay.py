@@ -612,7 +612,8 @@ def _replay(runs_dir: str, run_id: str, current: Checked | None = None) -> Repla
 
 def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
-           durability: str = "fsync") -> RunOutcome:
+           durability: str = "fsync", halt=None) -> RunOutcome:
+    """Continue a paused, halted or crashed run. `halt`: as for `flowrt.run.run`."""
     try:
         store = RunStore.open(runs_dir, run_id, for_append=True, durability=durability)
     except StorageError as problem:
@@ -646,7 +647,9 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
         except _Incomplete as incomplete:
             return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
-        return drive_live(ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend))
+        driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
+        driver.halt = halt
+        return drive_live(driver)
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:

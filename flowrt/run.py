@@ -14,6 +14,7 @@ import os
 import queue
 import secrets
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from flowrt.files import read_text
 from flowrt.store import RunStore, StorageError
 
 REPLY_LIMIT = 1024 * 1024  # bytes of canonical JSON; larger replies are admitted as BadReply
+HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
 
 
 @dataclass
@@ -287,6 +289,11 @@ def checkpoint_functions(checked: Checked) -> dict[str, dict]:
     return out
 
 
+class HaltRequested(KeyboardInterrupt):
+    """A halt asked for from another thread by setting the run's `halt` event (an MCP client
+    cancelled the call that drives the run). It is an interrupt, handled exactly as Ctrl-C is."""
+
+
 class Driver:
     """Runs the child and records facts. One per live run (and per resume)."""
 
@@ -308,6 +315,24 @@ class Driver:
         self.inline: tuple | None = None
         self.kill_after = kill_target()
         self.admitters: dict[str, Any] = {}  # Tool identity -> its `admitter`
+        #: set from another thread to halt the run as an interrupt does: noticed within a poll
+        #: tick while the host waits on the child or for a reply, and after a Tool call served
+        #: on the host's own thread returns
+        self.halt: threading.Event | None = None
+
+    def check_halt(self) -> None:
+        halt = self.halt
+        if halt is not None and halt.is_set():
+            raise HaltRequested
+
+    def next_reply(self) -> tuple[str, Any]:
+        if self.halt is None:
+            return self.replies.get()
+        while True:
+            try:
+                return self.replies.get(timeout=HALT_TICK)
+            except queue.Empty:
+                self.check_halt()
 
     def deliver(self, call_id: str, outcome: Any) -> None:
         self.replies.put((call_id, outcome))
@@ -357,7 +382,9 @@ class Driver:
         # The child usually asks for the next call within a spin, and that Call's fsync covers
         # the Reply before it; when it does not, the Reply is synced while the host sleeps.
         self.child.before_sleep = self.store.sync
+        self.child.check_halt = self.check_halt
         try:
+            self.check_halt()
             self.child.send(self.load_message())
             self.begin()
             recv = self.child.recv
@@ -443,11 +470,12 @@ class Driver:
                 self.make_durable()
                 ids = sorted(open_calls)
                 return RunOutcome(3, self.run_id, pending=ids)
+            self.check_halt()
             if self.arrived:
                 call_id, outcome = self.arrived.pop(0)
             else:
                 self.make_durable()
-                call_id, outcome = self.replies.get()
+                call_id, outcome = self.next_reply()
             if call_id not in open_calls:
                 continue
             if outcome is B.PENDING:
@@ -577,11 +605,15 @@ def admitter(description: dict):
 
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
-        checkpoints: str = "every", inline_limit: int | None = None, child=None) -> RunOutcome:
+        checkpoints: str = "every", inline_limit: int | None = None, child=None,
+        halt: threading.Event | None = None, on_start=None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
-    run then owns (the CLI starts it before it imports the compiler, see `flowrt.cli`)."""
+    run then owns (the CLI starts it before it imports the compiler, see `flowrt.cli`).
+    `halt`: an event another thread may set to halt the run as an interrupt does (before Start,
+    the run does not start: exit 130, nothing recorded). `on_start(run_id, start_fact)` is called
+    once storage has accepted Start, before the program is driven."""
     if child is None:
         from flowrt.child import Child
 
@@ -595,6 +627,9 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     except BaseException:
         child.kill()
         raise
+    if halt is not None and halt.is_set():
+        child.kill()
+        return RunOutcome(130, message="halted before the run started")
     run_id = new_run_id()
     fields, sources = start_fields(prepared)
     try:
@@ -609,7 +644,10 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
     store.host_record({"kind": "checkpoints", "policy": checkpoints})
     driver = Driver(prepared, store, run_id, child, checkpoints)
+    driver.halt = halt
     try:
+        if on_start is not None:
+            on_start(run_id, store.facts()[0])
         outcome = driver.run()
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")

@@ -318,3 +318,41 @@ def test_every_fact_is_durable_before_anything_leaves_the_host(tmp_path, monkeyp
     [history] = runs.glob("*/history.jsonl")
     assert history.stat().st_size == written(history) == synced_size["history"]
     assert kinds(runs, outcome.run_id).count("Reply") == 200
+
+
+def test_a_halt_asked_for_from_another_thread_halts_as_an_interrupt_does(tmp_path):
+    """`run(..., halt=event)` (what the MCP server sets when a client cancels): the run stops
+    with a `halted` record and no End, and `flow resume` continues it."""
+    import threading
+
+    from flowrt.replay import resume
+    from flowrt.run import run
+
+    (tmp_path / "echo.flow").write_text(ECHO_LOOP)
+    runs = tmp_path / "runs"
+    halt = threading.Event()
+    started = []
+
+    async def echo(n):  # served on a worker: the host waits for its reply
+        if n == 3:
+            halt.set()
+            import asyncio
+
+            await asyncio.sleep(0.3)
+        return n
+
+    outcome = run(str(tmp_path / "echo.flow"), input_text='{"n": 5}', runs_dir=str(runs),
+                  python_tools={"echo.echo": echo}, halt=halt, on_start=lambda run_id, fact: started.append(fact))
+    assert outcome.exit_code == 130 and outcome.message == "halted by an interrupt"
+    assert [f["kind"] for f in started] == ["Start"]
+    store = RunStore.open(str(runs), outcome.run_id, for_append=False)
+    assert not store.ended and [r["kind"] for r in store.host_records()][-1] == "halted"
+    resumed = resume(str(runs), outcome.run_id, python_tools={"echo.echo": lambda n: n},
+                     resend={f["call"] for f in store.facts() if f["kind"] == "Call"} - {
+                         f["call"] for f in store.facts() if f["kind"] == "Reply"})
+    assert resumed.exit_code == 0 and orjson.loads(resumed.output) == 15
+    before = threading.Event()
+    before.set()
+    refused = run(str(tmp_path / "echo.flow"), input_text='{"n": 1}', runs_dir=str(tmp_path / "other"),
+                  python_tools={"echo.echo": echo}, halt=before)
+    assert refused.exit_code == 130 and refused.run_id is None and not (tmp_path / "other").exists()

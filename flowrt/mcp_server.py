@@ -1,0 +1,312 @@
+"""`flow mcp`: the Model Context Protocol server (the execution seed's "CLI and MCP surface").
+
+It offers check, run, resume, replay, history and runs as tools, with the meaning the commands of
+the same names have: each tool calls the function its command calls and returns that function's
+result as data (never styled). Requests are answered concurrently: each tool's work runs on a
+worker thread, so a long run holds up no other request. A client that cancels a run or resume
+halts the run as an interrupt does (a `halted` host record, no End; `flow resume` continues it),
+and the cancelled call is answered by nothing (the SDK drops it).
+
+The server never asks for approval: a run or resume that needs an implementation flow.toml names
+is refused unless the server was started with `--allow`. It uses one runs directory, chosen when
+it starts (`--runs`, `$FLOW_RUNS` or `./.flow/runs`).
+
+For a run request with a progress token, one progress notification says that storage accepted
+Start, before the program is driven: progress 1, a message naming the run, and in `_meta` the
+request id (as the client typed it), the run id, the fact number and its hash. It carries no Flow
+value. If it cannot be sent, the run is halted, as a failed transport asks (the Start stays).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import orjson
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from flowrt.abi import canonical_json
+from flowrt.store import Hole, RunNotFound, RunStore, StorageError
+
+PAGE_DEFAULT, PAGE_MAX = 50, 200
+TEXT_LIMIT = 1024  # code points of a fact's summary
+VALUE_LIMIT = 4096  # bytes of a fact's value JSON; larger values are omitted
+SOURCE_CHUNK = 4096  # code points of recorded source per page
+KINDS = ("Start", "Call", "Reply", "Choice", "Stop", "Checkpoint", "End")
+VALUE_FIELDS = {"Start": ("input",), "Call": ("arguments",), "Reply": ("outcome",), "Stop": ("found",),
+                "Checkpoint": ("arguments",), "End": ("outcome",), "Choice": ()}
+_ENDINGS = {0: "completed", 1: "faulted", 2: "refused", 3: "paused", 4: "completed", 5: "storage-failure",
+            130: "halted"}
+
+INSTRUCTIONS = """Flow programs are typed, durable orchestrations. `check` checks programs; `run` runs one
+and records its history; `resume` continues a paused, halted or crashed run (answering an open call
+with `call` and `reply`); `replay` re-runs a run against its history, calling nothing; `history` pages
+through a run's recorded facts and sources; `runs` lists stored runs. Results are JSON data."""
+
+
+def build_server(runs_dir: str, *, allow: bool = False) -> MCPServer:
+    """The server, its tools bound to `runs_dir` and the approval policy `allow`."""
+    server = MCPServer("flow", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    async def check(paths: list[str]) -> dict[str, Any]:
+        """Check Flow programs (files, or directories searched for .flow files): every diagnostic,
+        and the places a checkpoint can be taken. `ok` is false when any error was found."""
+        from flowrt.check_cmd import run_check
+
+        if not paths:
+            raise ToolError("give at least one path")
+        report = await anyio.to_thread.run_sync(run_check, list(paths))
+        return report.to_json()
+
+    async def run(file: str, ctx: Context, entry: str = "main",
+                  input: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run the `pub flow` `entry` of the program `file` live with `input` (an object keyed by
+        parameter name), recording its history in the server's runs directory. Returns the exit
+        code and ending, the run id, the entry's result (`output`), pending calls when it paused,
+        the fault, or the diagnostics of a refusal. Cancelling the call halts the run."""
+        from flowrt.run import run as run_program
+
+        text = orjson.dumps(input if input is not None else {}).decode()
+        announce = _announcer(ctx)
+        return await _drive(lambda halt: run_program(file, entry=entry, input_text=text, runs_dir=runs_dir,
+                                                     allow=allow, ask=None, halt=halt,
+                                                     on_start=lambda run_id, start: announce(halt, run_id, start)))
+
+    async def resume(run: str, call: str | None = None, reply: dict[str, Any] | None = None,
+                     resend: list[str] | None = None) -> dict[str, Any]:
+        """Continue a paused, halted or crashed run from its history. `call` and `reply` (an
+        outcome: {"Ok": value} or {"Err": problem}) answer an open call; `resend` names calls
+        that were out at a crash to send again under the same ids. Cancelling the call halts the
+        run."""
+        from flowrt.replay import resume as resume_run
+
+        if (call is None) != (reply is None):
+            raise ToolError("call and reply go together")
+        reply_text = None if reply is None else orjson.dumps(reply).decode()
+        return await _drive(lambda halt: resume_run(runs_dir, run, call=call, reply_text=reply_text,
+                                                    resend=set(resend or ()), allow=allow, ask=None, halt=halt))
+
+    async def replay(run: str) -> dict[str, Any]:
+        """Re-run a recorded run against its history, calling nothing: Matched, Incomplete, or
+        Diverged at a fact. A damaged history is a storage failure, never a verdict."""
+        from flowrt.replay import replay as replay_run
+
+        result = await anyio.to_thread.run_sync(replay_run, runs_dir, run)
+        verdict = result.verdict.to_json() if result.verdict is not None else None
+        return {"exitCode": result.exit_code, "run": run, "verdict": verdict, "message": result.message,
+                "diagnostics": [d.to_json() for d in result.diagnostics]}
+
+    async def history(run: str, kind: str | None = None, offset: int = 0, limit: int = PAGE_DEFAULT,
+                      source: str | None = None, source_offset: int = 0) -> dict[str, Any]:
+        """A page of a run's verified history: its identity, state, truncation, recorded
+        sources, and the facts (of `kind` only, when given) from `offset`, `limit` of them (1 to
+        200), numbered as recorded. `source` (a module of the recorded sources) adds up to 4096
+        code points of its recorded text from `source_offset`. Facts are shown bounded: a summary
+        of at most 1024 code points, and values only when their JSON is at most 4096 bytes."""
+        if kind is not None and kind not in KINDS:
+            raise ToolError(f"kind is one of {', '.join(KINDS)}")
+        _check_page(offset, limit)
+        if type(source_offset) is not int or source_offset < 0:
+            raise ToolError("source_offset is a number >= 0")
+        return await anyio.to_thread.run_sync(
+            lambda: history_page(runs_dir, run, kind=kind, offset=offset, limit=limit, source=source,
+                                 source_offset=source_offset))
+
+    async def runs(limit: int = PAGE_DEFAULT, after: str | None = None) -> dict[str, Any]:
+        """A page of the stored runs in the server's runs directory, by id (metadata only: no
+        value or source is read). `limit` is 1 to 200; `after` starts after that run id;
+        `nextAfter` is the cursor for the next page (null at the end)."""
+        from flowrt.store import scan_runs
+
+        if type(limit) is not int or not 1 <= limit <= PAGE_MAX:
+            raise ToolError(f"limit is a number from 1 to {PAGE_MAX}")
+        try:
+            return await anyio.to_thread.run_sync(lambda: scan_runs(runs_dir, limit=limit, after=after))
+        except ValueError as problem:
+            raise ToolError(str(problem)) from None
+
+    for tool in (check, run, resume, replay, history, runs):
+        server.add_tool(tool, structured_output=True)
+    return server
+
+
+def serve(runs_dir: str, *, allow: bool = False) -> None:
+    """Serve on standard input and output until the client closes them."""
+    build_server(runs_dir, allow=allow).run("stdio")
+
+
+# ---- driving runs ------------------------------------------------------------------------------
+
+
+async def _drive(work) -> dict[str, Any]:
+    """Run `work(halt)` (a run or a resume) on a worker thread. If the request is cancelled, set
+    `halt` and wait for the run to stop (it writes its `halted` record) before letting the
+    cancellation go on: the run is halted, not abandoned."""
+    halt = threading.Event()
+    done = threading.Event()
+    box: list = []
+
+    def target() -> None:
+        try:
+            box.append(work(halt))
+        finally:
+            done.set()
+
+    try:
+        await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        halt.set()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(done.wait)
+        raise
+    return outcome_json(box[0])
+
+
+def _announcer(ctx: Context):
+    """What `on_start` calls on the worker thread: the progress notification of an accepted
+    Start, when the request asked for progress (see the module's doc)."""
+    context = ctx.request_context
+    meta = context.meta or {}
+    token = meta.get("progress_token") if isinstance(meta, dict) else getattr(meta, "progress_token", None)
+    request_id = context.request_id
+
+    def announce(halt: threading.Event, run_id: str, start: dict) -> None:
+        if token is None:
+            return
+        from mcp_types import ProgressNotification, ProgressNotificationParams
+
+        notification = ProgressNotification(params=ProgressNotificationParams(
+            progress_token=token, progress=1, message=f"run {run_id} started (fact {start['n']} accepted)",
+            _meta={"ng.flowla/request": request_id, "ng.flowla/run": run_id,
+                   "ng.flowla/fact": str(start["n"]), "ng.flowla/hash": start["hash"]}))
+        try:
+            anyio.from_thread.run(context.session.send_notification, notification, request_id)
+        except Exception:  # noqa: BLE001 - the transport failed: halt, keep the Start
+            halt.set()
+
+    return announce
+
+
+def outcome_json(outcome) -> dict[str, Any]:
+    """A `RunOutcome` as data: what `flow run` and `flow resume` print, unstyled."""
+    # json (not orjson) reads integers beyond 64 bits exactly
+    output = json.loads(outcome.output) if outcome.output is not None else None
+    return {
+        "exitCode": outcome.exit_code,
+        "ending": _ENDINGS.get(outcome.exit_code, "faulted"),
+        "run": outcome.run_id,
+        "output": output,
+        "pending": list(outcome.pending),
+        "fault": outcome.fault,
+        "message": outcome.message,
+        "diagnostics": [d.to_json() for d in outcome.diagnostics],
+    }
+
+
+# ---- the history view --------------------------------------------------------------------------
+
+
+def _check_page(offset: int, limit: int) -> None:
+    if type(offset) is not int or offset < 0:
+        raise ToolError("offset is a number >= 0")
+    if type(limit) is not int or not 1 <= limit <= PAGE_MAX:
+        raise ToolError(f"limit is a number from 1 to {PAGE_MAX}")
+
+
+def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, limit: int,
+                 source: str | None, source_offset: int) -> dict[str, Any]:
+    """The MCP history view (the execution seed's bounds). Reads the verified record and its
+    recorded sources only: it evaluates nothing, binds nothing and changes nothing."""
+    from flowrt.inspect_cmd import describe_fact
+    from flowrt.replay import open_calls
+
+    try:
+        store = RunStore.open(runs_dir, run_id, for_append=False)
+    except StorageError as problem:
+        raise ToolError(f"storage failure: {problem}") from None
+    except (RunNotFound, ValueError) as problem:
+        raise ToolError(str(problem)) from None
+    try:
+        facts = store.facts()
+        start = facts[0]
+        modules = start.get("modules", [])
+        known = {m["module"]: m for m in modules}
+        if source is not None and source not in known:
+            raise ToolError(f"run {run_id} recorded no module `{source}`")
+        sources = []
+        text_of: dict[str, str | None] = {}
+        for module in modules:
+            try:
+                text_of[module["module"]] = text = store.source(module["hash"])
+            except StorageError:
+                text_of[module["module"]] = text = None
+            sources.append({"module": module["module"], "commit": module.get("commit"), "hash": module["hash"],
+                            "available": text is not None, "length": len(text) if text is not None else None})
+        selected = [f for f in facts if kind is None or f["kind"] == kind]
+        page = selected[offset:offset + limit]
+        after = offset + len(page)
+        ended = store.ended
+        view: dict[str, Any] = {
+            "run": run_id,
+            "program": start.get("program"),
+            "entry": start.get("entry"),
+            "state": "ended" if ended else ("paused" if open_calls(store) else "open"),
+            "ending": facts[-1].get("ending") if ended else None,
+            "truncated": store.torn_tail is not None,
+            "sources": sources,
+            "facts": [_bounded_fact(store, fact, describe_fact(store, fact, width=None)) for fact in page],
+            "page": {"total": len(selected), "offset": offset, "limit": limit,
+                     "nextOffset": after if after < len(selected) else None},
+        }
+        if source is not None:
+            text = text_of[source]
+            if text is None:
+                raise ToolError(f"the recorded source of `{source}` is unavailable")
+            end = source_offset + SOURCE_CHUNK
+            view["source"] = {"module": source, "offset": source_offset, "text": text[source_offset:end],
+                              "nextOffset": end if end < len(text) else None}
+        return view
+    finally:
+        store.close()
+
+
+def _bounded_fact(store: RunStore, fact: dict, row: dict) -> dict:
+    """A fact's row with its summary bounded and its values shown when small enough: a value is
+    omitted whole (`valuesOmitted`) rather than cut, while whether it is available, and its hash
+    when stored by reference, stay visible."""
+    summary = row.get("summary", "")
+    row["saysTruncated"] = len(summary) > TEXT_LIMIT
+    if row["saysTruncated"]:
+        row["summary"] = summary[:TEXT_LIMIT - 1] + "…"
+    values: dict[str, Any] = {}
+    stored: list[dict] = []
+    omitted = False
+    for name in VALUE_FIELDS[fact["kind"]]:
+        ref = fact.get(name + "_ref")
+        if name not in fact and ref is None:
+            continue
+        entry: dict[str, Any] = {"field": name, "ref": ref}
+        try:
+            value = store.value(fact, name)
+            entry["available"] = True
+        except Hole:
+            entry["available"], entry["hole"] = False, True
+            stored.append(entry)
+            continue
+        except StorageError:
+            entry["available"] = False
+            stored.append(entry)
+            continue
+        stored.append(entry)
+        if len(canonical_json(value)) > VALUE_LIMIT:
+            omitted = True
+        else:
+            values[name] = value
+    row["values"] = {} if omitted else values
+    row["valuesOmitted"] = omitted
+    row["stored"] = stored
+    return row

@@ -1,0 +1,303 @@
+"""`flow mcp` through a real MCP client (the SDK's stdio client, spawning the server as a user's
+MCP host would): the six tools, their meaning next to the CLI's, concurrency, cancellation as a
+halt, the accepted-Start progress notification, approval and the history view's bounds."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from flowrt.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+SLOW_FLOW = """\
+/// Waits until a file appears (the test decides when), then answers its text.
+@tool pub flow wait(path: Text) -> Text
+
+pub flow main(path: Text) -> Text !tool = "got ${wait(path)}"
+"""
+
+SLOW_TOOL = """\
+import os, time
+from flowrt.toolkit import serve
+
+def wait(path):
+    for _ in range(3000):
+        if os.path.exists(path):
+            return open(path).read()
+        time.sleep(0.01)
+    return "gave up"
+
+serve({"slow.wait": wait}, declared_in="slow.flow")
+"""
+
+BIG_FLOW = """\
+pub flow main(n: Int) -> Text = pad("", n)
+
+flow pad(acc: Text, n: Int) -> Text = if n == 0 { acc } else { pad("${acc}x", n - 1) }
+"""
+
+
+def slow_program(directory: Path) -> Path:
+    (directory / "slow.flow").write_text(SLOW_FLOW)
+    (directory / "slow_tool.py").write_text(SLOW_TOOL)
+    (directory / "flow.toml").write_text('[tools]\n"slow" = { command = ["%s", "slow_tool.py"] }\n' % sys.executable)
+    return directory / "slow.flow"
+
+
+def session(runs: Path, *, allow: bool = True, messages: list | None = None):
+    """A client session with a server started as `flow mcp --runs RUNS [--allow]`."""
+    args = ["-m", "flowrt.cli", "mcp", "--runs", str(runs)] + (["--allow"] if allow else [])
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
+
+    @contextlib.asynccontextmanager
+    async def opened():
+        async def handle(message):
+            if messages is not None:
+                messages.append(message)
+
+        async with contextlib.AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=stack.enter_context(
+                open(os.devnull, "w"))))
+            client = await stack.enter_async_context(ClientSession(read, write, message_handler=handle))
+            await client.initialize()
+            yield client
+
+    return opened()
+
+
+def call(client, name: str, arguments: dict, **kw):
+    return client.call_tool(name, arguments, **kw)
+
+
+def scenario(fn):
+    """Run an async test body with anyio (pytest sees its signature, so fixtures still come)."""
+    @functools.wraps(fn)
+    def test(*args, **kwargs):
+        anyio.run(lambda: fn(*args, **kwargs))
+
+    return test
+
+
+ORDER = {"order": {"id": "o-1", "item": "kettle", "quantity": 1, "cents": 2599}}
+
+
+@scenario
+async def test_the_six_tools_and_a_run_that_completes(tmp_path):
+    runs = tmp_path / "runs"
+    messages: list = []
+    async with session(runs, messages=messages) as client:
+        listed = await client.list_tools()
+        assert sorted(t.name for t in listed.tools) == ["check", "history", "replay", "resume", "run", "runs"]
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append((value, message))
+
+        done = await call(client, "run", {"file": str(EXAMPLES / "orders" / "main.flow"), "input": ORDER},
+                          progress_callback=on_progress)
+        result = done.structured_content
+        assert not done.is_error and result["exitCode"] == 0 and result["ending"] == "completed"
+        assert result["output"] == {"Ok": {"charge": result["output"]["Ok"]["charge"], "order": "o-1",
+                                           "tracking": result["output"]["Ok"]["tracking"]}}
+        run_id = result["run"]
+        start = RunStore.open(str(runs), run_id, for_append=False).facts()[0]
+        # One progress notification: Start accepted, naming the recorded run and fact, no values.
+        assert progress == [(1.0, f"run {run_id} started (fact 1 accepted)")]
+        [note] = [m for m in messages if getattr(m, "method", None) == "notifications/progress"]
+        meta = note.params.meta
+        assert meta["ng.flowla/run"] == run_id and meta["ng.flowla/fact"] == "1"
+        assert meta["ng.flowla/hash"] == start["hash"] and type(meta["ng.flowla/request"]) is int
+        assert "o-1" not in json.dumps(note.params.model_dump(by_alias=True))
+        replayed = (await call(client, "replay", {"run": run_id})).structured_content
+        assert replayed["exitCode"] == 0 and replayed["verdict"]["verdict"] == "Matched"
+        page = (await call(client, "runs", {})).structured_content
+        assert [row["run"] for row in page["runs"]] == [run_id] and page["runs"][0]["record"] == "complete"
+        assert page["nextAfter"] is None
+
+
+@scenario
+async def test_check_reports_diagnostics_as_data(tmp_path):
+    broken = tmp_path / "broken.flow"
+    broken.write_text("pub flow main() -> Int = missing + 1\n")
+    async with session(tmp_path / "runs") as client:
+        good = (await call(client, "check", {"paths": [str(EXAMPLES / "support")]})).structured_content
+        assert good["ok"] and good["diagnostics"] == [] and good["checkpoints"]
+        bad = (await call(client, "check", {"paths": [str(broken)]})).structured_content
+        assert not bad["ok"]
+        [diagnostic] = bad["diagnostics"]
+        assert diagnostic["severity"] == "error" and diagnostic["location"]["line"] == 1
+        assert "\x1b[" not in json.dumps(bad)  # never styled
+
+
+@scenario
+async def test_without_allow_a_run_needing_a_manifest_command_is_refused(tmp_path):
+    runs = tmp_path / "runs"
+    async with session(runs, allow=False) as client:
+        done = (await call(client, "run", {"file": str(EXAMPLES / "orders" / "main.flow"), "input": ORDER})
+                ).structured_content
+        assert done["exitCode"] == 2 and done["run"] is None and done["diagnostics"]
+        assert (await call(client, "runs", {})).structured_content["runs"] == []  # nothing recorded
+
+
+@scenario
+async def test_bad_input_is_refused_before_any_fact(tmp_path):
+    runs = tmp_path / "runs"
+    async with session(runs) as client:
+        done = (await call(client, "run", {"file": str(EXAMPLES / "orders" / "main.flow"),
+                                           "input": {"order": {"id": 7}}})).structured_content
+        assert done["exitCode"] == 2 and done["run"] is None
+        assert not runs.exists() or os.listdir(runs) == []
+
+
+@scenario
+async def test_a_paused_run_resumes_with_a_reply(tmp_path):
+    runs = tmp_path / "runs"
+    expense = {"expense": {"id": "e-9", "who": "Ann", "cents": 12_000, "reason": "a train"}}
+    async with session(runs) as client:
+        paused = (await call(client, "run", {"file": str(EXAMPLES / "approval" / "main.flow"),
+                                             "input": expense})).structured_content
+        assert paused["exitCode"] == 3 and paused["ending"] == "paused" and len(paused["pending"]) == 1
+        view = (await call(client, "history", {"run": paused["run"]})).structured_content
+        assert view["state"] == "paused"
+        bad = await call(client, "resume", {"run": paused["run"], "call": paused["pending"][0]})
+        assert bad.is_error  # call and reply go together
+        done = (await call(client, "resume", {"run": paused["run"], "call": paused["pending"][0],
+                                              "reply": {"Ok": {"Yes": "fine"}}})).structured_content
+        assert done["exitCode"] == 0 and done["output"]["Approved"].endswith("fine")
+
+
+@scenario
+async def test_requests_are_answered_while_a_run_waits(tmp_path):
+    program = slow_program(tmp_path)
+    gate = tmp_path / "gate"
+    async with session(tmp_path / "runs") as client:
+        results: dict = {}
+
+        async def slow_run():
+            results["run"] = (await call(client, "run", {"file": str(program), "input": {"path": str(gate)}})
+                              ).structured_content
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow_run)
+            await anyio.sleep(0.5)
+            checked = (await call(client, "check", {"paths": [str(program)]})).structured_content
+            listed = (await call(client, "runs", {})).structured_content
+            assert checked["ok"] and "run" not in results  # answered while the run still waits
+            assert [row["record"] for row in listed["runs"]] in ([], ["incomplete"])
+            gate.write_text("through")
+        assert results["run"]["exitCode"] == 0 and results["run"]["output"] == "got through"
+
+
+@scenario
+async def test_cancelling_a_run_halts_it_and_resume_continues_it(tmp_path):
+    program = slow_program(tmp_path)
+    runs = tmp_path / "runs"
+    gate = tmp_path / "gate"
+    async with session(runs) as client:
+        answered = []
+        with anyio.move_on_after(30):
+            async with anyio.create_task_group() as group:
+                async def slow_run():
+                    answered.append(await call(client, "run", {"file": str(program), "input": {"path": str(gate)}}))
+
+                group.start_soon(slow_run)
+                # Wait until the run has its Call out, then cancel the request.
+                for _ in range(300):
+                    ids = os.listdir(runs) if runs.exists() else []
+                    if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+                        break
+                    await anyio.sleep(0.05)
+                group.cancel_scope.cancel()
+        assert answered == []  # the cancelled call is answered by nothing
+        [run_id] = os.listdir(runs)
+        for _ in range(200):  # the server halts the run: a `halted` record, and no End
+            store = RunStore.open(str(runs), run_id, for_append=False)
+            if any(r["kind"] == "halted" for r in store.host_records()):
+                break
+            await anyio.sleep(0.05)
+        assert [r["reason"] for r in store.host_records() if r["kind"] == "halted"] == ["interrupt"]
+        assert not store.ended
+        view = (await call(client, "history", {"run": run_id})).structured_content
+        assert view["state"] == "paused" and view["facts"][-1]["kind"] == "Call"  # a call is open, as the CLI says
+        call_id = view["facts"][-1]["call"]
+        gate.write_text("later")
+        done = (await call(client, "resume", {"run": run_id, "resend": [call_id]})).structured_content
+        assert done["exitCode"] == 0 and done["output"] == "got later"
+
+
+@scenario
+async def test_the_history_view_pages_and_bounds_what_it_shows(tmp_path):
+    runs = tmp_path / "runs"
+    (tmp_path / "big.flow").write_text(BIG_FLOW)
+    async with session(runs) as client:
+        small = (await call(client, "run", {"file": str(EXAMPLES / "orders" / "main.flow"), "input": ORDER})
+                 ).structured_content
+        big = (await call(client, "run", {"file": str(tmp_path / "big.flow"), "input": {"n": 5000}})
+               ).structured_content
+        assert small["exitCode"] == 0 and big["exitCode"] == 0
+
+        first = (await call(client, "history", {"run": small["run"], "limit": 3})).structured_content
+        assert [f["n"] for f in first["facts"]] == [1, 2, 3]
+        assert first["page"] == {"total": 8, "offset": 0, "limit": 3, "nextOffset": 3}
+        assert first["state"] == "ended" and first["ending"] == "completed" and first["truncated"] is False
+        last = (await call(client, "history", {"run": small["run"], "offset": 6, "limit": 3})).structured_content
+        assert [f["n"] for f in last["facts"]] == [7, 8] and last["page"]["nextOffset"] is None
+        replies = (await call(client, "history", {"run": small["run"], "kind": "Reply"})).structured_content
+        assert [f["n"] for f in replies["facts"]] == [3, 5, 7]  # numbers as recorded
+        assert replies["facts"][0]["values"] == {"outcome": {"Ok": None}}
+        # Sources: listed by module and hash; a page of recorded text.
+        modules = {s["module"]: s for s in first["sources"]}
+        assert modules["main"]["available"] and modules["main"]["length"] > 0
+        text = (EXAMPLES / "orders" / "main.flow").read_text()
+        source = (await call(client, "history", {"run": small["run"], "source": "main"})).structured_content
+        assert source["source"]["text"] == text[:4096] and source["source"]["nextOffset"] is None
+        # A value over 4096 bytes of JSON is omitted whole; its hash stays visible.
+        end = (await call(client, "history", {"run": big["run"], "kind": "End"})).structured_content
+        [fact] = end["facts"]
+        assert fact["valuesOmitted"] is True and fact["values"] == {}
+        assert fact["stored"][0]["ref"].startswith("sha256:") and fact["saysTruncated"] is True
+        assert len(fact["summary"]) == 1024
+        # Invalid selections are refused.
+        for bad in ({"limit": 0}, {"limit": 201}, {"offset": -1}, {"kind": "Nope"}, {"source": "nowhere"},
+                    {"source_offset": -2}):
+            refused = await call(client, "history", dict(bad, run=small["run"]))
+            assert refused.is_error, bad
+        assert (await call(client, "history", {"run": "no-such-run"})).is_error
+        assert (await call(client, "runs", {"limit": 0})).is_error
+        page = (await call(client, "runs", {"limit": 1})).structured_content
+        assert len(page["runs"]) == 1 and page["nextAfter"] == page["runs"][0]["run"]
+        rest = (await call(client, "runs", {"after": page["nextAfter"]})).structured_content
+        assert len(rest["runs"]) == 1 and rest["nextAfter"] is None
+
+
+@scenario
+async def test_a_damaged_history_is_a_storage_failure(tmp_path):
+    runs = tmp_path / "runs"
+    async with session(runs) as client:
+        done = (await call(client, "run", {"file": str(EXAMPLES / "orders" / "main.flow"), "input": ORDER})
+                ).structured_content
+        history = runs / done["run"] / "history.jsonl"
+        history.write_bytes(history.read_bytes().replace(b'"kettle"', b'"kettlf"', 1))
+        replayed = (await call(client, "replay", {"run": done["run"]})).structured_content
+        assert replayed["exitCode"] == 5 and replayed["verdict"] is None
+        assert replayed["message"].startswith("storage failure")
+        assert (await call(client, "history", {"run": done["run"]})).is_error
+
+
+def test_flow_mcp_is_a_command_of_the_cli():
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "mcp", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "--allow" in done.stdout and "--runs" in done.stdout
