@@ -139,7 +139,10 @@ def generate_cached(checked) -> Generated:
     from flowc.cachedir import cache_folder
 
     folder = cache_folder("build")
-    key = hashlib.sha256(f"{checked.identity} {compiler_digest()}".encode()).hexdigest()
+    # The files are part of the key: generated code names them (headers, fault locations), and
+    # the identity does not (the same program at another path has the same identity).
+    files = "\0".join(m.file for m in checked.program.modules)
+    key = hashlib.sha256(f"{checked.identity} {compiler_digest()} {files}".encode()).hexdigest()
     path = os.path.join(folder, key + ".json") if folder else None
     if path is not None:
         try:

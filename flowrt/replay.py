@@ -26,7 +26,7 @@ import orjson
 
 from flowc.frontend import Checked, check_program
 from flowrt import abi
-from flowrt.run import Driver, Prepared, Refused, RunOutcome, admit, bind, reachable_tools
+from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admit, bind, reachable_tools
 from flowrt.store import Hole, RunStore, StorageError
 
 
@@ -93,7 +93,7 @@ def recorded_program(store: RunStore) -> tuple[Checked, dict]:
 
 def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: dict | None = None,
                           allow: bool = False, ask=None, path_for_manifest: str | None = None,
-                          current: Checked | None = None) -> Prepared:
+                          current: Checked | None = None, host: RunHost | None = None) -> Prepared:
     """The program to re-run: the one the history recorded, or `current` (a saved history replayed
     as a regression test against today's program)."""
     from flowc.emit import generate_cached
@@ -109,7 +109,8 @@ def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: di
     tools = reachable_tools(checked, entry)
     implementations: dict = {}
     if bind_tools:
-        implementations = bind(checked, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask)
+        implementations = bind(checked, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask,
+                               host=host)
     try:
         recorded_input = store.value(start, "input")
     except Hole as hole:
@@ -642,7 +643,7 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
         manifest = _manifest_path(store)
         try:
             prepared = prepared_from_history(store, bind_tools=True, python_tools=python_tools, allow=allow,
-                                             ask=ask, path_for_manifest=manifest)
+                                             ask=ask, path_for_manifest=manifest, host=RunHost(runs_dir, durability))
         except Refused as refused:
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
         except _Incomplete as incomplete:
@@ -781,7 +782,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
         store.host_record({"kind": "forked", "parent": parent_id, "checkpoint": checkpoint})
         try:
             prepared = prepared_from_history(store, bind_tools=True, python_tools=python_tools, allow=allow,
-                                             ask=ask, path_for_manifest=origin)
+                                             ask=ask, path_for_manifest=origin, host=RunHost(runs_dir, durability))
         except Refused as refused:
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
         return drive_live(ReplayDriver(prepared, store, run_id, live=True))

@@ -75,8 +75,13 @@ class Prepared:
 
 
 def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict | None = None,
-            allow: bool = False, ask=None) -> Prepared:
-    checked = check_program(path, read_text)
+            allow: bool = False, ask=None, read=read_text, host: "RunHost | None" = None,
+            manifest_dir: str | None = None) -> Prepared:
+    """Check, bind and decode the input: everything that can refuse a run before its Start.
+    `read` reads the program's files (a nested run's reads its submitted source); `host` is what
+    the host's own std Tools need to know of the run (`std@v1/runner`); `manifest_dir` is where
+    flow.toml is (default: beside `path`)."""
+    checked = check_program(path, read)
     if not checked.ok:
         raise Refused(list(checked.diagnostics), checked.sources())
     env = checked.env
@@ -90,7 +95,8 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
             raise refuse("not-data", f"entry parameter `{p.name}` is not data", root.file)
     args_json = decode_input(checked, fn, input_text)
     tools = reachable_tools(checked, fn)
-    implementations = bind(checked, path, tools, python_tools or {}, allow=allow, ask=ask)
+    implementations = bind(checked, path, tools, python_tools or {}, allow=allow, ask=ask, host=host,
+                           manifest_dir=manifest_dir)
     generated = generate_cached(checked)
     return Prepared(checked, fn, args_json, tools, implementations, generated)
 
@@ -164,8 +170,19 @@ def _walk(node):
                     stack.append(getattr(item, name))
 
 
-def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask) -> dict:
-    manifest_path = os.path.join(B.manifest_dir(path), "flow.toml")
+@dataclass
+class RunHost:
+    """What the host's `std@v1/runner` needs to run nested programs for a run: where runs are
+    stored, how durably, and the run's own bindings and approval (a nested run never asks)."""
+
+    runs_dir: str = ".flow/runs"
+    durability: str = "fsync"
+
+
+def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask,
+         host: RunHost | None = None, manifest_dir: str | None = None) -> dict:
+    manifest_dir = manifest_dir or B.manifest_dir(path)
+    manifest_path = os.path.join(manifest_dir, "flow.toml")
     try:
         manifest = B.read_manifest(manifest_path)
     except B.BindError as problem:
@@ -175,12 +192,21 @@ def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict
     python = B.PythonTools(python_tools) if python_tools else None
     clock = B.ClockTools()
     pending = B.PendingTools()
+    runner = None
     for identity in tools:
         if python is not None and identity in python_tools:
             out[identity] = python
             continue
         if identity.startswith("std@v1/clock."):
             out[identity] = clock
+            continue
+        if identity.startswith("std@v1/runner."):
+            if runner is None:
+                from flowrt.nested import RunnerTools
+
+                runner = RunnerTools(host or RunHost(), python_tools=python_tools, allow=allow,
+                                     manifest_dir=manifest_dir)
+            out[identity] = runner
             continue
         entry = B.manifest_entry_for(manifest, identity)
         if entry is None:
@@ -195,7 +221,7 @@ def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict
             if not allow and not (ask is not None and ask(" ".join(entry.command))):
                 raise refuse("binding-not-approved", f"running `{' '.join(entry.command)}` was not approved",
                              manifest_path, help="pass --allow to approve the implementations flow.toml names")
-            implementation = B.CommandTools(list(entry.command), B.manifest_dir(path))
+            implementation = B.CommandTools(list(entry.command), manifest_dir)
             try:
                 implementation.start()
             except B.BindError as problem:
@@ -606,21 +632,25 @@ def admitter(description: dict):
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
-        halt: threading.Event | None = None, on_start=None) -> RunOutcome:
+        halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
+        outer: dict | None = None, manifest_dir: str | None = None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
     run then owns (the CLI starts it before it imports the compiler, see `flowrt.cli`).
     `halt`: an event another thread may set to halt the run as an interrupt does (before Start,
     the run does not start: exit 130, nothing recorded). `on_start(run_id, start_fact)` is called
-    once storage has accepted Start, before the program is driven."""
+    once storage has accepted Start, before the program is driven. A nested run (flowrt/nested.py)
+    passes `read` (its submitted source), its `run_id`, `outer` ({run, call}, named in Start) and
+    the outer program's `manifest_dir`."""
     if child is None:
         from flowrt.child import Child
 
         # The child starts (and imports its runtime) while the host checks and binds.
         child = Child.start()
     try:
-        prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask)
+        prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask, read=read,
+                           host=RunHost(runs_dir, durability), manifest_dir=manifest_dir)
     except Refused as refused:
         child.kill()
         return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
@@ -630,15 +660,18 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     if halt is not None and halt.is_set():
         child.kill()
         return RunOutcome(130, message="halted before the run started")
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     fields, sources = start_fields(prepared)
+    if outer is not None:
+        fields["outer"] = outer
     try:
         extra = {} if inline_limit is None else {"inline_limit": inline_limit}
         store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability, **extra)
     except StorageError as problem:
         child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")
-    store.host_record({"kind": "origin", "root": os.path.abspath(path)})
+    origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
+    store.host_record({"kind": "origin", "root": origin})
     crash_after(1)
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})

@@ -52,6 +52,9 @@ NO_EXAMPLE = {
                       "`describe`.",
     "binding-mismatch": "`flow run` when an implementation describes a Tool with another fingerprint than "
                         "its declaration has (it was written for another signature).",
+    "nested-refused": "`runner.resume` of a nested run that names no open call, gives a reply that is not an "
+                      "outcome, or names a run that has ended or does not exist: the reply is "
+                      "`Err(RunError { diagnostics })` with this code and the reason.",
 }
 
 _STAGE = re.compile(r"^# --- (.+?) -+[ \t]*$", re.MULTILINE)

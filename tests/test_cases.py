@@ -42,6 +42,7 @@ TESTED_ELSEWHERE = {
     "binding-not-approved": "tests/test_run.py::test_manifest_commands_need_approval",
     "binding-failed": "tests/test_run.py::test_an_implementation_that_cannot_start_refuses_the_run",
     "binding-mismatch": "tests/test_run.py::test_an_implementation_with_another_fingerprint_is_refused",
+    "nested-refused": "tests/test_nested.py::test_a_refused_resume_is_an_err_with_diagnostics",
 }
 
 
