@@ -31,6 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 import flowrt  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bare_reserved import write_over_zeros  # noqa: E402
+
 PROGRAM = """
 @tool pub flow echo(n: Int) -> Int
 
@@ -54,23 +57,8 @@ def bare_loop(calls: int, directory: str) -> float:
 
 
 def bare_reserved_loop(calls: int, directory: str) -> float:
-    """For context: the bare loop writing over space it filled with zeros and synced first, as
-    the store writes a durable history (docs/trace.md section 9)."""
-    path = os.path.join(directory, "bare-reserved.jsonl")
     lines = [json.dumps({"n": i, "kind": "Call", "arguments": {"n": i}}).encode() + b"\n" for i in range(calls)]
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.write(fd, bytes(sum(map(len, lines)) + 4096))
-    os.fsync(fd)
-    start = time.perf_counter()
-    at = 0
-    for line in lines:
-        os.pwrite(fd, line, at)
-        at += len(line)
-        os.fdatasync(fd)
-    elapsed = time.perf_counter() - start
-    os.close(fd)
-    os.unlink(path)
-    return elapsed
+    return write_over_zeros(os.path.join(directory, "bare-reserved.jsonl"), lines)
 
 
 def flow_calls(calls: int, directory: str, durability: str) -> float:

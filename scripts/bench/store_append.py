@@ -27,6 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from flowrt.store import RunStore  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bare_reserved import write_over_zeros  # noqa: E402
+
 START = {"program": "sha256:" + "ab" * 32, "std": "std@v1",
          "entry": {"module": "bench", "function": "main"}, "input": {"n": 1}, "modules": []}
 
@@ -74,25 +77,13 @@ def bare_run(base: str, count: int, fsync: bool) -> float:
 
 
 def bare_reserved_run(base: str, count: int) -> float:
-    """The bare loop over space written with zeros and synced first, as the store writes a
-    durable history (docs/trace.md section 9): each line written in place, then fdatasync."""
-    path = os.path.join(tempfile.mkdtemp(dir=base), "bare.jsonl")
     lines = []
     for i in range(count):
         kind, fields = fact_fields(i)
         lines.append(orjson.dumps(dict(fields, n=i + 1, kind=kind), option=orjson.OPT_SORT_KEYS) + b"\n")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.write(fd, bytes(sum(map(len, lines)) + 4096))
-    os.fsync(fd)
-    began = time.perf_counter()
-    at = 0
-    for line in lines:
-        os.pwrite(fd, line, at)
-        at += len(line)
-        os.fdatasync(fd)
-    elapsed = time.perf_counter() - began
-    os.close(fd)
-    shutil.rmtree(os.path.dirname(path))
+    directory = tempfile.mkdtemp(dir=base)
+    elapsed = write_over_zeros(os.path.join(directory, "bare.jsonl"), lines)
+    shutil.rmtree(directory)
     return count / elapsed
 
 
