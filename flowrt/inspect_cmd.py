@@ -43,6 +43,12 @@ def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WI
     if kind == "Start":
         row["summary"] = (f"program={fact['program'][:15]} {fact.get('std')} entry={fact['entry']['module']}."
                           f"{fact['entry']['function']} input={short(_value(store, fact, 'input'))}")
+        if isinstance(fact.get("outer"), dict):  # a nested run: the run and call that started it
+            row["outer"] = fact["outer"]
+            row["summary"] += f" outer={fact['outer'].get('run')} call {fact['outer'].get('call')}"
+        elif isinstance(fact.get("parent"), dict):  # a fork
+            row["parent"] = fact["parent"]
+            row["summary"] += f" forked from {fact['parent'].get('run')} at fact {fact['parent'].get('checkpoint')}"
     elif kind == "Call":
         row.update(call=fact["call"], tool=fact["tool"])
         row["summary"] = f"{fact['tool']}({short(_value(store, fact, 'arguments'))})"

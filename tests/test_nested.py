@@ -84,6 +84,11 @@ def test_a_nested_run_is_a_run_of_its_own_and_its_result_a_value(tmp_path):
     assert nested[0]["outer"] == {"run": outcome.run_id, "call": call["call"]}
     assert nested[0]["entry"] == {"module": "main", "function": "main"} and nested[-1]["kind"] == "End"
     assert outer[2]["outcome"] == {"Ok": {"Completed": "42"}}
+    from flowrt.inspect_cmd import history_view
+
+    view = history_view(RunStore.open(str(tmp_path / "runs"), nested_id, for_append=False))
+    assert view["facts"][0]["outer"] == {"run": outcome.run_id, "call": call["call"]}
+    assert f"outer={outcome.run_id} call {call['call']}" in view["facts"][0]["summary"]
 
 
 def test_a_nested_fault_comes_back_as_faulted_and_never_faults_the_outer_run(tmp_path):
