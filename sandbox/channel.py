@@ -1,16 +1,19 @@
 """Framing for the host/child pipe, used on both sides.
 
 A frame is a 4-byte big-endian unsigned length followed by that many bytes of canonical JSON
-(orjson with sorted keys: UTF-8, no insignificant whitespace). A frame holds one message, a JSON
+(orjson with sorted keys: UTF-8, no insignificant whitespace). Flow's Int has no size limit and
+orjson writes and reads integers only up to 64 bits (it reads a larger one as a float, silently),
+so a frame that holds a larger integer is written by the standard library's `json` instead and
+says so in the top bit of its length (`EXACT`); the reader then reads it with `json` too, exactly. A frame holds one message, a JSON
 object, or a batch of them, a JSON array of objects (`encode_batch`): one write, one read and one
 parse for many messages, which is most of what a message costs. Readers hand batched messages
 out one at a time, so `recv` can return None for a clean end of stream without ambiguity. Frames
 longer than `MAX_FRAME` (64 MiB) are refused on both sides: `send` before writing, `recv` as soon
 as the header announces one (the stream is then unusable; the host kills the child).
 
-Non-JSON Python values (dataclasses, datetimes, str/int subclasses, non-text keys, integers
-beyond 64 bits) are refused at `encode` rather than silently converted: what crosses the
-boundary is JSON by construction.
+Non-JSON Python values (dataclasses, datetimes, str/int subclasses, non-text keys, floats that
+are not finite) are refused at `encode` rather than silently converted: what crosses the boundary
+is JSON by construction.
 
 `FrameReader` decodes incrementally, for a reader that polls with a deadline (the host);
 `Receiver` is the buffered blocking reader (the child) and `recv` an unbuffered one.
@@ -21,8 +24,8 @@ Waiting polls briefly before it sleeps (`Spin`): host and child alternate on the
 process woken on another core costs more than the whole message (measured: a recorded call took
 ~2x the CPU when each side slept on every read).
 
-Only `orjson`, `gc`, `os`, `select`, `struct` and `time` are imported: this module is loaded
-inside the sandbox child.
+Only `orjson`, `gc`, `os`, `select`, `struct` and `time` are imported (and `json` once a frame
+needs it): this module is loaded inside the sandbox child.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ SPIN_SLOW_WAIT = 0.002
 # After such a miss, the next this many waits sleep at once (doubling per miss, up to this).
 SPIN_BACKOFF_MAX = 64
 HEADER = struct.Struct(">I")
+#: Set in a frame's length when its body holds an integer beyond 64 bits (see the module's doc).
+EXACT = 1 << 31
+_LENGTH = EXACT - 1
 _DUMP_OPTIONS = (
     orjson.OPT_SORT_KEYS
     | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -87,19 +93,58 @@ def encode_batch(messages: list) -> bytes:
 
 
 def _frame(payload: dict | list, what: str, advice: str) -> bytes:
+    flag = 0
     try:
         body = orjson.dumps(payload, option=_DUMP_OPTIONS)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
-        raise ChannelError(
-            f"message is not JSON ({exc}): convert it to null/bool/int/str/list/dict first"
-        ) from None
+        if "64-bit" not in str(exc):
+            raise ChannelError(
+                f"message is not JSON ({exc}): convert it to null/bool/int/str/list/dict first"
+            ) from None
+        body, flag = _exact_dumps(payload), EXACT
     if len(body) > MAX_FRAME:
         raise FrameTooLarge(f"{what} of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit: {advice}")
-    return HEADER.pack(len(body)) + body
+    return HEADER.pack(len(body) | flag) + body
 
 
-def decode_body(body: bytes) -> dict | list:
-    """A frame's message (an object), or its batch of messages (a list of objects)."""
+_JSON_TYPES = (str, int, bool, type(None), list, dict, float)
+
+
+def _exact_dumps(payload: dict | list) -> bytes:
+    """Canonical JSON of `payload`, integers of any size included, by the standard library's
+    `json`, after checking (as orjson does) that it is JSON data and nothing else."""
+    import json
+    import math
+
+    stack = [payload]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind not in _JSON_TYPES:
+            raise ChannelError(f"message is not JSON (a {kind.__name__} value): convert it to "
+                               "null/bool/int/str/list/dict first")
+        if kind is dict:
+            if any(type(key) is not str for key in item):
+                raise ChannelError("message is not JSON (a key that is not text)")
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and not math.isfinite(item):
+            raise ChannelError("message is not JSON (a number that is not finite)")
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def decode_body(body: bytes, exact: bool = False) -> dict | list:
+    """A frame's message (an object), or its batch of messages (a list of objects). `exact`: the
+    frame's length had `EXACT` set (it holds integers beyond 64 bits)."""
+    if exact:
+        import json
+
+        try:
+            obj = json.loads(body)
+        except ValueError as exc:
+            raise ChannelError(f"frame is not valid JSON: {exc}") from None
+        return _checked(obj)
     # JSON builds no reference cycles, so the cyclic collector has nothing to find in what a
     # batch creates; left on, it would run every 700 new objects over everything the process
     # holds (a host replaying a long history holds every fact). A small frame makes too few
@@ -114,6 +159,10 @@ def decode_body(body: bytes) -> dict | list:
     finally:
         if collecting:
             gc.enable()
+    return _checked(obj)
+
+
+def _checked(obj) -> dict | list:
     if type(obj) is dict:
         return obj
     if type(obj) is list and obj and set(map(type, obj)) == _ONLY_DICTS:
@@ -122,7 +171,9 @@ def decode_body(body: bytes) -> dict | list:
 
 
 def frame_length(header: bytes) -> int:
+    """The body length a header announces (without its `EXACT` flag)."""
     (length,) = HEADER.unpack(header)
+    length &= _LENGTH
     if length > MAX_FRAME:
         raise FrameTooLarge(
             f"incoming frame announces {length} bytes, over the {MAX_FRAME}-byte limit: the "
@@ -166,7 +217,7 @@ def recv(fd: int) -> dict | None:
     if header is None:
         return None
     body = _read_exactly(fd, frame_length(header), at_start=False)
-    message = decode_body(body or b"")
+    message = decode_body(body or b"", bool(HEADER.unpack(header)[0] & EXACT))
     if type(message) is not dict:
         raise ChannelError("a batch frame reached an unbatched reader")
     return message
@@ -302,6 +353,7 @@ class FrameReader:
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._need: int | None = None  # body length once the header is in
+        self._exact = False  # ... and whether it has the EXACT flag
 
     @property
     def mid_frame(self) -> bool:
@@ -315,24 +367,28 @@ class FrameReader:
         pos = 0
         size = len(data)
         need = self._need
+        exact = self._exact
         while True:
             if need is None:
                 if size - pos < HEADER.size:
                     break
                 (need,) = HEADER.unpack_from(data, pos)
                 if need > MAX_FRAME:
-                    frame_length(HEADER.pack(need))  # raises FrameTooLarge
+                    exact = need & EXACT != 0
+                    need = frame_length(HEADER.pack(need))  # raises FrameTooLarge
                 pos += HEADER.size
             if size - pos < need:
                 break
-            message = decode_body(data[pos:pos + need])
+            message = decode_body(data[pos:pos + need], exact)
             pos += need
             need = None
+            exact = False
             if type(message) is dict:
                 messages.append(message)
             else:
                 messages.extend(message)
         self._need = need
+        self._exact = exact
         self._buffer = bytearray(data[pos:]) if pos < size else bytearray()
         return messages
 

@@ -133,3 +133,56 @@ def test_a_reader_woken_by_a_slow_writer_still_gets_every_message():
     finally:
         writer.join()
         os.close(read_fd)
+
+
+# -- integers beyond 64 bits (Flow's Int has no size limit) --------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+BIG = {"op": "reply", "outcome": {"Ok": [2 ** 64, -(2 ** 200), 10 ** 400, 7]}, "s": "é\n\""}
+
+
+def test_a_frame_with_integers_beyond_64_bits_is_read_exactly_by_every_reader():
+    frame = channel.encode(BIG)
+    assert channel.HEADER.unpack(frame[:4])[0] & channel.EXACT  # said in the length's top bit
+    data = channel.encode({"op": "a"}) + frame + channel.encode_batch([BIG, {"op": "b"}])
+    for step in (1, 3, 7, len(data)):
+        reader = channel.FrameReader()
+        got = []
+        for i in range(0, len(data), step):
+            got += reader.feed(data[i:i + step])
+        assert got == [{"op": "a"}, BIG, BIG, {"op": "b"}] and not reader.mid_frame
+    read_fd, write_fd = os.pipe()
+    try:
+        channel.send(write_fd, BIG)
+        assert channel.recv(read_fd) == BIG
+        os.write(write_fd, data)
+        os.close(write_fd)
+        write_fd = None
+        receiver = channel.Receiver(read_fd)
+        assert [receiver.recv() for _ in range(4)] == [{"op": "a"}, BIG, BIG, {"op": "b"}]
+        assert receiver.recv() is None
+    finally:
+        os.close(read_fd)
+        if write_fd is not None:
+            os.close(write_fd)
+
+
+def test_frames_within_64_bits_stay_orjson_frames():
+    frame = channel.encode({"n": 2 ** 63 - 1, "m": -(2 ** 63), "u": 2 ** 64 - 1})
+    assert not channel.HEADER.unpack(frame[:4])[0] & channel.EXACT
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=2 ** 63, max_value=2 ** 300) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_any_json_value_crosses_the_channel_unchanged(value):
+    message = {"value": value}
+    frame = channel.encode(message)
+    assert channel.FrameReader().feed(frame) == [message]

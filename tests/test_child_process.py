@@ -310,7 +310,8 @@ def test_encoding_is_canonical_json_with_a_length_header():
 @pytest.mark.parametrize("value", [
     [1], None, "text",                                   # not an object
     {"when": datetime.datetime(2026, 1, 1)},             # not JSON
-    {1: "int key"}, {"s": {1, 2}}, {"big": 2**64},
+    {1: "int key"}, {"s": {1, 2}}, {"big": 2**64, "key": {1: 2}}, {"big": 2**64, "nan": float("nan")},
+    {"big": -2**64, "sub": type("Text", (str,), {})("x")},
 ])
 def test_encoding_refuses_what_is_not_a_json_object(value):
     with pytest.raises(channel.ChannelError):

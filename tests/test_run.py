@@ -356,3 +356,32 @@ def test_a_halt_asked_for_from_another_thread_halts_as_an_interrupt_does(tmp_pat
     refused = run(str(tmp_path / "echo.flow"), input_text='{"n": 1}', runs_dir=str(tmp_path / "other"),
                   python_tools={"echo.echo": echo}, halt=before)
     assert refused.exit_code == 130 and refused.run_id is None and not (tmp_path / "other").exists()
+
+
+BIG_INTS = """\
+@tool pub flow echo(n: Int) -> Int
+
+pub flow main(e: Int) -> Int !tool = echo(pow(2, e)) - pow(2, e)
+
+flow pow(b: Int, e: Int) -> Int = if e == 0 { 1 } else { b * pow(b, e - 1) }
+"""
+
+
+def test_integers_beyond_64_bits_cross_the_sandbox_and_the_history_exactly(tmp_path):
+    """Int has no size limit: such values go to a Tool, come back, are recorded and replayed."""
+    from flowrt.replay import replay
+
+    (tmp_path / "big.flow").write_text(BIG_INTS)
+    runs = str(tmp_path / "runs")
+    seen = []
+    host = flowrt.Host({"big.echo": lambda n: (seen.append(n), n + 1)[1]}, runs_dir=runs)
+    outcome = host.run(str(tmp_path / "big.flow"), {"e": 200})
+    assert outcome.exit_code == 0 and outcome.output == b"1" and seen == [2 ** 200]
+    call = next(f for f in RunStore.open(runs, outcome.run_id, for_append=False).facts() if f["kind"] == "Call")
+    assert call["arguments"] == {"n": 2 ** 200}
+    assert replay(runs, outcome.run_id).verdict.kind == "Matched"
+    (tmp_path / "pure.flow").write_text("pub flow main(e: Int) -> Int = pow(2, e) + 1\n\n"
+                                        + BIG_INTS.split("\n\n")[-1])
+    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "run", str(tmp_path / "pure.flow"), "--input",
+                           '{"e": 70}', "--runs", runs], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == f"{2 ** 70 + 1}\n"
