@@ -358,14 +358,18 @@ class ManifestEntry:
 
 def read_manifest(path: str) -> dict[str, ManifestEntry]:
     """The `[tools]` table of a flow.toml; missing file: no entries."""
-    import tomllib
-
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            raw = handle.read()
     except FileNotFoundError:
         return {}
-    except (OSError, tomllib.TOMLDecodeError) as problem:
+    except OSError as problem:
+        raise BindError(f"cannot read {path}: {problem}") from None
+    import tomllib  # only a run that has a flow.toml pays for it
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as problem:
         raise BindError(f"cannot read {path}: {problem}") from None
     table = data.get("tools", {})
     if not isinstance(table, dict):
