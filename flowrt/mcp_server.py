@@ -48,9 +48,12 @@ with `call` and `reply`); `replay` re-runs a run against its history, calling no
 through a run's recorded facts and sources; `runs` lists stored runs. Results are JSON data."""
 
 
-def build_server(runs_dir: str, *, allow: bool = False) -> MCPServer:
-    """The server, its tools bound to `runs_dir` and the approval policy `allow`."""
+def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None" = None) -> MCPServer:
+    """The server, its tools bound to `runs_dir` and the approval policy `allow`; the runs it
+    drives are kept in `driving`."""
     server = MCPServer("flow", instructions=INSTRUCTIONS, log_level="WARNING")
+    driving = driving if driving is not None else Driving()
+    _drive = driving.drive
 
     async def check(paths: list[str]) -> dict[str, Any]:
         """Check Flow programs (files, or directories searched for .flow files): every diagnostic,
@@ -72,9 +75,14 @@ def build_server(runs_dir: str, *, allow: bool = False) -> MCPServer:
 
         text = orjson.dumps(input if input is not None else {}).decode()
         announce = _announcer(ctx)
+
+        def started(halt: threading.Event, run_id: str, start: dict) -> None:
+            driving.name(halt, run_id)
+            announce(halt, run_id, start)
+
         return await _drive(lambda halt: run_program(file, entry=entry, input_text=text, runs_dir=runs_dir,
                                                      allow=allow, ask=None, halt=halt,
-                                                     on_start=lambda run_id, start: announce(halt, run_id, start)))
+                                                     on_start=lambda run_id, start: started(halt, run_id, start)))
 
     async def resume(run: str, call: str | None = None, reply: dict[str, Any] | None = None,
                      resend: list[str] | None = None) -> dict[str, Any]:
@@ -87,8 +95,10 @@ def build_server(runs_dir: str, *, allow: bool = False) -> MCPServer:
         if (call is None) != (reply is None):
             raise ToolError("call and reply go together")
         reply_text = None if reply is None else orjson.dumps(reply).decode()
+        await driving.settled(run)  # a run being halted (its call cancelled) is let go first
         return await _drive(lambda halt: resume_run(runs_dir, run, call=call, reply_text=reply_text,
-                                                    resend=set(resend or ()), allow=allow, ask=None, halt=halt))
+                                                    resend=set(resend or ()), allow=allow, ask=None, halt=halt),
+                            run)
 
     async def replay(run: str) -> dict[str, Any]:
         """Re-run a recorded run against its history, calling nothing: Matched, Incomplete, or
@@ -135,35 +145,76 @@ def build_server(runs_dir: str, *, allow: bool = False) -> MCPServer:
 
 
 def serve(runs_dir: str, *, allow: bool = False) -> None:
-    """Serve on standard input and output until the client closes them."""
-    build_server(runs_dir, allow=allow).run("stdio")
+    """Serve on standard input and output until the client closes them (or an interrupt); then
+    halt every run still driven, as an interrupt would, so each records its halt."""
+    driving = Driving()
+    try:
+        build_server(runs_dir, allow=allow, driving=driving).run("stdio")
+    finally:
+        driving.halt_all(timeout=30)
 
 
 # ---- driving runs ------------------------------------------------------------------------------
 
 
-async def _drive(work) -> dict[str, Any]:
-    """Run `work(halt)` (a run or a resume) on a worker thread. If the request is cancelled, set
-    `halt` and wait for the run to stop (it writes its `halted` record) before letting the
-    cancellation go on: the run is halted, not abandoned."""
-    halt = threading.Event()
-    done = threading.Event()
-    box: list = []
+class Driving:
+    """The runs and resumes the server is driving, each with its halt event."""
 
-    def target() -> None:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: dict[threading.Event, threading.Event] = {}  # halt -> done
+        self.runs: dict[threading.Event, str] = {}  # halt -> the run id, once known
+
+    def name(self, halt: threading.Event, run_id: str) -> None:
+        with self.lock:
+            if halt in self.active:
+                self.runs[halt] = run_id
+
+    async def settled(self, run_id: str, timeout: float = 30) -> None:
+        """Wait until no call drives `run_id` (a cancelled one is still writing its halt and
+        holds the run's lock until it has)."""
+        with self.lock:
+            pending = [self.active[halt] for halt, name in self.runs.items() if name == run_id]
+        for done in pending:
+            await anyio.to_thread.run_sync(done.wait, timeout)
+
+    async def drive(self, work, run_id: str | None = None) -> dict[str, Any]:
+        """Run `work(halt)` (a run or a resume) on a worker thread. If the request is cancelled,
+        set `halt` and wait for the run to stop (it writes its `halted` record) before letting
+        the cancellation go on: the run is halted, not abandoned."""
+        halt = threading.Event()
+        done = threading.Event()
+        box: list = []
+
+        def target() -> None:
+            try:
+                box.append(work(halt))
+            finally:
+                with self.lock:
+                    self.active.pop(halt, None)
+                    self.runs.pop(halt, None)
+                done.set()
+
+        with self.lock:
+            self.active[halt] = done
+            if run_id is not None:
+                self.runs[halt] = run_id
         try:
-            box.append(work(halt))
-        finally:
-            done.set()
+            await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            halt.set()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(done.wait)
+            raise
+        return outcome_json(box[0])
 
-    try:
-        await anyio.to_thread.run_sync(target, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        halt.set()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(done.wait)
-        raise
-    return outcome_json(box[0])
+    def halt_all(self, timeout: float) -> None:
+        with self.lock:
+            pending = list(self.active.items())
+        for halt, _ in pending:
+            halt.set()
+        for _, done in pending:
+            done.wait(timeout)
 
 
 def _announcer(ctx: Context):

@@ -238,6 +238,28 @@ async def test_cancelling_a_run_halts_it_and_resume_continues_it(tmp_path):
 
 
 @scenario
+async def test_a_client_that_goes_away_leaves_its_runs_halted(tmp_path):
+    program = slow_program(tmp_path)
+    runs = tmp_path / "runs"
+    with anyio.move_on_after(60):
+        async with session(runs) as client:
+            async with anyio.create_task_group() as group:
+                async def slow_run():
+                    await call(client, "run", {"file": str(program), "input": {"path": str(tmp_path / "gate")}})
+
+                group.start_soon(slow_run)
+                for _ in range(300):
+                    ids = os.listdir(runs) if runs.exists() else []
+                    if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+                        break
+                    await anyio.sleep(0.05)
+                group.cancel_scope.cancel()  # and the session closes: the server's input ends
+    [run_id] = os.listdir(runs)
+    store = RunStore.open(str(runs), run_id, for_append=False)
+    assert not store.ended and [r["kind"] for r in store.host_records()][-1] == "halted"
+
+
+@scenario
 async def test_the_history_view_pages_and_bounds_what_it_shows(tmp_path):
     runs = tmp_path / "runs"
     (tmp_path / "big.flow").write_text(BIG_FLOW)
