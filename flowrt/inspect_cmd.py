@@ -31,18 +31,26 @@ def _short_value(value: Any, width: int | None = SUMMARY_WIDTH) -> str:
     return text if width is None or len(text) <= width else text[:width - 1] + "…"
 
 
-def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WIDTH) -> dict:
+def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WIDTH,
+                  read: dict | None = None) -> dict:
     """A fact as the inspection view shows it: its identity fields and a one-line summary (each
-    value in it cut to `width` code points; None: whole)."""
+    value in it cut to `width` code points; None: whole). `read`, when given, gets each value
+    field read for the summary (every one the fact has; a hole as `{"hole": hash}`)."""
     kind = fact["kind"]
 
     def short(value: Any) -> str:
         return _short_value(value, width)
 
+    def value(field: str) -> Any:
+        found = _value(store, fact, field)
+        if read is not None and (field in fact or field + "_ref" in fact):
+            read[field] = found
+        return found
+
     row: dict[str, Any] = {"n": fact["n"], "kind": kind, "hash": fact["hash"]}
     if kind == "Start":
         row["summary"] = (f"program={fact['program'][:15]} {fact.get('std')} entry={fact['entry']['module']}."
-                          f"{fact['entry']['function']} input={short(_value(store, fact, 'input'))}")
+                          f"{fact['entry']['function']} input={short(value('input'))}")
         if isinstance(fact.get("outer"), dict):  # a nested run: the run and call that started it
             row["outer"] = fact["outer"]
             row["summary"] += f" outer={fact['outer'].get('run')} call {fact['outer'].get('call')}"
@@ -51,23 +59,23 @@ def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WI
             row["summary"] += f" forked from {fact['parent'].get('run')} at fact {fact['parent'].get('checkpoint')}"
     elif kind == "Call":
         row.update(call=fact["call"], tool=fact["tool"])
-        row["summary"] = f"{fact['tool']}({short(_value(store, fact, 'arguments'))})"
+        row["summary"] = f"{fact['tool']}({short(value('arguments'))})"
     elif kind == "Reply":
         row["call"] = fact["call"]
-        row["summary"] = short(_value(store, fact, "outcome"))
+        row["summary"] = short(value("outcome"))
     elif kind == "Choice":
         row.update(task=fact["task"], picked=fact["picked"])
         row["summary"] = f"picked {fact['picked']}"
     elif kind == "Stop":
         row.update(task=fact["task"], by=fact.get("by"), closed=fact.get("closed", []))
-        found = _value(store, fact, "found")
+        found = value("found")
         row["summary"] = ("found running" if found == "Running" else f"found finished {short(found)}") + \
             (f", closed {', '.join(fact.get('closed', []))} with no reply" if fact.get("closed") else "")
     elif kind == "Checkpoint":
         row["function"] = fact["function"]
-        row["summary"] = f"{fact['function']['name']}({short(_value(store, fact, 'arguments'))})"
+        row["summary"] = f"{fact['function']['name']}({short(value('arguments'))})"
     elif kind == "End":
-        row["summary"] = short(_value(store, fact, "outcome"))
+        row["summary"] = short(value("outcome"))
     for name in ("input", "arguments", "outcome", "found"):
         if store.is_hole(fact, name):
             row["hole"] = {"field": name, "hash": fact.get(name + "_ref")}

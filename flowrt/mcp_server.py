@@ -30,15 +30,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from flowrt.abi import canonical_json
-from flowrt.store import Hole, RunNotFound, RunStore, StorageError
+from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunStore, StorageError
 
 PAGE_DEFAULT, PAGE_MAX = 50, 200
 TEXT_LIMIT = 1024  # code points of a fact's summary
 VALUE_LIMIT = 4096  # bytes of a fact's value JSON; larger values are omitted
 SOURCE_CHUNK = 4096  # code points of recorded source per page
-KINDS = ("Start", "Call", "Reply", "Choice", "Stop", "Checkpoint", "End")
-VALUE_FIELDS = {"Start": ("input",), "Call": ("arguments",), "Reply": ("outcome",), "Stop": ("found",),
-                "Checkpoint": ("arguments",), "End": ("outcome",), "Choice": ()}
 _ENDINGS = {0: "completed", 1: "faulted", 2: "refused", 3: "paused", 4: "completed", 5: "storage-failure",
             130: "halted"}
 
@@ -132,8 +129,7 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         `nextAfter` is the cursor for the next page (null at the end)."""
         from flowrt.store import scan_runs
 
-        if type(limit) is not int or not 1 <= limit <= PAGE_MAX:
-            raise ToolError(f"limit is a number from 1 to {PAGE_MAX}")
+        _check_limit(limit)
         try:
             return await anyio.to_thread.run_sync(lambda: scan_runs(runs_dir, limit=limit, after=after))
         except ValueError as problem:
@@ -264,6 +260,10 @@ def outcome_json(outcome) -> dict[str, Any]:
 def _check_page(offset: int, limit: int) -> None:
     if type(offset) is not int or offset < 0:
         raise ToolError("offset is a number >= 0")
+    _check_limit(limit)
+
+
+def _check_limit(limit: int) -> None:
     if type(limit) is not int or not 1 <= limit <= PAGE_MAX:
         raise ToolError(f"limit is a number from 1 to {PAGE_MAX}")
 
@@ -272,7 +272,6 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
                  source: str | None, source_offset: int) -> dict[str, Any]:
     """The MCP history view (the execution seed's bounds). Reads the verified record and its
     recorded sources only: it evaluates nothing, binds nothing and changes nothing."""
-    from flowrt.inspect_cmd import describe_fact
     from flowrt.replay import open_calls
 
     try:
@@ -309,7 +308,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
             "ending": facts[-1].get("ending") if ended else None,
             "truncated": store.torn_tail is not None,
             "sources": sources,
-            "facts": [_bounded_fact(store, fact, describe_fact(store, fact, width=None)) for fact in page],
+            "facts": [_bounded_fact(store, fact) for fact in page],
             "page": {"total": len(selected), "offset": offset, "limit": limit,
                      "nextOffset": after if after < len(selected) else None},
         }
@@ -325,10 +324,14 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
         store.close()
 
 
-def _bounded_fact(store: RunStore, fact: dict, row: dict) -> dict:
+def _bounded_fact(store: RunStore, fact: dict) -> dict:
     """A fact's row with its summary bounded and its values shown when small enough: a value is
     omitted whole (`valuesOmitted`) rather than cut, while whether it is available, and its hash
-    when stored by reference, stay visible."""
+    when stored by reference, stay visible. Each value is read once, for the summary."""
+    from flowrt.inspect_cmd import describe_fact
+
+    read: dict[str, Any] = {}
+    row = describe_fact(store, fact, width=None, read=read)
     summary = row.get("summary", "")
     row["saysTruncated"] = len(summary) > TEXT_LIMIT
     if row["saysTruncated"]:
@@ -337,26 +340,18 @@ def _bounded_fact(store: RunStore, fact: dict, row: dict) -> dict:
     stored: list[dict] = []
     omitted = False
     for name in VALUE_FIELDS[fact["kind"]]:
-        ref = fact.get(name + "_ref")
-        if name not in fact and ref is None:
+        if name not in read:
             continue
-        entry: dict[str, Any] = {"field": name, "ref": ref}
-        try:
-            value = store.value(fact, name)
-            entry["available"] = True
-        except Hole:
-            entry["available"], entry["hole"] = False, True
-            stored.append(entry)
-            continue
-        except StorageError:
-            entry["available"] = False
-            stored.append(entry)
-            continue
+        entry: dict[str, Any] = {"field": name, "ref": fact.get(name + "_ref")}
         stored.append(entry)
-        if len(canonical_json(value)) > VALUE_LIMIT:
+        if store.is_hole(fact, name):
+            entry["available"], entry["hole"] = False, True
+            continue
+        entry["available"] = True
+        if len(canonical_json(read[name])) > VALUE_LIMIT:
             omitted = True
         else:
-            values[name] = value
+            values[name] = read[name]
     row["values"] = {} if omitted else values
     row["valuesOmitted"] = omitted
     row["stored"] = stored
