@@ -90,6 +90,15 @@ def scenario(fn):
     return test
 
 
+async def call_is_out(runs: Path) -> None:
+    """Wait (up to 15 s) until the one run in `runs` has recorded its Call."""
+    for _ in range(300):
+        ids = os.listdir(runs) if runs.exists() else []
+        if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+            return
+        await anyio.sleep(0.05)
+
+
 ORDER = {"order": {"id": "o-1", "item": "kettle", "quantity": 1, "cents": 2599}}
 
 
@@ -213,12 +222,7 @@ async def test_cancelling_a_run_halts_it_and_resume_continues_it(tmp_path):
                     answered.append(await call(client, "run", {"file": str(program), "input": {"path": str(gate)}}))
 
                 group.start_soon(slow_run)
-                # Wait until the run has its Call out, then cancel the request.
-                for _ in range(300):
-                    ids = os.listdir(runs) if runs.exists() else []
-                    if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
-                        break
-                    await anyio.sleep(0.05)
+                await call_is_out(runs)  # then cancel the request
                 group.cancel_scope.cancel()
         assert answered == []  # the cancelled call is answered by nothing
         [run_id] = os.listdir(runs)
@@ -248,11 +252,7 @@ async def test_a_client_that_goes_away_leaves_its_runs_halted(tmp_path):
                     await call(client, "run", {"file": str(program), "input": {"path": str(tmp_path / "gate")}})
 
                 group.start_soon(slow_run)
-                for _ in range(300):
-                    ids = os.listdir(runs) if runs.exists() else []
-                    if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
-                        break
-                    await anyio.sleep(0.05)
+                await call_is_out(runs)
                 group.cancel_scope.cancel()  # and the session closes: the server's input ends
     [run_id] = os.listdir(runs)
     store = RunStore.open(str(runs), run_id, for_append=False)
@@ -291,6 +291,13 @@ async def test_the_history_view_pages_and_bounds_what_it_shows(tmp_path):
         assert fact["valuesOmitted"] is True and fact["values"] == {}
         assert fact["stored"][0]["ref"].startswith("sha256:") and fact["saysTruncated"] is True
         assert len(fact["summary"]) == 1024
+        # A redacted value shows as a hole that keeps its reference, never as a value.
+        with RunStore.open(str(runs), big["run"], for_append=True) as store:
+            store.redact(fact["n"], "outcome")
+        end = (await call(client, "history", {"run": big["run"], "kind": "End"})).structured_content
+        assert end["facts"][0]["stored"] == [{"field": "outcome", "ref": fact["stored"][0]["ref"],
+                                              "available": False, "hole": True}]
+        assert end["facts"][0]["values"] == {} and end["facts"][0]["valuesOmitted"] is False
         # Invalid selections are refused.
         for bad in ({"limit": 0}, {"limit": 201}, {"offset": -1}, {"kind": "Nope"}, {"source": "nowhere"},
                     {"source_offset": -2}):
