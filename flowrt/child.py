@@ -367,7 +367,7 @@ class Child:
         #: durable then: see flowrt/run.py)
         self.before_sleep: Callable[[], None] | None = None
         #: called after each sleep that ended with nothing to read: it raises to stop waiting
-        #: (the run halts: see `flowrt.run.Driver.request_halt`)
+        #: (the run halts: see `flowrt.run.Driver.check_halt`)
         self.check_halt: Callable[[], None] | None = None
 
     @classmethod

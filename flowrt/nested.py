@@ -130,10 +130,8 @@ class RunnerTools(B.Implementation):
             return self._state(outcome, runs_dir)
         # The call was sent again (after a crash): the run it started goes on where it stopped.
         with existing:
-            ended = existing.ended
-            last = existing.facts()[-1]
-        if ended:
-            return self._ended(existing, last)
+            if existing.ended:
+                return self._ended(existing, existing.facts()[-1])
         outcome = resume(runs_dir, run_id, python_tools=self.python_tools, allow=self.allow, ask=None,
                          durability=durability, halt=halt)
         return self._state(outcome, runs_dir)

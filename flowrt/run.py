@@ -172,8 +172,8 @@ def _walk(node):
 
 @dataclass
 class RunHost:
-    """What the host's `std@v1/runner` needs to run nested programs for a run: where runs are
-    stored, how durably, and the run's own bindings and approval (a nested run never asks)."""
+    """What the host's `std@v1/runner` needs to know of a run to start nested ones beside it:
+    where its runs are stored, and how durably (its bindings and approval are bind's own)."""
 
     runs_dir: str = ".flow/runs"
     durability: str = "fsync"

@@ -4,12 +4,14 @@ A frame is a 4-byte big-endian unsigned length followed by that many bytes of ca
 (orjson with sorted keys: UTF-8, no insignificant whitespace). Flow's Int has no size limit and
 orjson writes and reads integers only up to 64 bits (it reads a larger one as a float, silently),
 so a frame that holds a larger integer is written by the standard library's `json` instead and
-says so in the top bit of its length (`EXACT`); the reader then reads it with `json` too, exactly. A frame holds one message, a JSON
-object, or a batch of them, a JSON array of objects (`encode_batch`): one write, one read and one
-parse for many messages, which is most of what a message costs. Readers hand batched messages
-out one at a time, so `recv` can return None for a clean end of stream without ambiguity. Frames
-longer than `MAX_FRAME` (64 MiB) are refused on both sides: `send` before writing, `recv` as soon
-as the header announces one (the stream is then unusable; the host kills the child).
+says so in the top bit of its length (`EXACT`); the reader then reads it with `json` too, exactly.
+
+A frame holds one message, a JSON object, or a batch of them, a JSON array of objects
+(`encode_batch`): one write, one read and one parse for many messages, which is most of what a
+message costs. Readers hand batched messages out one at a time, so `recv` can return None for a
+clean end of stream without ambiguity. Frames longer than `MAX_FRAME` (64 MiB) are refused on
+both sides: `send` before writing, `recv` as soon as the header announces one (the stream is
+then unusable; the host kills the child).
 
 Non-JSON Python values (dataclasses, datetimes, str/int subclasses, non-text keys, floats that
 are not finite) are refused at `encode` rather than silently converted: what crosses the boundary
