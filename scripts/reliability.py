@@ -1,22 +1,30 @@
-"""Crash recovery, shown: kill the host with SIGKILL at every fact boundary of a run with
-concurrent calls, resume each, and check that every one reaches the same End, that no admitted
-fact was lost (the resumed history starts with the facts the killed one had), and that no call
-was sent twice (no --resend is given).
+"""The reliability table: every measured way a Tool, an input, a file, a program or a crash could
+make the host hang, crash, lose a fact or lie, tried for real, in one table.
 
-    python scripts/reliability.py [--rounds 25] [--every 1]
+    python scripts/reliability.py [--quick] [--only NAME ...]
 
-Prints: kill points tried, resumed to the same End, facts lost, duplicate sends.
+Each row is a check with how many cases it tried and how many failed (a failure is a wrong
+verdict, a lost or twice-sent fact, a hang, a traceback or an escape, as the row says);
+docs/reliability.md explains each row. The first row is crash recovery: the host is killed with
+SIGKILL at every fact boundary of a run with concurrent calls, each run is resumed, and every one
+must reach the same End with no admitted fact lost and no call sent twice (no --resend is given).
+The other rows come from the modules in scripts/reliability/, each exposing
+`measure(quick) -> [{"check", "tried", "failures", "detail"}]`.
+
+Exit status 0 only when no row has a failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -57,31 +65,67 @@ def trial(work: Path, rounds: int, kill_after: int | None) -> dict:
             "facts": len(after), "stderr": done.stderr[-500:]}
 
 
-def main() -> int:
-    options = argparse.ArgumentParser()
-    options.add_argument("--rounds", type=int, default=25)
-    options.add_argument("--every", type=int, default=1, help="try every Nth fact boundary")
-    args = options.parse_args()
+def measure_kills(quick: bool, rounds: int = 25, every: int = 1) -> list[dict]:
+    if quick:
+        rounds, every = 3, 3
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)
         for name in ("rounds.flow", "flow.toml", "rounds_tool.py"):
             shutil.copy(HERE / name, work / name)
-        clean = trial(work, args.rounds, None)
-        assert clean["exit"] == 0, clean
-        total = clean["facts"]
-        print(f"clean run: {total} facts, End {json.dumps(clean['end'])}")
-        tried = same = lost = duplicates = 0
-        for k in range(1, total, args.every):
-            result = trial(work, args.rounds, k)
+        clean = trial(work, rounds, None)
+        if clean["exit"] != 0:
+            return [{"check": "SIGKILL at every fact boundary, resumed", "tried": 1, "failures": 1,
+                     "detail": f"the run without a kill exited {clean['exit']}: {clean['stderr']}"}]
+        tried = different = lost = duplicates = 0
+        for k in range(1, clean["facts"], every):
+            result = trial(work, rounds, k)
             tried += 1
-            same += result["end"] == clean["end"] and result["exit"] == 0
+            different += not (result["end"] == clean["end"] and result["exit"] == 0)
             lost += result["lost"]
             duplicates += result["duplicates"]
-            if result["end"] != clean["end"]:
-                print(f"  kill after fact {k}: exit {result['exit']}, End {result['end']} {result['stderr']}")
-        print(f"kill points tried: {tried}, resumed to the same End: {same}, facts lost: {lost}, "
-              f"duplicate sends: {duplicates}")
-        return 0 if same == tried and lost == 0 and duplicates == 0 else 1
+        return [{"check": "SIGKILL at every fact boundary, resumed", "tried": tried,
+                 "failures": different + lost + duplicates,
+                 "detail": f"{rounds} rounds, one boundary in {every} of {clean['facts']} facts: {tried - different} "
+                           f"reached the same End, {lost} facts lost, {duplicates} calls sent twice"}]
+
+
+def load_measures() -> dict[str, object]:
+    """The row modules, by name: loaded by path, since this script's name is also the folder's."""
+    found = {}
+    for path in sorted(HERE.glob("*.py")):
+        if path.name.startswith("_") or path.name == "rounds_tool.py":
+            continue
+        spec = importlib.util.spec_from_file_location(f"reliability_rows.{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        if hasattr(module, "measure"):
+            found[path.stem] = module.measure
+    return found
+
+
+def main() -> int:
+    options = argparse.ArgumentParser()
+    options.add_argument("--quick", action="store_true", help="a smaller sample of every row (about a minute each)")
+    options.add_argument("--only", nargs="*", help="row modules to run (kills is the crash-recovery row)")
+    args = options.parse_args()
+    measures = {"kills": measure_kills, **load_measures()}
+    rows = []
+    for name, measure in measures.items():
+        if args.only and name not in args.only:
+            continue
+        started = time.monotonic()
+        try:
+            produced = measure(args.quick)
+        except Exception as error:  # a row that cannot measure is a failure of the table, shown as such
+            produced = [{"check": name, "tried": 0, "failures": 1, "detail": f"could not measure: {error!r}"}]
+        for row in produced:
+            rows.append((name, row, time.monotonic() - started))
+        print(f"{name}: {len(produced)} rows in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    print("| source | check | tried | failures | detail |")
+    print("| --- | --- | ---: | ---: | --- |")
+    for name, row, _ in rows:
+        print(f"| {name} | {row['check']} | {row['tried']} | {row['failures']} | {row['detail']} |")
+    return 0 if all(row["failures"] == 0 for _, row, _ in rows) else 1
 
 
 if __name__ == "__main__":
