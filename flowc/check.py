@@ -357,7 +357,7 @@ class _ModuleChecker:
         view = self.callers_view.get(fn.identity)
         if view is None or view[0] is not fn:
             call_type = fn.call_type()
-            view = self.callers_view[fn.identity] = (fn, call_type, _effect_param_names(call_type))
+            view = self.callers_view[fn.identity] = (fn, call_type, effect_param_names(call_type))
         _, base, effect_names = view
         if not fn.decl.type_params and not effect_names:
             return base
@@ -1346,7 +1346,7 @@ def _effect_params(sig: T.TFun) -> dict[str, T.Effect]:
     return {e.name: e for e in _collect_effects(sig) if isinstance(e, T.EffParam)}
 
 
-def _effect_param_names(t: T.Type) -> list[str]:
+def effect_param_names(t: T.Type) -> list[str]:
     return sorted({e.name for e in _collect_effects(t) if isinstance(e, T.EffParam)})
 
 

@@ -914,9 +914,9 @@ def _stepped(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def _effect_vars(sig: T.TFun) -> list[str]:
-    from flowc.check import _effect_param_names
+    from flowc.check import effect_param_names
 
-    return _effect_param_names(sig)
+    return effect_param_names(sig)
 
 
 def _has_foreign_tail_call(fn: FnInfo, facts: Facts) -> bool:

@@ -62,21 +62,19 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
     """List the Tool declarations of a program as JSON (identity, fingerprint, types)."""
     import orjson
 
-    from flowc.frontend import check_program
-    from flowc.typeterms import DATA_VERSION, tool_description
+    import flowc
+    from flowc.typeterms import DATA_VERSION
     from flowrt.files import read_text
-    from flowrt.run import reachable_tools
 
-    checked = check_program(file, read_text)
-    program: dict = {"root": file, "diagnostics": [d.to_json() for d in checked.diagnostics], "tools": [],
+    compiled = flowc.compile(file, read_text, generate=False)
+    program: dict = {"root": file, "diagnostics": [d.to_json() for d in compiled.diagnostics], "tools": [],
                      "types": {}}
-    if checked.ok:
-        env = checked.env
+    if compiled.ok:
         if entry is not None:
-            fn = env.modules[checked.program.root].fns.get(entry)
-            descriptions = list(reachable_tools(checked, fn).values()) if fn is not None else []
+            fn = compiled.entry(entry)
+            descriptions = list(compiled.reachable_tools(fn.identity).values()) if fn is not None else []
         else:
-            descriptions = [tool_description(env, fn) for identity, fn in sorted(env.fns.items()) if fn.tool]
+            descriptions = list(compiled.tools.values())
         for d in descriptions:
             program["types"].update(d.get("types", {}))
             program["tools"].append({k: d[k] for k in ("tool", "fingerprint", "signature", "generic", "params",
@@ -84,7 +82,7 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
         program["types"] = dict(sorted(program["types"].items()))
     document = {"data": DATA_VERSION, "programs": [program]}
     sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
-    ctx.exit(0 if checked.ok else 2)
+    ctx.exit(0 if compiled.ok else 2)
 
 
 @main.command("test")
@@ -332,11 +330,11 @@ def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: boo
     """Document every module a program forms (std included), as Markdown."""
     import os
 
+    import flowc
     from flowc.doc import index, page_filename, pages, to_html
-    from flowc.frontend import check_program
     from flowrt.files import read_text
 
-    checked = check_program(file, read_text)
+    checked = flowc.check(file, read_text)
     errors = [d for d in checked.diagnostics if d.severity == "error"]
     if errors:
         _render_refusal(ctx, color, errors, checked.sources())

@@ -104,9 +104,9 @@ class RunnerTools(B.Implementation):
         return read
 
     def _check(self, source: str):
-        from flowc.frontend import check_program
+        import flowc
 
-        checked = check_program(SOURCE_FILE, self._reader(source))
+        checked = flowc.check(SOURCE_FILE, self._reader(source))
         if checked.ok:
             return {"Ok": None}
         return {"Err": {"Failed": [diagnostic_value(d) for d in checked.diagnostics]}}

@@ -24,9 +24,10 @@ from typing import Any
 
 import orjson
 
-from flowc.frontend import Checked, check_program
+import flowc
+from flowc.compiled import Compiled
 from flowrt import abi
-from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admit, bind, reachable_tools
+from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admit, bind
 from flowrt.store import Hole, RunStore, StorageError
 
 
@@ -60,7 +61,7 @@ class _Incomplete(Exception):
 # ---- re-forming the recorded program -----------------------------------------------------------
 
 
-def recorded_program(store: RunStore) -> tuple[Checked, dict]:
+def recorded_program(store: RunStore) -> tuple[Compiled, dict]:
     """Check the program exactly as the history's Start recorded it, from its stored sources."""
     start = store.fact(1)
     texts: dict[str, str] = {}
@@ -82,40 +83,37 @@ def recorded_program(store: RunStore) -> tuple[Checked, dict]:
             return texts[identity]
         raise FileNotFoundError(2, "not in the recorded sources", path)
 
-    checked = check_program(root + ".flow", read, std_read=std_read)
-    if not checked.ok:
-        raise Refused(list(checked.diagnostics), checked.sources())
-    if checked.identity != start["program"]:
-        raise StorageError(f"the recorded sources form program {checked.identity}, but Start names "
+    compiled = flowc.compile(root + ".flow", read, std_read=std_read)
+    if not compiled.ok:
+        raise Refused(list(compiled.diagnostics), compiled.sources())
+    if compiled.identity != start["program"]:
+        raise StorageError(f"the recorded sources form program {compiled.identity}, but Start names "
                            f"{start['program']}", 1)
-    return checked, start
+    return compiled, start
 
 
 def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: dict | None = None,
                           allow: bool = False, ask=None, path_for_manifest: str | None = None,
-                          current: Checked | None = None, host: RunHost | None = None) -> Prepared:
+                          current: Compiled | None = None, host: RunHost | None = None) -> Prepared:
     """The program to re-run: the one the history recorded, or `current` (a saved history replayed
     as a regression test against today's program)."""
-    from flowc.emit import generate_cached
-
     if current is None:
-        checked, start = recorded_program(store)
+        compiled, start = recorded_program(store)
     else:
-        checked, start = current, store.fact(1)
-        if start["entry"]["function"] not in checked.env.modules[checked.program.root].fns:
+        compiled, start = current, store.fact(1)
+        if compiled.entry(start["entry"]["function"]) is None:
             raise Refused([], {})
-    env = checked.env
-    entry = env.modules[start["entry"]["module"]].fns[start["entry"]["function"]]
-    tools = reachable_tools(checked, entry)
+    entry = compiled.functions[f"{start['entry']['module']}.{start['entry']['function']}"]
+    tools = compiled.reachable_tools(entry.identity)
     implementations: dict = {}
     if bind_tools:
-        implementations = bind(checked, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask,
+        implementations = bind(compiled, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask,
                                host=host)
     try:
         recorded_input = store.value(start, "input")
     except Hole as hole:
         raise _Incomplete(f"the run's input is a hole ({hole.hash})", 1) from None
-    return Prepared(checked, entry, dict(recorded_input), tools, implementations, generate_cached(checked))
+    return Prepared(compiled, entry, dict(recorded_input), tools, implementations, compiled.generated)
 
 
 # ---- serving the record ------------------------------------------------------------------------
@@ -151,13 +149,11 @@ class ReplayDriver(Driver):
         self.recorded_open: dict[str, dict] = {}
         if self.checkpoint is not None:
             # Tasks parked in the checkpoint wait again on their calls: those calls are open.
-            from flowrt.run import _is_task
-
             function = self.checkpoint["function"]
-            fn = prepared.checked.env.fns[f"{function['module']}.{function['name']}"]
+            fn = prepared.compiled.functions[f"{function['module']}.{function['name']}"]
             arguments = self.value(self.checkpoint, "arguments")
-            for p, t in zip(fn.decl.params, fn.sig.params):
-                if _is_task(t):
+            for p in fn.params:
+                if p.task:
                     parked = arguments[p.name]
                     self.recorded_open[parked["call"]] = {"tool": parked["tool"], "arguments": parked["arguments"],
                                                           "types": None}
@@ -300,10 +296,8 @@ class ReplayDriver(Driver):
         message = super().load_message()
         if self.checkpoint is not None:
             function = self.checkpoint["function"]
-            fn = self.prepared.checked.env.fns[f"{function['module']}.{function['name']}"]
-            from flowc.lower import module_key, py_name
-
-            message["start"] = {"function": f"{module_key(fn.module)}.{py_name(fn.name)}",
+            fn = self.prepared.compiled.functions[f"{function['module']}.{function['name']}"]
+            message["start"] = {"function": fn.key,
                                 "arguments": self.value(self.checkpoint, "arguments"),
                                 "checkpoint": self.checkpoint_number}
         return message
@@ -560,7 +554,7 @@ def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
         store.close()
 
 
-def replay(runs_dir: str, run_id: str, current: Checked | None = None) -> ReplayResult:
+def replay(runs_dir: str, run_id: str, current: Compiled | None = None) -> ReplayResult:
     """Replay a run against its history. The child starts while the history is read, and the
     history is verified while the child runs; whatever the re-run found, damage anywhere in the
     history is reported instead (a storage failure, never a verdict), as if it had been read
@@ -569,7 +563,7 @@ def replay(runs_dir: str, run_id: str, current: Checked | None = None) -> Replay
         return _replay(runs_dir, run_id, current)
 
 
-def _replay(runs_dir: str, run_id: str, current: Checked | None = None) -> ReplayResult:
+def _replay(runs_dir: str, run_id: str, current: Compiled | None = None) -> ReplayResult:
     from flowrt.child import Child
 
     child = Child.start()
@@ -691,7 +685,6 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
          durability: str = "fsync") -> RunOutcome:
     """A new run from a checkpoint of another: the same program or a newer one, with the
     checkpoint's arguments or some of them replaced. The parent is never changed."""
-    from flowc.typeterms import term_and_defs
     from flowrt.files import read_text
     from flowrt.run import new_run_id, recorded_modules
 
@@ -716,20 +709,19 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
         start = parent.facts()[0]
         try:
             if program_file is not None:
-                checked = check_program(program_file, read_text)
-                if not checked.ok:
-                    return RunOutcome(2, diagnostics=list(checked.diagnostics), sources=checked.sources())
+                compiled = flowc.compile(program_file, read_text)
+                if not compiled.ok:
+                    return RunOutcome(2, diagnostics=list(compiled.diagnostics), sources=compiled.sources())
             else:
-                checked, _ = recorded_program(parent)
+                compiled, _ = recorded_program(parent)
         except Refused as refused:
             return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
         function = fact["function"]
-        env = checked.env
-        fn = env.fns.get(f"{function['module']}.{function['name']}")
-        if fn is None or fn.tool or fn.decl.body is None:
+        fn = compiled.functions.get(f"{function['module']}.{function['name']}")
+        if fn is None:
             return RunOutcome(2, message=f"the program has no top-level function `{function['name']}` in module "
                                          f"`{function['module']}` to continue the checkpoint with")
-        names = [p.name for p in fn.decl.params]
+        names = [p.name for p in fn.params]
         replacement = None
         if input_text is not None:
             try:
@@ -743,12 +735,10 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
                     return RunOutcome(2, message=f"`{fn.name}` has no parameter `{key}`")
             arguments.update(replacement)
         fitted: dict[str, Any] = {}
-        from flowrt.run import _is_task
-
-        for p, t in zip(fn.decl.params, fn.sig.params):
+        for p in fn.params:
             if p.name not in arguments:
                 return RunOutcome(2, message=f"the checkpoint has no argument for `{p.name}` of `{fn.name}`")
-            if _is_task(t):
+            if p.task:
                 # A parked task keeps its call; it cannot be given as input.
                 parked = arguments[p.name]
                 if input_text is not None and p.name in (replacement or {}) or not isinstance(parked, dict) \
@@ -756,18 +746,18 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
                     return RunOutcome(2, message=f"`{p.name}` is a task: the fork keeps the checkpoint's")
                 fitted[p.name] = parked
                 continue
-            term, defs = term_and_defs(env, t)
+            if p.type is None:
+                return RunOutcome(2, message=f"`{fn.name}` cannot continue a checkpoint: `{p.name}` is not data")
             try:
-                fitted[p.name] = abi.encode(abi.decode(arguments[p.name], term, defs), term, defs)
+                fitted[p.name] = abi.encode(abi.decode(arguments[p.name], p.type, fn.defs), p.type, fn.defs)
             except abi.DecodeError as problem:
                 return RunOutcome(2, message=f"argument `{p.name}` does not fit `{fn.name}`: {problem}")
         entry = start["entry"]
-        root = env.modules[checked.program.root]
-        if entry["module"] != checked.program.root or entry["function"] not in root.fns:
+        if entry["module"] != compiled.root or compiled.entry(entry["function"]) is None:
             entry = {"module": fn.module, "function": fn.name}
-        modules, sources = recorded_modules(checked)
+        modules, sources = recorded_modules(compiled)
         run_id = new_run_id()
-        fields = {"program": checked.identity, "std": "std@v1", "entry": entry, "input": recorded_input,
+        fields = {"program": compiled.identity, "std": "std@v1", "entry": entry, "input": recorded_input,
                   "modules": modules, "parent": {"run": parent_id, "checkpoint": checkpoint}}
         try:
             store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability)

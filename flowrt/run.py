@@ -19,14 +19,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowc import types as T
+import flowc
+from flowc.compiled import Compiled, Function
 from flowc.diagnostics import Diagnostic, Location, error
-from flowc.emit import Generated, generate_cached
-from flowc.frontend import Checked, check_program
-from flowc.lower import module_key, py_name
-from flowc.resolve import FnInfo
-from flowc.typeinfo import is_data
-from flowc.typeterms import term_and_defs, tool_description
+from flowc.emit import Generated
 from flowrt import abi
 from flowrt import bindings as B
 from flowrt.files import read_text
@@ -66,8 +62,8 @@ def refuse(code: str, message: str, file: str = "<input>", help: str | None = No
 
 @dataclass
 class Prepared:
-    checked: Checked
-    entry: FnInfo
+    compiled: Compiled
+    entry: Function
     args_json: dict[str, Any]
     tools: dict[str, dict]  # identity -> description (flow tools shape) + type_params
     implementations: dict[str, B.Implementation]  # identity -> implementation
@@ -81,27 +77,25 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
     `read` reads the program's files (a nested run's reads its submitted source); `host` is what
     the host's own std Tools need to know of the run (`std@v1/runner`); `manifest_dir` is where
     flow.toml is (default: beside `path`)."""
-    checked = check_program(path, read)
-    if not checked.ok:
-        raise Refused(list(checked.diagnostics), checked.sources())
-    env = checked.env
-    root = env.modules[checked.program.root]
-    fn = root.fns.get(entry_name)
-    if fn is None or not fn.pub or fn.tool or fn.intrinsic or fn.decl.body is None:
-        raise refuse("entry-not-found", f"`{entry_name}` is not a `pub flow` of {root.file}", root.file,
+    compiled = flowc.compile(path, read)
+    if not compiled.ok:
+        raise Refused(list(compiled.diagnostics), compiled.sources())
+    fn = compiled.entry(entry_name)
+    root_file = compiled.modules[0].file if fn is None else fn.file
+    if fn is None or not fn.pub:
+        raise refuse("entry-not-found", f"`{entry_name}` is not a `pub flow` of {root_file}", root_file,
                      help="name a top-level `pub flow` with --entry")
-    for p, t in zip(fn.decl.params, fn.sig.params):
-        if not is_data(env, t) or fn.decl.type_params:
-            raise refuse("not-data", f"entry parameter `{p.name}` is not data", root.file)
-    args_json = decode_input(checked, fn, input_text)
-    tools = reachable_tools(checked, fn)
-    implementations = bind(checked, path, tools, python_tools or {}, allow=allow, ask=ask, host=host,
+    for p in fn.params:
+        if p.type is None or p.task or fn.generic:
+            raise refuse("not-data", f"entry parameter `{p.name}` is not data", root_file)
+    args_json = decode_input(fn, input_text)
+    tools = compiled.reachable_tools(fn.identity)
+    implementations = bind(compiled, path, tools, python_tools or {}, allow=allow, ask=ask, host=host,
                            manifest_dir=manifest_dir)
-    generated = generate_cached(checked)
-    return Prepared(checked, fn, args_json, tools, implementations, generated)
+    return Prepared(compiled, fn, args_json, tools, implementations, compiled.generated)
 
 
-def decode_input(checked: Checked, fn: FnInfo, input_text: str) -> dict[str, Any]:
+def decode_input(fn: Function, input_text: str) -> dict[str, Any]:
     """The input as canonical JSON values per parameter; refuses anything that does not decode."""
     try:
         data = abi.parse_json(input_text)
@@ -109,65 +103,23 @@ def decode_input(checked: Checked, fn: FnInfo, input_text: str) -> dict[str, Any
         raise refuse("input-invalid", f"the input is not JSON: {problem}") from None
     if not isinstance(data, dict):
         raise refuse("input-invalid", "the input is a JSON object keyed by parameter name")
-    names = [p.name for p in fn.decl.params]
+    names = [p.name for p in fn.params]
     for key in sorted(data):
         if key not in names:
             raise refuse("input-invalid", f"the entry `{fn.name}` has no parameter `{key}`",
                          help="parameters: " + ", ".join(names) if names else "it takes no input")
     out: dict[str, Any] = {}
-    for p, t in zip(fn.decl.params, fn.sig.params):
+    defs = fn.defs
+    for p in fn.params:
         if p.name not in data:
             raise refuse("input-invalid", f"the input has no `{p.name}`")
-        term, defs = term_and_defs(checked.env, t)
+        term = p.type
         try:
             value = abi.decode(data[p.name], term, defs)
         except abi.DecodeError as problem:
             raise refuse("input-invalid", f"`{p.name}`: {problem}") from None
         out[p.name] = abi.encode(value, term, defs)
     return out
-
-
-def reachable_tools(checked: Checked, entry: FnInfo) -> dict[str, dict]:
-    """Every Tool declaration a run of `entry` can reach, described as `flow tools` does."""
-    facts = checked.facts
-    assert facts is not None
-    seen: set[str] = set()
-    tools: dict[str, FnInfo] = {}
-    work: list[FnInfo] = [entry]
-    while work:
-        fn = work.pop()
-        if fn.identity in seen:
-            continue
-        seen.add(fn.identity)
-        if fn.tool:
-            tools[fn.identity] = fn
-            continue
-        if fn.decl.body is None:
-            continue
-        for node in _walk(fn.decl.body):
-            ref = facts.refs.get(id(node))
-            if ref is not None and ref[0] == "fn":
-                work.append(ref[1])
-    out: dict[str, dict] = {}
-    for identity in sorted(tools):
-        info = tools[identity]
-        description = tool_description(checked.env, info)
-        description["type_params"] = [p.name for p in info.decl.type_params]
-        out[identity] = description
-    return out
-
-
-def _walk(node):
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(item)
-        elif hasattr(item, "__dataclass_fields__"):
-            yield item
-            for name in item.__dataclass_fields__:
-                if name not in ("span", "name_span"):
-                    stack.append(getattr(item, name))
 
 
 @dataclass
@@ -179,7 +131,7 @@ class RunHost:
     durability: str = "fsync"
 
 
-def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask,
+def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask,
          host: RunHost | None = None, manifest_dir: str | None = None) -> dict:
     manifest_dir = manifest_dir or B.manifest_dir(path)
     manifest_path = os.path.join(manifest_dir, "flow.toml")
@@ -252,18 +204,18 @@ def source_digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def recorded_modules(checked: Checked) -> tuple[list[dict], list[str]]:
+def recorded_modules(compiled: Compiled) -> tuple[list[dict], list[str]]:
     """What Start records of a program's modules (identity and source hash), and the sources
     the store keeps by hash, so resume and replay never need the working files."""
-    modules = [{"module": m.identity, "hash": source_digest(m.source)} for m in checked.program.modules]
-    return modules, [m.source for m in checked.program.modules]
+    modules = [{"module": m.identity, "hash": source_digest(m.source)} for m in compiled.modules]
+    return modules, [m.source for m in compiled.modules]
 
 
 def start_fields(prepared: Prepared) -> tuple[dict, list[str]]:
-    checked = prepared.checked
-    modules, sources = recorded_modules(checked)
+    compiled = prepared.compiled
+    modules, sources = recorded_modules(compiled)
     fields = {
-        "program": checked.identity,
+        "program": compiled.identity,
         "std": "std@v1",
         "entry": {"module": prepared.entry.module, "function": prepared.entry.name},
         "input": prepared.args_json,
@@ -273,46 +225,27 @@ def start_fields(prepared: Prepared) -> tuple[dict, list[str]]:
 
 
 def load_message(prepared: Prepared) -> dict:
-    env = prepared.checked.env
     entry = prepared.entry
-    defs: dict[str, Any] = {}
-    from flowc.typeterms import term
-
-    params = [term(env, t, defs) for t in entry.sig.params]
-    result = term(env, entry.sig.ret, defs)
     return {
         "op": "load",
         "modules": [{"key": m.key, "filename": m.filename, "source": m.source, "flow_file": m.flow_file,
                      "line_map": [list(x) for x in m.line_map]} for m in prepared.generated.modules],
-        "entry": {"module": module_key(entry.module), "function": py_name(entry.name), "params": params,
-                  "result": result, "defs": dict(sorted(defs.items()))},
-        "args": [prepared.args_json[p.name] for p in entry.decl.params],
+        "entry": {"module": entry.key.split(".", 1)[0], "function": entry.key.split(".", 1)[1],
+                  "params": [p.type for p in entry.params], "result": entry.result, "defs": dict(entry.defs)},
+        "args": [prepared.args_json[p.name] for p in entry.params],
         "tools": prepared.tools,
-        "functions": checkpoint_functions(prepared.checked),
+        "functions": checkpoint_functions(prepared.compiled),
     }
 
 
-def checkpoint_functions(checked: Checked) -> dict[str, dict]:
+def checkpoint_functions(compiled: Compiled) -> dict[str, dict]:
     """The top-level functions a checkpoint may name, keyed as the child finds them
-    (`<module key>.<python name>`): non-generic, with a body, every parameter data."""
-    from flowc.check import _effect_param_names
-    from flowc.typeterms import term as type_term
-
-    env = checked.env
-    out: dict[str, dict] = {}
-    for identity in sorted(env.fns):
-        fn = env.fns[identity]
-        if fn.tool or fn.intrinsic or fn.decl.body is None or fn.decl.type_params or fn.test \
-                or fn.decl.attr("fake") is not None or _effect_param_names(fn.sig):
-            continue
-        if not all(is_data(env, t) or _is_task(t) for t in fn.sig.params):
-            continue
-        defs: dict[str, Any] = {}
-        params = [{"name": p.name, "task": True} if _is_task(t) else {"name": p.name, "type": type_term(env, t, defs)}
-                  for p, t in zip(fn.decl.params, fn.sig.params)]
-        out[f"{module_key(fn.module)}.{py_name(fn.name)}"] = {
-            "module": fn.module, "name": fn.name, "params": params, "defs": dict(sorted(defs.items()))}
-    return out
+    (`<module key>.<python name>`): non-generic, with a body, every parameter data or a task."""
+    return {key: {"module": fn.module, "name": fn.name,
+                  "params": [{"name": p.name, "task": True} if p.task else {"name": p.name, "type": p.type}
+                             for p in fn.params],
+                  "defs": dict(fn.defs)}
+            for key, fn in compiled.checkpoint_functions().items()}
 
 
 class HaltRequested(KeyboardInterrupt):
@@ -572,17 +505,10 @@ class Driver:
         if "Completed" in outcome:
             value = outcome["Completed"]
             code = 0
-            result_type = self.prepared.entry.sig.ret
-            if isinstance(result_type, T.TCon) and result_type.name == T.RESULT and isinstance(value, dict) \
-                    and "Err" in value:
+            if self.prepared.entry.returns_result and isinstance(value, dict) and "Err" in value:
                 code = 4
             return RunOutcome(code, self.run_id, output=abi.canonical_json(value))
         return RunOutcome(1, self.run_id, fault=outcome.get("Faulted"))
-
-
-def _is_task(t) -> bool:
-    """A parameter that may carry a task parked on its only Tool call into a checkpoint."""
-    return isinstance(t, T.TCon) and t.name == "Task"
 
 
 def crash_after(n: int, target: int | None = None) -> None:

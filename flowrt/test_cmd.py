@@ -11,12 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import flowc
+from flowc.compiled import Compiled
 from flowc.diagnostics import Diagnostic, Location, error
-from flowc.emit import generate_cached
-from flowc.frontend import check_program
-from flowc.lower import module_key, py_name
 from flowrt.files import program_roots, read_text
-from flowrt.run import reachable_tools
 
 CLOCK_TOOLS = {"std@v1/clock.now", "std@v1/clock.sleep"}
 
@@ -69,36 +67,27 @@ def run_tests(paths: list[str], steps: int = STEP_BOUND) -> TestReport:
             _replay_history(os.path.dirname(path) or ".", report)
     cache: dict = {}
     for root in roots:
-        checked = check_program(root, read_text, cache)
-        report.sources.update(checked.sources())
-        if not checked.ok:
+        compiled = flowc.compile(root, read_text, parse_cache=cache)
+        report.sources.update(compiled.sources())
+        if not compiled.ok:
             report.refused = True
-            report.diagnostics.extend(d for d in checked.diagnostics if d not in report.diagnostics)
+            report.diagnostics.extend(d for d in compiled.diagnostics if d not in report.diagnostics)
             continue
-        _run_program(checked, report, steps)
+        _run_program(compiled, report, steps)
     return report
 
 
-def _run_program(checked, report: TestReport, steps: int) -> None:
-    env = checked.env
-    root = env.modules[checked.program.root]
-    tests = [fn for fn in root.fns.values() if fn.test]
+def _run_program(compiled: Compiled, report: TestReport, steps: int) -> None:
+    tests = compiled.tests()
     if not tests:
         return
-    fakes: dict[str, dict] = {}
-    for identity in sorted(env.fns):
-        fn = env.fns[identity]
-        if fn.fake_target is None:
-            continue
-        counted = len(fn.decl.params) == len(fn.fake_target.decl.params) + 1
-        fakes[fn.fake_target.identity] = {"key": f"{module_key(fn.module)}.{py_name(fn.name)}", "counted": counted}
+    fakes = {tool: {"key": fn.key, "counted": fn.fake_counted} for tool, fn in compiled.fakes().items()}
     entries = []
-    for fn in sorted(tests, key=lambda f: f.decl.span.line):
-        reachable = set(reachable_tools(checked, fn))
+    for fn in tests:
+        reachable = set(compiled.reachable_tools(fn.identity))
         unfaked = sorted(reachable - set(fakes) - CLOCK_TOOLS)
-        entries.append({"key": f"{module_key(fn.module)}.{py_name(fn.name)}", "name": fn.name,
-                        "file": root.file, "line": fn.decl.span.line, "unfaked": unfaked})
-    generated = generate_cached(checked)
+        entries.append({"key": fn.key, "name": fn.name, "file": fn.file, "line": fn.line, "unfaked": unfaked})
+    generated = compiled.generated
     load = {"op": "test",
             "modules": [{"key": m.key, "filename": m.filename, "source": m.source, "flow_file": m.flow_file,
                          "line_map": [list(x) for x in m.line_map]} for m in generated.modules],
@@ -169,14 +158,14 @@ def _replay_history(run_dir: str, report: TestReport) -> None:
                                         f"(`{entry['module']}.flow`) is not in its directory or any above it",
                                         Location(os.path.join(run_dir, "history.jsonl"), 1, 1, 1, 2)))
         return
-    checked = check_program(os.path.relpath(root_file), read_text)
-    if not checked.ok:
+    compiled = flowc.compile(os.path.relpath(root_file), read_text)
+    if not compiled.ok:
         report.refused = True
-        report.diagnostics.extend(checked.diagnostics)
-        report.sources.update(checked.sources())
+        report.diagnostics.extend(compiled.diagnostics)
+        report.sources.update(compiled.sources())
         return
     started = __import__("time").perf_counter()
-    result = replay(runs_dir, run_id, current=checked)
+    result = replay(runs_dir, run_id, current=compiled)
     seconds = round(__import__("time").perf_counter() - started, 6)
     entry_row = {"name": name, "file": os.path.relpath(root_file), "line": 1, "seconds": seconds}
     if result.verdict is not None and result.verdict.kind == "Matched":

@@ -19,19 +19,17 @@ from flowrt.bindings import PENDING, Problem, _as_outcome
 
 
 def describe(declared_in: str, tools: list[str]) -> list[dict]:
-    from flowc.frontend import check_program
-    from flowc.typeterms import tool_description
+    import flowc
     from flowrt.files import read_text
 
-    checked = check_program(declared_in, read_text)
-    if not checked.ok:
+    compiled = flowc.compile(declared_in, read_text, generate=False)
+    if not compiled.ok:
         raise SystemExit(f"{declared_in} does not check")
     out = []
     for identity in tools:
-        fn = checked.env.fns.get(identity)
-        if fn is None or not fn.tool:
+        d = compiled.tools.get(identity)
+        if d is None:
             raise SystemExit(f"{declared_in} declares no Tool {identity}")
-        d = tool_description(checked.env, fn)
         out.append({"tool": d["tool"], "fingerprint": d["fingerprint"], "signature": d["signature"]})
     return out
 
