@@ -334,7 +334,7 @@ def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: boo
     from flowc.doc import index, page_filename, pages, to_html
     from flowrt.files import read_text
 
-    checked = flowc.check(file, read_text)
+    checked = flowc.check_program(file, read_text)
     errors = [d for d in checked.diagnostics if d.severity == "error"]
     if errors:
         _render_refusal(ctx, color, errors, checked.sources())
