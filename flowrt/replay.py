@@ -554,10 +554,23 @@ def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
             store.verify()  # damage anywhere is reported first, as a full open would have
             raise
         store.verify()
+        for r in driver.rounds:
+            r["tasks"] = _round_tasks(prepared, r)
         return driver.rounds, verdict
     finally:
         child.kill()
         store.close()
+
+
+def _round_tasks(prepared: Prepared, place: dict) -> list[dict]:
+    """The tasks a round's arguments carry: each parameter of a task type holds a task parked on
+    its only call (sandbox/child.py records it by that call), `{"param", "call", "tool"}`."""
+    from flowrt.run import _is_task
+
+    function = place["function"]
+    fn = prepared.checked.env.fns[f"{function['module']}.{function['name']}"]
+    return [{"param": p.name, "call": place["arguments"][p.name]["call"], "tool": place["arguments"][p.name]["tool"]}
+            for p, t in zip(fn.decl.params, fn.sig.params) if _is_task(t)]
 
 
 def replay(runs_dir: str, run_id: str, current: Checked | None = None) -> ReplayResult:
