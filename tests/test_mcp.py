@@ -94,7 +94,8 @@ async def call_is_out(runs: Path) -> None:
     """Wait (up to 15 s) until the one run in `runs` has recorded its Call."""
     for _ in range(300):
         ids = os.listdir(runs) if runs.exists() else []
-        if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+        history = runs / ids[0] / "history.jsonl" if ids else None  # the directory is made first
+        if history is not None and history.exists() and b'"kind":"Call"' in history.read_bytes():
             return
         await anyio.sleep(0.05)
 

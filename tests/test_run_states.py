@@ -75,7 +75,8 @@ def start_gated(work: Path) -> tuple[subprocess.Popen, str]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         ids = os.listdir(runs) if runs.exists() else []
-        if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+        history = runs / ids[0] / "history.jsonl" if ids else None
+        if history is not None and history.exists() and b'"kind":"Call"' in history.read_bytes():
             return host, ids[0]
         if host.poll() is not None:
             break
