@@ -128,8 +128,13 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
     """Show a run's recorded history (facts keep their numbers)."""
     import orjson
 
-    from flowrt.inspect_cmd import history_view, recorded_source, render_history
+    from flowrt.inspect_cmd import carried_tasks, history_view, recorded_source, render_history
+    from flowrt.store import KINDS
 
+    if kind is not None and kind.lower() not in {k.lower() for k in KINDS}:
+        # As MCP's history refuses it: a kind that no fact has would only ever show nothing.
+        sys.stderr.write(f"--kind is one of {', '.join(KINDS)}\n")
+        ctx.exit(2)
     store = _open_run(ctx, runs_dir, run_id, for_append=False)
     try:
         if source is not None:
@@ -145,6 +150,7 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
 
             view["rounds"], verdict = replay_rounds(_runs_dir(runs_dir), run_id)
             view["replay"] = verdict.to_json() if verdict else None
+            view["carried"] = carried_tasks(view["rounds"])
         if as_json:
             sys.stdout.buffer.write(orjson.dumps(view, option=orjson.OPT_SORT_KEYS) + b"\n")
         else:

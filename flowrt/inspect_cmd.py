@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowrt import abi
-from flowrt.replay import open_calls
+from flowrt.run_state import STATUS_TEXT, run_state
 from flowrt.store import Hole, RunStore, scan_runs
 
 SUMMARY_WIDTH = 100
@@ -84,32 +84,70 @@ def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WI
 
 def history_view(store: RunStore, *, kind: str | None = None, search: str | None = None,
                  fact: int | None = None) -> dict:
+    """The CLI's history view. `kind` must be one of the store's fact kinds (any case): the
+    command refuses another before calling this."""
     facts = store.facts()
     rows = [describe_fact(store, f) for f in facts]
     selected = [r for r in rows
                 if (kind is None or r["kind"].lower() == kind.lower())
                 and (search is None or search.lower() in r["summary"].lower())
                 and (fact is None or r["n"] == fact)]
-    ended = store.ended
-    pending = open_calls(store) if not ended else []
-    rounds = [{"n": r["n"], "function": r["function"], "summary": r["summary"]} for r in rows
-              if r["kind"] == "Checkpoint"]
-    state = "ended" if ended else ("paused" if pending else "open")
-    return {"run": store.run_id, "state": state, "total": len(rows), "hidden": len(rows) - len(selected),
-            "facts": selected, "pending": pending, "rounds": rounds,
+    checkpoints = [{"n": r["n"], "function": r["function"], "summary": r["summary"]} for r in rows
+                   if r["kind"] == "Checkpoint"]
+    state = run_state(store)
+    return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
+            "hostDecision": state["hostDecision"], "pending": state["pending"], "open": state["open"],
+            "total": len(rows), "hidden": len(rows) - len(selected), "facts": selected,
+            # the recorded checkpoints; `--rounds` replaces `rounds` with the computed ones
+            "checkpoints": checkpoints, "rounds": checkpoints,
             "truncated": store.torn_tail is not None}
 
 
+def carried_tasks(rounds: list[dict]) -> list[dict]:
+    """Every task that two rounds or more carry (the execution seed's rounds view): a task parked
+    on its only call, named by that call's id, with the rounds (numbered from 1) that hold it."""
+    by_call: dict[str, dict] = {}
+    for number, r in enumerate(rounds, 1):
+        for task in r.get("tasks", []):
+            entry = by_call.setdefault(task["call"], {"call": task["call"], "tool": task["tool"], "params": [],
+                                                      "rounds": [], "after_facts": []})
+            if task["param"] not in entry["params"]:
+                entry["params"].append(task["param"])
+            if not entry["rounds"] or entry["rounds"][-1] != number:
+                entry["rounds"].append(number)
+                entry["after_facts"].append(r["after_fact"])
+    return [entry for entry in by_call.values() if len(entry["rounds"]) >= 2]
+
+
+def _state_line(view: dict) -> str:
+    return f"run {view['run']}: {view['state']} ({view['reason']}), {view['total']} facts"
+
+
+def _open_lines(view: dict) -> list[str]:
+    lines = []
+    if view["open"]:
+        lines.append("open calls:")
+        for entry in view["open"]:
+            lines.append(f"  {entry['call']:<14} {entry['tool'] or '?':<24} {STATUS_TEXT[entry['status']]}")
+            for command in entry["next"]:
+                lines.append(f"      {command}")
+    if view["pending"] == "unknown":
+        lines.append("pending calls: unknown (the record cannot identify them)")
+    elif view["pending"]:
+        lines.append("pending calls: " + ", ".join(view["pending"]))
+    return lines
+
+
 def render_history(view: dict, *, summary: bool) -> str:
-    lines = [f"run {view['run']}: {view['state']}, {view['total']} facts"]
+    lines = [_state_line(view)]
     if summary:
-        if view["pending"]:
-            lines.append("pending calls: " + ", ".join(view["pending"]))
-        if view["rounds"]:
-            last = view["rounds"][-1]
+        lines += _open_lines(view)
+        if view["checkpoints"]:
+            last = view["checkpoints"][-1]
             lines.append(f"latest checkpoint: fact {last['n']} {last['summary']}")
-        lines.append(f"next: flow history {view['run']}  |  flow replay {view['run']}"
-                     + (f"  |  flow resume {view['run']} --call ID --reply JSON" if view["pending"] else ""))
+        if view.get("replay") is not None:
+            lines.append(f"rounds: {len(view['rounds'])}; replay: {view['replay']['verdict']}")
+        lines.append(f"next: flow history {view['run']}  |  flow replay {view['run']}")
         return "\n".join(lines) + "\n"
     for row in view["facts"]:
         who = row.get("call") or row.get("task") or ""
@@ -119,12 +157,20 @@ def render_history(view: dict, *, summary: bool) -> str:
         lines.append(f"({view['hidden']} of {view['total']} facts hidden by the selection)")
     if view.get("replay") is not None:
         lines.append("rounds (the checkpoint places a re-run passes):")
-        for r in view["rounds"]:
+        for number, r in enumerate(view["rounds"], 1):
             taken = f"checkpoint fact {r['checkpoint']}" if r.get("checkpoint") else "no checkpoint taken"
-            lines.append(f"  after fact {r['after_fact']}: {r['function']['name']}({_short_value(r['arguments'])})  [{taken}]")
-        lines.append("tasks carried across rounds: none (a checkpoint holds no other live task)")
-    if view["pending"]:
-        lines.append("pending calls: " + ", ".join(view["pending"]))
+            lines.append(f"  {number}. after fact {r['after_fact']}: {r['function']['name']}"
+                         f"({_short_value(r['arguments'])})  [{taken}]")
+        carried = view.get("carried") or []
+        if not carried:
+            lines.append("tasks carried across rounds: none")
+        else:
+            lines.append("tasks carried across rounds:")
+            for task in carried:
+                lines.append(f"  {task['call']} ({task['tool']}, as {', '.join(task['params'])}): rounds "
+                             f"{', '.join(map(str, task['rounds']))} (after facts "
+                             f"{', '.join(map(str, task['after_facts']))})")
+    lines += _open_lines(view)
     return "\n".join(lines) + "\n"
 
 
@@ -150,8 +196,17 @@ def render_runs(page: dict) -> str:
                      f"facts={last.get('n', 0)}" + (" truncated" if row.get("truncated") else "")
                      + (f" {row['hostDecision'].get('kind')}" if isinstance(row.get("hostDecision"), dict)
                         else (f" {row['hostDecision']}" if row.get("hostDecision") else "")))
+    for row in page["runs"]:
+        if row.get("problem"):
+            lines.append(f"problem: run {row['run']}: {_problem_text(row['problem'])}")
     for problem in page["problems"]:
-        lines.append(f"problem: {problem}")
+        lines.append(f"problem: {_problem_text(problem)}")
     if page.get("nextAfter"):
         lines.append(f"more: --after {page['nextAfter']}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _problem_text(problem: dict) -> str:
+    """A discovery problem as a line: its component, status, message and damaged fact."""
+    fact = f" (fact {problem['fact']})" if problem.get("fact") is not None else ""
+    return f"{problem.get('component')} {problem.get('status')}: {problem.get('message')}{fact}"

@@ -272,7 +272,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
                  source: str | None, source_offset: int) -> dict[str, Any]:
     """The MCP history view (the execution seed's bounds). Reads the verified record and its
     recorded sources only: it evaluates nothing, binds nothing and changes nothing."""
-    from flowrt.replay import open_calls
+    from flowrt.run_state import run_state
 
     try:
         store = RunStore.open(runs_dir, run_id, for_append=False)
@@ -300,11 +300,13 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
         page = selected[offset:offset + limit]
         after = offset + len(page)
         ended = store.ended
+        state = run_state(store)
         view: dict[str, Any] = {
             "run": run_id,
             "program": start.get("program"),
             "entry": start.get("entry"),
-            "state": "ended" if ended else ("paused" if open_calls(store) else "open"),
+            # as `flow history` says it (flowrt/run_state.py), its open calls and what fits each
+            **{name: state[name] for name in ("state", "reason", "hostDecision", "pending", "open")},
             "ending": facts[-1].get("ending") if ended else None,
             "truncated": store.torn_tail is not None,
             "sources": sources,

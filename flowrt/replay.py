@@ -548,10 +548,21 @@ def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
             store.verify()  # damage anywhere is reported first, as a full open would have
             raise
         store.verify()
+        for r in driver.rounds:
+            r["tasks"] = _round_tasks(prepared, r)
         return driver.rounds, verdict
     finally:
         child.kill()
         store.close()
+
+
+def _round_tasks(prepared: Prepared, place: dict) -> list[dict]:
+    """The tasks a round's arguments carry: each parameter of a task type holds a task parked on
+    its only call (sandbox/child.py records it by that call), `{"param", "call", "tool"}`."""
+    function = place["function"]
+    fn = prepared.compiled.functions[f"{function['module']}.{function['name']}"]
+    return [{"param": p.name, "call": place["arguments"][p.name]["call"], "tool": place["arguments"][p.name]["tool"]}
+            for p in fn.params if p.task]
 
 
 def replay(runs_dir: str, run_id: str, current: Compiled | None = None) -> ReplayResult:

@@ -608,6 +608,13 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         if on_start is not None:
             on_start(run_id, store.facts()[0])
         outcome = driver.run()
+        if outcome.exit_code == 3:
+            # Written before the run is let go of (`close` drops the lock): a reader that finds
+            # no appender then finds the decision too, and never takes the pause for a crash.
+            try:
+                store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
+            except StorageError:
+                pass
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     except KeyboardInterrupt:
@@ -615,11 +622,4 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         return RunOutcome(130, run_id, message="halted by an interrupt")
     finally:
         store.close()
-    if outcome.exit_code == 3:
-        try:
-            reopened = RunStore.open(runs_dir, run_id, for_append=True, durability=durability)
-            reopened.host_record({"kind": "paused", "head": reopened.head, "pending": outcome.pending})
-            reopened.close()
-        except StorageError:
-            pass
     return outcome

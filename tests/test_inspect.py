@@ -91,3 +91,63 @@ def test_rounds_view_re_runs_the_program(tmp_path):
     assert [r["function"]["name"] for r in view["rounds"]] == ["book"]
     assert view["rounds"][0]["arguments"]["note"] == "fine"
     assert view["rounds"][0]["checkpoint"] is not None
+
+
+def test_summary_with_rounds_shows_the_latest_checkpoint(tmp_path):
+    run_id = completed_run(tmp_path)
+    done = flow("history", run_id, "--runs", str(tmp_path), "--summary", "--rounds")
+    assert done.returncode == 0, done.stderr
+    assert f"run {run_id}: ended" in done.stdout and "latest checkpoint: fact " in done.stdout
+    assert "rounds: 1; replay: Matched" in done.stdout
+
+
+def test_an_unknown_kind_is_refused_as_mcp_refuses_it(tmp_path):
+    run_id = completed_run(tmp_path)
+    bogus = flow("history", run_id, "--runs", str(tmp_path), "--kind", "Bogus")
+    assert bogus.returncode == 2 and bogus.stdout == ""
+    assert "--kind is one of Start, Call, Reply, Choice, Stop, Checkpoint, End" in bogus.stderr
+    lower = flow("history", run_id, "--runs", str(tmp_path), "--kind", "reply", "--json")
+    assert lower.returncode == 0 and {f["kind"] for f in json.loads(lower.stdout)["facts"]} == {"Reply"}
+
+
+def test_runs_prints_a_root_problem_as_text(tmp_path):
+    missing = flow("runs", "--runs", str(tmp_path / "absent"))
+    assert missing.returncode == 0
+    assert missing.stdout == "problem: root not-created: the runs directory does not exist\n"
+    (tmp_path / "file").write_text("")
+    unreadable = flow("runs", "--runs", str(tmp_path / "file"))
+    assert unreadable.returncode == 2 and unreadable.stdout.startswith("problem: root unreadable: ")
+    assert "{" not in unreadable.stdout
+
+
+def feed_run(tmp_path: Path, rounds: int) -> tuple[Path, str]:
+    """The history seed's feed loop (a task parked on its only call, passed from round to round),
+    paused on that call after `rounds` rounds."""
+    import shutil
+
+    folder = tmp_path / "feed"
+    if not folder.exists():
+        shutil.copytree(ROOT / "tests" / "programs" / "feed", folder)
+    runs = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "run", "main.flow", "--allow", "--input",
+                           json.dumps({"rounds": rounds}), "--runs", str(runs)], cwd=folder, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    return runs, done.stdout.split()[2]
+
+
+def test_rounds_point_out_every_task_two_rounds_carry(tmp_path):
+    runs, run_id = feed_run(tmp_path, 3)
+    view = json.loads(flow("history", run_id, "--runs", str(runs), "--json", "--rounds").stdout)
+    assert [[t["call"] for t in r["tasks"]] for r in view["rounds"]] == [["root/1#1"]] * 3
+    assert view["carried"] == [{"call": "root/1#1", "tool": "main.next", "params": ["pending"], "rounds": [1, 2, 3],
+                                "after_facts": [r["after_fact"] for r in view["rounds"]]}]
+    text = flow("history", run_id, "--runs", str(runs), "--rounds").stdout
+    assert "tasks carried across rounds:\n  root/1#1 (main.next, as pending): rounds 1, 2, 3 (after facts " in text
+    # One round holds the task: no two rounds carry it. A run with no parked task carries none.
+    runs, one = feed_run(tmp_path / "one", 1)
+    single = json.loads(flow("history", one, "--runs", str(runs), "--json", "--rounds").stdout)
+    assert len(single["rounds"]) == 1 and single["rounds"][0]["tasks"] and single["carried"] == []
+    plain = completed_run(tmp_path / "plain")
+    text = flow("history", plain, "--runs", str(tmp_path / "plain"), "--rounds").stdout
+    assert "tasks carried across rounds: none\n" in text

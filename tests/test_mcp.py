@@ -94,9 +94,34 @@ async def call_is_out(runs: Path) -> None:
     """Wait (up to 15 s) until the one run in `runs` has recorded its Call."""
     for _ in range(300):
         ids = os.listdir(runs) if runs.exists() else []
-        if ids and b'"kind":"Call"' in (runs / ids[0] / "history.jsonl").read_bytes():
+        history = runs / ids[0] / "history.jsonl" if ids else None  # the directory is made first
+        if history is not None and history.exists() and b'"kind":"Call"' in history.read_bytes():
             return
         await anyio.sleep(0.05)
+
+
+STATE_FIELDS = ("state", "reason", "hostDecision", "pending", "open")
+
+
+def cli_state(runs: Path, run_id: str) -> dict:
+    """What `flow history --json` says of a run's state."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "history", run_id, "--runs", str(runs), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    view = json.loads(done.stdout)
+    return {k: view[k] for k in STATE_FIELDS}
+
+
+async def settled_view(client, run_id: str) -> dict:
+    """The history view once the server has let go of the run (it holds it until the halt is
+    written and the run closed), waiting up to 10 s."""
+    for _ in range(200):
+        view = (await call(client, "history", {"run": run_id})).structured_content
+        if view["state"] != "running":
+            return view
+        await anyio.sleep(0.05)
+    return view
 
 
 ORDER = {"order": {"id": "o-1", "item": "kettle", "quantity": 1, "cents": 2599}}
@@ -179,7 +204,9 @@ async def test_a_paused_run_resumes_with_a_reply(tmp_path):
                                              "input": expense})).structured_content
         assert paused["exitCode"] == 3 and paused["ending"] == "paused" and len(paused["pending"]) == 1
         view = (await call(client, "history", {"run": paused["run"]})).structured_content
-        assert view["state"] == "paused"
+        assert view["state"] == "paused" and view["pending"] == paused["pending"]
+        assert [e["status"] for e in view["open"]] == ["pending"]
+        assert cli_state(runs, paused["run"]) == {k: view[k] for k in STATE_FIELDS}
         bad = await call(client, "resume", {"run": paused["run"], "call": paused["pending"][0]})
         assert bad.is_error  # call and reply go together
         done = (await call(client, "resume", {"run": paused["run"], "call": paused["pending"][0],
@@ -204,6 +231,12 @@ async def test_requests_are_answered_while_a_run_waits(tmp_path):
             checked = (await call(client, "check", {"paths": [str(program)]})).structured_content
             listed = (await call(client, "runs", {})).structured_content
             assert checked["ok"] and "run" not in results  # answered while the run still waits
+            await call_is_out(tmp_path / "runs")
+            [run_id] = os.listdir(tmp_path / "runs")
+            view = (await call(client, "history", {"run": run_id})).structured_content
+            # The server drives it: running, its call out, as the CLI says too.
+            assert view["state"] == "running" and [e["status"] for e in view["open"]] == ["out"]
+            assert cli_state(tmp_path / "runs", run_id) == {k: view[k] for k in STATE_FIELDS}
             assert [row["record"] for row in listed["runs"]] in ([], ["incomplete"])
             gate.write_text("through")
         assert results["run"]["exitCode"] == 0 and results["run"]["output"] == "got through"
@@ -233,9 +266,12 @@ async def test_cancelling_a_run_halts_it_and_resume_continues_it(tmp_path):
             await anyio.sleep(0.05)
         assert [r["reason"] for r in store.host_records() if r["kind"] == "halted"] == ["interrupt"]
         assert not store.ended
-        view = (await call(client, "history", {"run": run_id})).structured_content
-        assert view["state"] == "paused" and view["facts"][-1]["kind"] == "Call"  # a call is open, as the CLI says
+        view = await settled_view(client, run_id)
+        assert view["state"] == "halted" and view["facts"][-1]["kind"] == "Call"  # the call was out at the halt
         call_id = view["facts"][-1]["call"]
+        assert view["open"] == [{"call": call_id, "tool": "slow.wait", "status": "unknown-outcome",
+                                 "next": [f"flow resume {run_id}", f"flow resume {run_id} --resend {call_id}"]}]
+        assert cli_state(runs, run_id) == {k: view[k] for k in STATE_FIELDS}
         gate.write_text("later")
         done = (await call(client, "resume", {"run": run_id, "resend": [call_id]})).structured_content
         assert done["exitCode"] == 0 and done["output"] == "got later"

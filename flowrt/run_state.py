@@ -1,0 +1,167 @@
+"""What state a stored run is in, and what a user can do about each of its open calls.
+
+The record alone cannot tell a live run from a dead one: a run whose host is waiting on a call
+and one whose host was killed while the call was out end in the same facts. Three observations
+tell them apart (docs/trace.md sections 7 and 9):
+
+- the appender's lock: a host appending to a run holds an exclusive `flock` on `history.jsonl`
+  until it closes the run, and the kernel drops it when the process dies, however it dies;
+- the host's decision: a `paused` or `halted` host record whose `head` is the last fact's hash,
+  written by the host before it let go of the run;
+- the facts: which calls are open.
+
+So a run is `running` while another process holds the lock; else `paused` when the host paused
+it with every open call pending; `halted` when the host halted it; `crashed` when neither (the
+host died, or a storage failure stopped it); `ended` at End; and `unknown` where these cannot be
+had or disagree (the execution seed: where the recorded state cannot identify pending calls, the
+view says they are unknown). Nothing here writes, and the lock is only probed (see `appender_holds`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+from typing import Any
+
+from flowrt.store import HISTORY, RunStore, StorageError
+
+#: the states `run_state` reports
+STATES = ("running", "paused", "halted", "crashed", "ended", "unknown")
+
+_TAIL_CHUNK = 1 << 16
+
+
+def appender_holds(history_path: str) -> bool | None:
+    """Whether another open file description holds the appender's lock on `history_path`: True,
+    False, or None when that cannot be found out.
+
+    It asks for a *shared* lock without waiting and gives it back at once. A live appender's
+    exclusive lock refuses it (so the holder is never blocked or disturbed), and two readers'
+    shared probes do not refuse each other. The one thing a probe can do is make an appender that
+    starts in the microseconds it holds the shared lock see the run as busy (`RunBusy`), as it
+    would for any other process that has the run open for appending."""
+    try:
+        fd = os.open(history_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as problem:
+            if problem.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return True
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _tail(history_path: str) -> tuple[str | None, bool] | None:
+    """(the last complete line's `hash`, whether bytes of a torn line follow it) of the history
+    file as it is now, skipping the NUL bytes of reserved space; None when it cannot be read.
+    Reads from the end, only as far back as the last complete line."""
+    try:
+        with open(history_path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            data = b""
+            start = end
+            while True:
+                step = min(_TAIL_CHUNK, start)
+                start -= step
+                f.seek(start)
+                data = f.read(step) + data
+                body = data.rstrip(b"\0")
+                last = body.rfind(b"\n")
+                if last >= 0:
+                    before = body.rfind(b"\n", 0, last)
+                    if before >= 0 or start == 0:
+                        line = body[before + 1:last]
+                        return json.loads(line).get("hash"), last + 1 < len(body)
+                if start == 0:
+                    return None, bool(body)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def run_state(store: RunStore) -> dict[str, Any]:
+    """The state of a run read through `store` (opened read-only by this process):
+    `{"state", "reason", "hostDecision", "pending", "open"}`. `pending` is the list of call ids
+    pending by the host's record, or "unknown" when the record cannot say; `open` has one entry
+    per open call: `{"call", "tool", "status", "next"}`, `status` being `pending` (left pending at
+    a pause: it waits for its reply), `out` (sent by a host that is still running), `unknown-outcome`
+    (out when the host stopped: it may or may not have taken effect) or `unknown`, and `next` the
+    commands that fit it."""
+    from flowrt.replay import open_calls
+
+    run_id = store.run_id
+    facts = store.facts()
+    tools = {f["call"]: f["tool"] for f in facts if f["kind"] == "Call"}
+    calls = open_calls(store) if not store.ended else []
+    head, torn = store.head, store.torn_tail is not None
+
+    def view(state: str, reason: str, status: str, pending: Any, decision: dict | None = None) -> dict:
+        return {"state": state, "reason": reason, "hostDecision": decision, "pending": pending,
+                "open": [{"call": c, "tool": tools.get(c), "status": status, "next": _next(run_id, c, status)}
+                         for c in calls]}
+
+    if store.ended:
+        return view("ended", "the history ends in End", "unknown", [])
+    # Facts first, then the lock, then the host records: a host that lets go of the run between
+    # the read and the probe has written its decision by then, and the records read after the
+    # probe have it; the tail check catches facts appended since the read.
+    history = os.path.join(store.path, HISTORY)
+    held = appender_holds(history)
+    if held:
+        return view("running", "another process holds the run (its appender's lock)", "out", "unknown")
+    if held is None:
+        return view("unknown", "whether a process holds the run cannot be found out", "unknown", "unknown")
+    if _tail(history) != (head, torn):
+        return view("unknown", "the history changed while it was read: look again", "unknown", "unknown")
+    try:
+        records = store.host_records()
+    except StorageError as problem:
+        return view("unknown", f"the host records cannot be read: {problem}", "unknown", "unknown")
+    decision = None
+    for record in reversed(records):
+        if record.get("head") != head:
+            continue
+        if record.get("kind") in ("paused", "halted"):
+            decision = record
+        # A later host that re-sent or settled a call at this head and left no decision of its
+        # own stopped without one: the earlier decision no longer says where the run is.
+        break
+    if decision is None:
+        return view("crashed", "no process holds the run and the host recorded no pause or halt at its last fact"
+                    + (" (it stopped in the middle of writing a fact)" if torn else ""), "unknown-outcome", [])
+    if decision["kind"] == "halted":
+        return view("halted", f"the host halted the run ({decision.get('reason', 'no reason given')})",
+                    "unknown-outcome", [], decision)
+    pending = decision.get("pending")
+    if not isinstance(pending, list) or not set(calls) <= set(pending):
+        return view("unknown", "the host recorded a pause that does not name every open call as pending",
+                    "unknown", "unknown", decision)
+    return view("paused", "the host paused the run: every open call is pending", "pending",
+                [c for c in calls if c in pending], decision)
+
+
+def _next(run_id: str, call: str, status: str) -> list[str]:
+    if status == "pending":
+        return [f"flow resume {run_id} --call {call} --reply JSON"]
+    if status == "unknown-outcome":
+        return [f"flow resume {run_id}", f"flow resume {run_id} --resend {call}"]
+    if status == "out":
+        return []  # the live host is waiting for it
+    return [f"flow history {run_id}"]
+
+
+#: what each call status means, as the human view says it
+STATUS_TEXT = {
+    "pending": "pending: it waits for its reply",
+    "out": "out: the running host waits for its reply",
+    "unknown-outcome": "out when the host stopped: whether it took effect is unknown "
+                       "(resume answers it Unknown; --resend sends it again)",
+    "unknown": "unknown: the record cannot say whether it is pending or out",
+}
