@@ -222,6 +222,10 @@ class Scheduler:
                 problem, "limit", "the call depth limit was exceeded (a call that is not a tail call recursed too deep)")}})
         except MemoryError as problem:
             self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", "out of memory")}})
+        except V.IntOverLimit as problem:
+            # Int arithmetic is Python's own; an Int over the limit is caught where it is turned
+            # into text or leaves the evaluator (a result, a Tool's arguments, interpolation).
+            self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", str(problem))}})
         finally:
             try:
                 self.flush()

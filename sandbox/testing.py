@@ -168,6 +168,8 @@ def run_tests(load: dict, namespaces: dict, counter: StepCounter) -> list[dict]:
                           location=_location(load, fault))
         except RecursionError:
             result.update(outcome="failed", message="fault[limit]: the call depth limit was exceeded")
+        except V.IntOverLimit as problem:
+            result.update(outcome="failed", message=f"fault[limit]: {problem}", location=_location(load, problem))
         result["seconds"] = round(time.perf_counter() - started, 6)
         results.append(result)
     return results
