@@ -32,7 +32,7 @@ be (Flow never compares them). Equal keys mean equal values.
 Determinism. Nothing here depends on hash seeds, `id()` or the iteration order of unordered
 Python containers: a FlowSet built from the same elements in any order iterates in the same order.
 
-This module is pure: no I/O, and only the standard library's decimal, datetime, base64, bisect and
+This module is pure: no I/O, and only the standard library's decimal, datetime, base64, bisect, re and
 functools (and sandbox.bigint, the Int's conversions to and from text).
 """
 
@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import re
 from bisect import bisect_left
 from decimal import Decimal
 
@@ -566,6 +567,9 @@ def decimal_text(d: Decimal) -> str:
 
 _DECIMAL_CHARS = frozenset("0123456789+-.eE")
 _PARSE_CONTEXT = decimal.Context(traps=[decimal.InvalidOperation])
+# A number in the accepted form, whose only possible problem is its exponent's size: Python's
+# decimal (libmpdec) holds exponents up to about 10^18, not all of 64 bits (docs/abi.md).
+_DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def parse_decimal(text: str) -> Decimal:
@@ -580,7 +584,11 @@ def parse_decimal(text: str) -> Decimal:
     try:
         d = Decimal(text, _PARSE_CONTEXT)
     except (decimal.InvalidOperation, ValueError):
-        raise ValueError(f"not a decimal number (or its exponent is out of range): {text!r}") from None
+        shown = repr(text) if len(text) <= 60 else repr(text[:60]) + "..."
+        if _DECIMAL_FORM.fullmatch(text):
+            raise ValueError(f"a Decimal whose exponent is beyond this implementation's range (the power of ten "
+                             f"of its first digit from {decimal.MIN_EMIN} to {decimal.MAX_EMAX}): {shown}") from None
+        raise ValueError(f"not a decimal number: {shown}") from None
     if not d.is_finite():  # pragma: no cover - excluded by the character check
         raise ValueError(f"not a finite decimal number: {text!r}")
     return d
