@@ -32,6 +32,7 @@ from urllib.parse import quote as _quote
 import orjson
 
 from sandbox import values as V
+from sandbox.bigint import checked, over_limit, text_int
 from sandbox.values import (
     ListView, JSON_VALUE, NONE, OPTION_ID, JSON_VALUE_ID, RESULT_ID, TOOL_PROBLEM_ID, FlowDict, FlowSet,
     Duration, Instant, Token, decimal_text, duration_text, instant_text, bytes_text, int_text,
@@ -40,7 +41,7 @@ from sandbox.values import (
 
 __all__ = [
     "DecodeError", "EncodeError", "TermError", "NotAnOutcome", "BUILTIN_TYPES", "SCHEMA_DIALECT",
-    "encode", "canonical", "canonical_json", "parse_json", "decode", "decode_text", "schema",
+    "encode", "canonical", "canonical_json", "parse_json", "parse_int", "decode", "decode_text", "schema",
     "decode_outcome", "encode_outcome", "decode_arguments", "encode_arguments", "path_step",
 ]
 
@@ -48,7 +49,6 @@ BUILTIN_TYPES = ("Int", "Decimal", "Bool", "Text", "Bytes", "Duration", "Instant
                  "Never", "json.Value")
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
-_INT_LIMIT_BITS = 332_193  # 100,000 decimal digits (MAX_INT_DIGITS) in bits, rounded up
 
 
 class DecodeError(ValueError):
@@ -507,7 +507,9 @@ def _first(p):
 def _enc_int(v):
     if type(v) is not int:
         raise _Fail(f"expected an Int (int), found {_describe(v)}")
-    return v
+    # A computed Int over the limit is a `limit` fault where it leaves the evaluator (the child
+    # maps IntOverLimit to one), not a value the host cannot write.
+    return checked(v, "an Int")
 
 
 def _enc_decimal(v):
@@ -618,15 +620,22 @@ _ENC_PRIM = {
 
 
 class _BigInt(Decimal):
-    """Internal: an integer literal too long for CPython's int() (over ~4,000 digits)."""
+    """Internal: an integer literal over the Int limit, kept (unconverted) so that decoding can
+    say where it is, or take it as a json.Value number."""
 
     __slots__ = ()
 
 
-def _parse_int(s: str):
-    if len(s) < 4000:
+def parse_int(s: str):
+    """The `parse_int` hook for the standard library's `json`: an int of any size up to the Int
+    limit (not CPython's 4,300 digits); a longer one is kept unconverted (no cost), and decoding
+    it as an Int then says it is over the limit."""
+    if len(s) <= 20:
         return int(s)
-    return _BigInt(s)
+    try:
+        return text_int(s)
+    except V.IntOverLimit:
+        return _BigInt(s)
 
 
 def _parse_constant(name):
@@ -645,7 +654,7 @@ def _pairs(pairs):
 
 
 _DECODER = _stdjson.JSONDecoder(object_pairs_hook=_pairs, parse_float=Decimal,
-                                parse_int=_parse_int, parse_constant=_parse_constant)
+                                parse_int=parse_int, parse_constant=_parse_constant)
 
 
 def parse_json(text) -> object:
@@ -947,13 +956,11 @@ class _Decoder:
 def _dec_int(j):
     t = type(j)
     if t is int:
-        if j.bit_length() > _INT_LIMIT_BITS and len(int_text(abs(j))) > V.MAX_INT_DIGITS:
+        if over_limit(j):
             raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
         return j
     if t is _BigInt:
-        if len(j.as_tuple().digits) > V.MAX_INT_DIGITS:
-            raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
-        return int(j)
+        raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
     if t is float or isinstance(j, Decimal):
         raise _Fail(f"expected an integer, found {_found(j)}")
     raise _Fail(f"expected an integer, found {_found(j)}")

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowrt.abi import canonical_json, parse_int
+
 PENDING = object()
 Deliver = Callable[[str, Any], None]
 
@@ -259,7 +261,7 @@ class CommandTools(Implementation):
 
     def _send(self, message: dict) -> None:
         assert self.process is not None and self.process.stdin is not None
-        line = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+        line = canonical_json(message).decode("utf-8") + "\n"  # Ints of any size (json.dumps: 4,300 digits)
         with self.lock:
             try:
                 self.process.stdin.write(line)
@@ -282,7 +284,7 @@ class CommandTools(Implementation):
 
     def _line(self, line: str) -> None:
         try:
-            message = json.loads(line)
+            message = json.loads(line, parse_int=parse_int)  # Ints past 4,300 digits too
         except ValueError:
             return
         if not isinstance(message, dict):

@@ -27,6 +27,7 @@ from flowrt import abi
 from flowrt import bindings as B
 from flowrt.files import read_text
 from flowrt.store import RunStore, StorageError
+from sandbox.bigint import IntOverLimit
 
 REPLY_LIMIT = 1024 * 1024  # bytes of canonical JSON; larger replies are admitted as BadReply
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
@@ -542,6 +543,8 @@ def admitter(description: dict):
     def admit_one(outcome: Any) -> dict:
         try:
             size = len(abi.canonical_json(outcome))
+        except IntOverLimit as problem:
+            return {"Err": {"BadReply": f"$: {problem}"}}
         except Exception:
             return {"Err": {"BadReply": "the reply is not JSON data"}}
         if size > REPLY_LIMIT:

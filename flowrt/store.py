@@ -39,6 +39,8 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
+from sandbox.bigint import MAX_INT_DIGITS, IntOverLimit, int_text, text_int
+
 __all__ = [
     "DATA_VERSION",
     "KINDS",
@@ -183,7 +185,7 @@ def _slow_encode(obj: Any, out: list[str]) -> None:
     elif obj is False:
         out.append("false")
     elif isinstance(obj, int):
-        out.append(int.__repr__(obj))
+        out.append(int_text(int(obj)))
     elif isinstance(obj, float):
         if not math.isfinite(obj):
             raise TypeError("a non-finite number is not JSON")
@@ -238,9 +240,12 @@ def loads_canonical(data: bytes) -> Any:
                 return obj
         except orjson.JSONEncodeError:
             pass
-    # Slow path: orjson reads integers beyond 64 bits as floats, so re-read exactly.
+    # Slow path: orjson reads integers beyond 64 bits as floats, so re-read exactly (and without
+    # CPython's 4,300-digit guard; no value the store writes holds an Int over the limit).
     try:
-        exact = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        exact = json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_int=text_int)
+    except IntOverLimit:
+        raise _NotCanonical(f"an integer over the limit of {MAX_INT_DIGITS} digits") from None
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise _NotJSON("not JSON") from None
     try:

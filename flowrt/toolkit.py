@@ -15,7 +15,9 @@ import sys
 import threading
 from collections.abc import Callable
 
+from flowrt.abi import canonical_json
 from flowrt.bindings import PENDING, Problem, _as_outcome
+from sandbox.bigint import text_int
 
 
 def describe(declared_in: str, tools: list[str]) -> list[dict]:
@@ -39,7 +41,13 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
     cancelled: set[str] = set()
 
     def send(message: dict) -> None:
-        line = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        # abi's writer, not json.dumps: an Int of any size up to the limit (json.dumps stops at
+        # CPython's 4,300 digits). What it cannot write is answered, so the call never hangs.
+        try:
+            line = canonical_json(message).decode("utf-8")
+        except (ValueError, TypeError) as problem:
+            line = canonical_json({"id": message.get("id"), "outcome": {"Err": {"BadReply": (
+                f"the implementation's answer cannot be written as JSON: {problem}")}}}).decode("utf-8")
         with lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -60,7 +68,7 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
 
     for line in sys.stdin:
         try:
-            message = json.loads(line)
+            message = json.loads(line, parse_int=text_int)
         except ValueError:
             continue
         op = message.get("op")

@@ -26,8 +26,9 @@ Waiting polls briefly before it sleeps (`Spin`): host and child alternate on the
 process woken on another core costs more than the whole message (measured: a recorded call took
 ~2x the CPU when each side slept on every read).
 
-Only `orjson`, `gc`, `os`, `select`, `struct` and `time` are imported (and `json` once a frame
-needs it): this module is loaded inside the sandbox child.
+Only `orjson`, `gc`, `os`, `select`, `struct` and `time` are imported (and `json` and
+`sandbox.bigint`, for Ints of any size up to the limit, once a frame needs them): this module is
+loaded inside the sandbox child.
 """
 
 from __future__ import annotations
@@ -109,31 +110,56 @@ def _frame(payload: dict | list, what: str, advice: str) -> bytes:
     return HEADER.pack(len(body) | flag) + body
 
 
-_JSON_TYPES = (str, int, bool, type(None), list, dict, float)
-
-
 def _exact_dumps(payload: dict | list) -> bytes:
-    """Canonical JSON of `payload`, integers of any size included, by the standard library's
-    `json`, after checking (as orjson does) that it is JSON data and nothing else."""
-    import json
-    import math
+    """Canonical JSON of `payload`, integers of any size up to the Int limit included (the
+    standard library's `json` would stop at CPython's 4,300-digit guard), after checking (as
+    orjson does) that it is JSON data and nothing else. Strings and floats are written by orjson,
+    so both paths give the same bytes."""
+    from sandbox.bigint import int_text
 
-    stack = [payload]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind not in _JSON_TYPES:
-            raise ChannelError(f"message is not JSON (a {kind.__name__} value): convert it to "
-                               "null/bool/int/str/list/dict first")
-        if kind is dict:
-            if any(type(key) is not str for key in item):
-                raise ChannelError("message is not JSON (a key that is not text)")
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-        elif kind is float and not math.isfinite(item):
+    out: list[bytes] = []
+    _write_exact(payload, out, int_text)
+    return b"".join(out)
+
+
+def _write_exact(item, out: list, int_text) -> None:
+    kind = type(item)
+    if kind is str:
+        try:
+            out.append(orjson.dumps(item))
+        except TypeError:
+            raise ChannelError("message is not JSON (a string that is not Unicode text)") from None
+    elif kind is dict:
+        if any(type(key) is not str for key in item):
+            raise ChannelError("message is not JSON (a key that is not text)")
+        out.append(b"{")
+        for index, key in enumerate(sorted(item)):
+            if index:
+                out.append(b",")
+            _write_exact(key, out, int_text)
+            out.append(b":")
+            _write_exact(item[key], out, int_text)
+        out.append(b"}")
+    elif kind is list:
+        out.append(b"[")
+        for index, value in enumerate(item):
+            if index:
+                out.append(b",")
+            _write_exact(value, out, int_text)
+        out.append(b"]")
+    elif kind is bool:
+        out.append(b"true" if item else b"false")
+    elif kind is int:
+        out.append(int_text(item).encode("ascii"))
+    elif item is None:
+        out.append(b"null")
+    elif kind is float:
+        if item != item or item in (float("inf"), float("-inf")):
             raise ChannelError("message is not JSON (a number that is not finite)")
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        out.append(orjson.dumps(item))
+    else:
+        raise ChannelError(f"message is not JSON (a {kind.__name__} value): convert it to "
+                           "null/bool/int/str/list/dict first")
 
 
 def decode_body(body: bytes, exact: bool = False) -> dict | list:
@@ -142,9 +168,11 @@ def decode_body(body: bytes, exact: bool = False) -> dict | list:
     if exact:
         import json
 
+        from sandbox.bigint import text_int
+
         try:
-            obj = json.loads(body)
-        except ValueError as exc:
+            obj = json.loads(body, parse_int=text_int)
+        except ValueError as exc:  # IntOverLimit included
             raise ChannelError(f"frame is not valid JSON: {exc}") from None
         return _checked(obj)
     # JSON builds no reference cycles, so the cyclic collector has nothing to find in what a

@@ -41,6 +41,7 @@ interleaving, live and in replay.
 from __future__ import annotations
 
 import collections
+import decimal
 import os
 import sys
 from types import GeneratorType
@@ -222,6 +223,14 @@ class Scheduler:
                 problem, "limit", "the call depth limit was exceeded (a call that is not a tail call recursed too deep)")}})
         except MemoryError as problem:
             self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", "out of memory")}})
+        except V.IntOverLimit as problem:
+            # Int arithmetic is Python's own; an Int over the limit is caught where it is turned
+            # into text or leaves the evaluator (a result, a Tool's arguments, interpolation).
+            self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", str(problem))}})
+        except (decimal.Overflow, decimal.Underflow) as problem:
+            self.send({"op": "end", "outcome": {"Faulted": self.fault_data(
+                problem, "limit", f"a Decimal result beyond the exponent range ({decimal.MIN_EMIN} to "
+                f"{decimal.MAX_EMAX} for its first digit)")}})
         finally:
             try:
                 self.flush()
@@ -745,8 +754,6 @@ def main() -> None:
     except SandboxRefusal as refusal:
         channel.send(write_fd, {"op": "refused", "message": str(refusal)})
         return
-    import decimal
-
     decimal.setcontext(R.EXACT)
     if load["op"] == "test":
         from sandbox.testing import run_tests

@@ -45,6 +45,7 @@ from decimal import Decimal
 
 from flowrt import abi
 from sandbox import values as V
+from sandbox.bigint import over_limit
 from sandbox.runtime import EXACT, Fault, TypeArg, rt_fcall, to_json
 
 __all__ = ["INTRINSICS", "SCHEDULER_INTRINSICS", "MAX_BUILD_SIZE", "WHITESPACE", "missing"]
@@ -70,13 +71,9 @@ _ok = V.ok
 _err = V.err
 _order_key = V.order_key
 
-# A bit length at or below which an int certainly has at most MAX_INT_DIGITS decimal digits.
-_SAFE_INT_BITS = int(V.MAX_INT_DIGITS * 3.321928094887362) - 1
-
-
 def _check_int(n: int, what: str) -> int:
     """`n`, or a `limit` fault when it has more than MAX_INT_DIGITS decimal digits."""
-    if n.bit_length() > _SAFE_INT_BITS and len(V.int_text(abs(n))) > V.MAX_INT_DIGITS:
+    if over_limit(n):
         raise Fault("limit", f"{what}: an Int over the limit of {V.MAX_INT_DIGITS} decimal digits")
     return n
 

@@ -14,12 +14,16 @@ from decimal import Decimal
 from sandbox import values as V
 
 # Exact arithmetic for + - * on Decimal; division rounds to 34 significant digits, half-even.
+# A result beyond the exponent range traps (Overflow, and Underflow: rounded to a subnormal or to
+# zero, it would be silently wrong); the child turns either into a `limit` fault.
 EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
                         rounding=decimal.ROUND_HALF_EVEN,
-                        traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
+                        traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow,
+                               decimal.Underflow])
 DIVISION = decimal.Context(prec=34, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
                            rounding=decimal.ROUND_HALF_EVEN,
-                           traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
+                           traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow,
+                                  decimal.Underflow])
 
 
 class Fault(Exception):

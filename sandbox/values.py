@@ -32,8 +32,8 @@ be (Flow never compares them). Equal keys mean equal values.
 Determinism. Nothing here depends on hash seeds, `id()` or the iteration order of unordered
 Python containers: a FlowSet built from the same elements in any order iterates in the same order.
 
-This module is pure: no I/O, and only the standard library's decimal, datetime, base64, bisect and
-functools.
+This module is pure: no I/O, and only the standard library's decimal, datetime, base64, bisect, re and
+functools (and sandbox.bigint, the Int's conversions to and from text).
 """
 
 from __future__ import annotations
@@ -41,8 +41,12 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import re
 from bisect import bisect_left
 from decimal import Decimal
+
+# Int <-> text of any size up to the Int limit (decoding refuses longer integers).
+from sandbox.bigint import MAX_INT_DIGITS, IntOverLimit, int_text, text_int
 
 __all__ = [
     "Duration", "Instant", "Token", "FlowSet", "FlowDict", "MISSING",
@@ -51,7 +55,7 @@ __all__ = [
     "failed", "not_run", "unknown", "bad_reply", "is_option", "is_json_value",
     "OPTION_ID", "RESULT_ID", "TOOL_PROBLEM_ID", "JSON_VALUE_ID",
     "EMPTY_SET", "EMPTY_DICT", "NANOS_PER_SECOND", "INSTANT_MIN_NANOS", "INSTANT_MAX_NANOS",
-    "MAX_INT_DIGITS", "int_text", "text_int", "decimal_text", "parse_decimal",
+    "MAX_INT_DIGITS", "IntOverLimit", "int_text", "text_int", "decimal_text", "parse_decimal",
     "duration_text", "parse_duration", "instant_text", "parse_instant", "bytes_text",
     "parse_bytes", "json_string", "has_surrogate",
 ]
@@ -62,8 +66,6 @@ _EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 #: The first and last representable Instants: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999999Z.
 INSTANT_MIN_NANOS = (datetime.date(1, 1, 1).toordinal() - _EPOCH_ORDINAL) * _NANOS_PER_DAY
 INSTANT_MAX_NANOS = (datetime.date(9999, 12, 31).toordinal() - _EPOCH_ORDINAL + 1) * _NANOS_PER_DAY - 1
-#: The reference implementation's Int limit (decimal digits); decoding refuses longer integers.
-MAX_INT_DIGITS = 100_000
 #: Canonical Decimal text switches to scientific notation beyond this many padding zeros.
 DECIMAL_PLAIN_LIMIT = 40
 
@@ -534,23 +536,6 @@ def is_json_value(v) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Canonical texts of the scalar types (shared with the ABI, so both sides write the same bytes)
 
-_INT_STR_SAFE_BITS = 13_000  # about 3,900 digits: below CPython's int/str conversion limit
-
-
-def int_text(i: int) -> str:
-    """The decimal text of an int of any size (CPython refuses str() beyond 4,300 digits)."""
-    if i.bit_length() < _INT_STR_SAFE_BITS:
-        return str(i)
-    return str(Decimal(i))
-
-
-def text_int(s: str) -> int:
-    """The int whose decimal text (ASCII digits, optional leading '-') is `s`, of any size."""
-    if len(s) < 4000:
-        return int(s)
-    return int(Decimal(s))
-
-
 def decimal_text(d: Decimal) -> str:
     """The canonical text of a finite Decimal.
 
@@ -582,6 +567,9 @@ def decimal_text(d: Decimal) -> str:
 
 _DECIMAL_CHARS = frozenset("0123456789+-.eE")
 _PARSE_CONTEXT = decimal.Context(traps=[decimal.InvalidOperation])
+# A number in the accepted form, whose only possible problem is its exponent's size: Python's
+# decimal (libmpdec) holds exponents up to about 10^18, not all of 64 bits (docs/abi.md).
+_DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def parse_decimal(text: str) -> Decimal:
@@ -596,7 +584,11 @@ def parse_decimal(text: str) -> Decimal:
     try:
         d = Decimal(text, _PARSE_CONTEXT)
     except (decimal.InvalidOperation, ValueError):
-        raise ValueError(f"not a decimal number (or its exponent is out of range): {text!r}") from None
+        shown = repr(text) if len(text) <= 60 else repr(text[:60]) + "..."
+        if _DECIMAL_FORM.fullmatch(text):
+            raise ValueError(f"a Decimal whose exponent is beyond this implementation's range (the power of ten "
+                             f"of its first digit from {decimal.MIN_EMIN} to {decimal.MAX_EMAX}): {shown}") from None
+        raise ValueError(f"not a decimal number: {shown}") from None
     if not d.is_finite():  # pragma: no cover - excluded by the character check
         raise ValueError(f"not a finite decimal number: {text!r}")
     return d
