@@ -451,8 +451,21 @@ class Driver:
             raise
         finally:
             self.child.kill()
+            self.record_sandbox()
             for implementation in set(self.prepared.implementations.values()):
                 implementation.close()
+
+    def record_sandbox(self) -> None:
+        """A `sandbox` host record: which isolation layers the child ran under, and which were
+        missing (docs/sandbox.md §5), so a run on a weaker kernel says so."""
+        layers = getattr(self.child, "layers", None)
+        if not layers:
+            return
+        try:
+            self.store.host_record({"kind": "sandbox", "layers": layers,
+                                    "missing": sorted(n for n, layer in layers.items() if not layer["applied"])})
+        except (StorageError, ValueError):
+            pass  # the run's outcome stands; only this report is lost
 
     def on_died(self, fault: dict) -> RunOutcome:
         """The child died (a limit, or a crash): the run ends Faulted."""
