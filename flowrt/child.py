@@ -240,8 +240,19 @@ def layers_left_out() -> frozenset:
     names = frozenset(n.strip() for n in os.environ.get("FLOW_SANDBOX_WITHOUT", "").split(",") if n.strip())
     unknown = sorted(names - set(LAYER_NAMES))
     if unknown:
-        raise ValueError(f"FLOW_SANDBOX_WITHOUT names unknown layers {unknown}; known: {', '.join(LAYER_NAMES)}")
-    return names
+        _warn(f"FLOW_SANDBOX_WITHOUT names unknown layers {', '.join(unknown)} (ignored); "
+              f"known: {', '.join(LAYER_NAMES)}")
+    return names & frozenset(LAYER_NAMES)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn(text: str) -> None:
+    """A bad setting in the environment: said once on stderr, and the safe default used."""
+    if text not in _WARNED:
+        _WARNED.add(text)
+        sys.stderr.write(f"flow: warning: {text}\n")
 
 
 def wall_seconds(limits: Limits) -> float | None:
@@ -253,9 +264,11 @@ def wall_seconds(limits: Limits) -> float | None:
     try:
         seconds = float(text)
     except ValueError:
-        raise ValueError(f"FLOW_SANDBOX_WALL_SECONDS is {text!r}, not a number of seconds") from None
+        seconds = -1.0
     if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"FLOW_SANDBOX_WALL_SECONDS is {text!r}: give seconds >= 0 (0: no deadline)")
+        _warn(f"FLOW_SANDBOX_WALL_SECONDS is {text!r}, not seconds >= 0 (0: no deadline); "
+              f"using {limits.wall_seconds}")
+        return limits.wall_seconds
     return seconds or None
 
 

@@ -320,6 +320,25 @@ class HaltRequested(KeyboardInterrupt):
     cancelled the call that drives the run). It is an interrupt, handled exactly as Ctrl-C is."""
 
 
+class DeadlineHalt(KeyboardInterrupt):
+    """The child passed its wall-clock deadline (`flowrt.child.ChildDeadline`). A limit of this
+    host, not an outcome of the program, so the run is halted as an interrupt halts it (a
+    `halted` host record with reason `deadline`, exit 130, resumable), never Faulted."""
+
+    reason = "deadline"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def halt_reason(interrupt: KeyboardInterrupt) -> tuple[str, str]:
+    """(the `halted` record's reason, the message) for an interrupt that halted a run."""
+    if isinstance(interrupt, DeadlineHalt):
+        return "deadline", f"halted: {interrupt.message}"
+    return "interrupt", "halted by an interrupt"
+
+
 class Driver:
     """Runs the child and records facts. One per live run (and per resume)."""
 
@@ -401,7 +420,7 @@ class Driver:
         self.store.sync()
 
     def run(self) -> RunOutcome:
-        from flowrt.child import Child, ChildDied
+        from flowrt.child import Child, ChildDeadline, ChildDied
 
         if self.child is None:
             self.child = Child.start()
@@ -443,6 +462,12 @@ class Driver:
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
             return self.on_died(fault)
+        except ChildDeadline as passed:
+            try:
+                self.make_durable()
+            except StorageError:
+                pass  # the halt is still reported; the run resumes from the facts before
+            raise DeadlineHalt(str(passed)) from None
         except KeyboardInterrupt:
             try:
                 self.make_durable()  # what the run had reached is recorded before the halt
@@ -697,9 +722,10 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         outcome = driver.run()
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
-    except KeyboardInterrupt:
-        store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
-        return RunOutcome(130, run_id, message="halted by an interrupt")
+    except KeyboardInterrupt as interrupt:
+        reason, message = halt_reason(interrupt)
+        store.host_record({"kind": "halted", "head": store.head, "reason": reason})
+        return RunOutcome(130, run_id, message=message)
     finally:
         store.close()
     if outcome.exit_code == 3:
