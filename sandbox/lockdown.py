@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+SIGKILL = 9  # Linux's number; `signal` is not imported for one constant (the child starts without it)
 PR_GET_PDEATHSIG = 2
 PR_GET_NO_NEW_PRIVS = 39
 PR_CAPBSET_DROP = 24
@@ -112,13 +112,13 @@ def drop_uid(uid: int) -> str:
 
 
 def arm_parent_death(host_pid: int) -> str:
-    if _prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+    if _prctl(PR_SET_PDEATHSIG, SIGKILL) != 0:
         raise Missing(f"prctl(PR_SET_PDEATHSIG) failed: {_errno_text()}")
     if os.getppid() != host_pid:  # the host died before the signal was armed: nobody is listening
         os._exit(1)
     got = ctypes.c_int(0)
     _libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(got), 0, 0, 0)
-    if got.value != signal.SIGKILL:
+    if got.value != SIGKILL:
         raise Missing(f"PR_GET_PDEATHSIG reads {got.value}")
     return "SIGKILL when the host exits"
 
