@@ -15,7 +15,14 @@ process that shares nothing it does not need with the host:
 - resource limits (`policy.LIMITS`: address space, CPU, file size, open files, processes, core)
   and `PR_SET_NO_NEW_PRIVS`, set in `preexec_fn` between fork and exec;
 - where the kernel allows it, a new, empty network namespace (`unshare(CLONE_NEWNET)`); whether
-  it took is read back from `/proc/<pid>/ns/net` into `child.network_isolated`.
+  it took is read back from `/proc/<pid>/ns/net` into `child.network_isolated`;
+- `PR_SET_PDEATHSIG` (SIGKILL), so the child dies with the host even when the host is SIGKILLed;
+  the host also kills every child's group when it exits (atexit) or gets SIGTERM;
+- a wall-clock deadline (`Limits.wall_seconds`, or FLOW_SANDBOX_WALL_SECONDS): the longest the
+  host waits for the child's next message before it kills it (`ChildDeadline`);
+- the child's own lockdown once it has loaded (`sandbox.lockdown`: uid, user namespace, no
+  capabilities, Landlock, a seccomp filter built here by `flowrt.syscall_filter`), which it
+  reports; `child.layers` says which layers were applied and why any is missing.
 
 The child writes no files, so the bytecode caches of the modules only it imports are written
 here, where this interpreter writes bytecode at all (`_compile_for_child`).
@@ -42,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from typing import Callable
 
 import sandbox
@@ -50,6 +58,7 @@ from sandbox.policy import (
     CHILD_ENV,
     CHILD_PACKAGES,
     CHILD_PYTHON_FLAGS,
+    CHILD_UID,
     LIMITS,
     STDERR_TAIL_BYTES,
     Limits,
@@ -58,6 +67,7 @@ from sandbox.policy import (
 SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sandbox.__file__)))
 CLONE_NEWNET = 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 POLL_TICK = 0.05  # seconds between liveness checks while waiting on the pipe
 EXIT_GRACE = 2.0  # seconds a child that closed its pipe gets to exit by itself
 # Bytes asked of one read. A read allocates its buffer first; at 128 KiB and above malloc maps
@@ -94,6 +104,18 @@ class ChildDied(ChildError):
         if last:
             message += f" (last stderr line: {last[0]})"
         super().__init__(message)
+
+
+class ChildDeadline(ChildError):
+    """The child computed longer than its wall-clock deadline without a message; it was killed.
+    A host limit, not an outcome of the program: the run is halted (resumable), not faulted."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        super().__init__(
+            f"sandbox child sent nothing for {seconds:g} s (its wall-clock deadline, "
+            "Limits.wall_seconds or FLOW_SANDBOX_WALL_SECONDS) and was killed"
+        )
 
 
 class ChildTimeout(ChildError):
@@ -160,13 +182,26 @@ def _rlimits(limits: Limits) -> list[tuple[int, tuple[int, int]]]:
     return pairs
 
 
-def _make_preexec(pairs: list[tuple[int, tuple[int, int]]]):
+_RLIMIT_NAMES = {getattr(resource, n): n[len("RLIMIT_"):].lower()
+                 for n in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE")}
+
+
+def _make_preexec(pairs: list[tuple[int, tuple[int, int]]], without: frozenset = frozenset()):
     """The function run in the child between fork and exec. Everything it needs is bound now,
     so it allocates little and takes no locks (the host may have threads)."""
     unshare, prctl, setrlimit = _UNSHARE, _PRCTL, resource.setrlimit
+    host_pid, getppid, exit_now = os.getpid(), os.getppid, os._exit
+    network = "network" not in without
+    parent_death = "parent_death" not in without
 
     def preexec() -> None:
-        if unshare is not None:
+        if parent_death and prctl is not None:
+            # The signal follows the thread that forked: the child dies with the host. Armed
+            # before the check, so a host that died just before cannot be missed.
+            prctl(PR_SET_PDEATHSIG, signals.SIGKILL, 0, 0, 0)
+            if getppid() != host_pid:
+                exit_now(1)
+        if network and unshare is not None:
             try:
                 unshare(CLONE_NEWNET)  # libc returns -1 on EPERM/EINVAL; os.unshare raises
             except OSError:
@@ -193,6 +228,90 @@ def _net_namespace(pid: int | str) -> str | None:
         return os.readlink(f"/proc/{pid}/ns/net")
     except OSError:
         return None
+
+
+#: The layers FLOW_SANDBOX_WITHOUT may name (comma-separated): each is then left out and
+#: reported missing, as on a kernel without it (tests and docs/sandbox.md §5 use this).
+LAYER_NAMES = ("network", "parent_death", "uid", "user_namespace", "capabilities", "landlock", "seccomp")
+
+
+def layers_left_out() -> frozenset:
+    """The layers FLOW_SANDBOX_WITHOUT names; an unknown name is an error, not a silent no-op."""
+    names = frozenset(n.strip() for n in os.environ.get("FLOW_SANDBOX_WITHOUT", "").split(",") if n.strip())
+    unknown = sorted(names - set(LAYER_NAMES))
+    if unknown:
+        _warn(f"FLOW_SANDBOX_WITHOUT names unknown layers {', '.join(unknown)} (ignored); "
+              f"known: {', '.join(LAYER_NAMES)}")
+    return names & frozenset(LAYER_NAMES)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn(text: str) -> None:
+    """A bad setting in the environment: said once on stderr, and the safe default used."""
+    if text not in _WARNED:
+        _WARNED.add(text)
+        sys.stderr.write(f"flow: warning: {text}\n")
+
+
+def wall_seconds(limits: Limits) -> float | None:
+    """The child's wall-clock deadline: FLOW_SANDBOX_WALL_SECONDS if set (0: none), else the
+    limits' own."""
+    text = os.environ.get("FLOW_SANDBOX_WALL_SECONDS")
+    if text is None or not text.strip():
+        return limits.wall_seconds
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        _warn(f"FLOW_SANDBOX_WALL_SECONDS is {text!r}, not seconds >= 0 (0: no deadline); "
+              f"using {limits.wall_seconds}")
+        return limits.wall_seconds
+    return seconds or None
+
+
+# -- children this host is responsible for ------------------------------------------------------
+
+#: every child not yet reaped: killed when the host exits or is told to terminate
+_LIVE: "weakref.WeakSet[Child]" = weakref.WeakSet()
+_TERM_HANDLER_SET = False
+
+
+def kill_all() -> None:
+    """SIGKILL the process group of every child this host started and has not reaped."""
+    for child in list(_LIVE):
+        try:
+            os.killpg(child.pid, signals.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _on_sigterm(number, frame) -> None:
+    # Kill the children's groups (a grandchild is not covered by the parent-death signal), then
+    # terminate as SIGTERM would have without this handler.
+    kill_all()
+    signals.signal(signals.SIGTERM, signals.SIG_DFL)
+    os.kill(os.getpid(), signals.SIGTERM)
+
+
+def _take_responsibility() -> None:
+    """Once per process: atexit kills the children left; SIGTERM does too, where nothing else
+    handles it (a handler can only be set from the main thread)."""
+    global _TERM_HANDLER_SET
+    if _TERM_HANDLER_SET:
+        return
+    _TERM_HANDLER_SET = True
+    import atexit
+
+    atexit.register(kill_all)
+    if threading.current_thread() is threading.main_thread():
+        try:
+            if signals.getsignal(signals.SIGTERM) == signals.SIG_DFL:
+                signals.signal(signals.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):
+            pass
 
 
 _CHILD_PATH: str | None = None
@@ -334,13 +453,20 @@ class Child:
     """A running sandbox child. Create with `Child.start()`; use as a context manager."""
 
     def __init__(self, proc: subprocess.Popen, workdir: str, limits: Limits, argv: list[str],
-                 network_isolated: bool):
+                 network_isolated: bool, layers: dict | None = None, wall: float | None = None):
         self._proc = proc
         self.pid = proc.pid
         self.workdir = workdir
         self.limits = limits
         self.argv = argv
         self.network_isolated = network_isolated
+        #: layer -> {"applied": bool, "detail": text}: the host's own (process group, network,
+        #: parent death, rlimits) now, the child's lockdown once it reports (`lockdown_reported`)
+        self.layers: dict = dict(layers or {})
+        self.lockdown_reported = False
+        self._expect_report = False  # set by start() when the child locks down and reports
+        #: seconds the host waits for the child's next message before killing it (None: forever)
+        self.wall_seconds = wall
         self._write_fd = proc.stdin.fileno()
         self._read_fd = proc.stdout.fileno()
         os.set_blocking(self._write_fd, False)
@@ -372,9 +498,21 @@ class Child:
 
     @classmethod
     def start(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS, *,
-              argv_tail: list[str] | None = None) -> Child:
-        """Launch the child: `-m main_module`, or `argv_tail` (e.g. [script path, args...])."""
+              argv_tail: list[str] | None = None, lockdown: bool | None = None) -> Child:
+        """Launch the child: `-m main_module`, or `argv_tail` (e.g. [script path, args...]).
+        `lockdown` (default: only for `-m`) passes the child what it needs to lock itself down
+        (`sandbox.lockdown.parse_argv`), which a test script may also use."""
+        without = layers_left_out()
+        wall = wall_seconds(limits)
         target = list(argv_tail) if argv_tail is not None else ["-m", main_module]
+        if lockdown is None:
+            lockdown = argv_tail is None
+        if lockdown:
+            from flowrt import syscall_filter
+
+            program, problem = ((b"", "left out on purpose (FLOW_SANDBOX_WITHOUT)") if "seccomp" in without
+                                else syscall_filter.program())
+            target += ["--lockdown", str(os.getpid()), str(CHILD_UID), program.hex(), ",".join(sorted(without))]
         argv = [sys.executable, *CHILD_PYTHON_FLAGS, *target]
         env = dict(CHILD_ENV)
         env["PYTHONPATH"] = child_path()
@@ -389,16 +527,37 @@ class Child:
                 env=env,
                 close_fds=True,
                 start_new_session=True,
-                preexec_fn=_make_preexec(_rlimits(limits)),
+                preexec_fn=_make_preexec(_rlimits(limits), without),
                 bufsize=0,
             )
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
+        _take_responsibility()
         own = _net_namespace("self")
         theirs = _net_namespace(proc.pid)
         isolated = own is not None and theirs is not None and own != theirs
-        child = cls(proc, workdir, limits, argv, isolated)
+        layers = {
+            "process_group": {"applied": True, "detail": f"its own session and group {proc.pid}, killed with it"},
+            "network": {"applied": isolated, "detail": "a new network namespace (loopback only)" if isolated else
+                        "missing: " + ("left out on purpose (FLOW_SANDBOX_WITHOUT)" if "network" in without
+                                       else "unshare(CLONE_NEWNET) was refused")},
+            "parent_death": {"applied": _PRCTL is not None and "parent_death" not in without,
+                             "detail": "SIGKILL when the host exits (armed before exec)"
+                             if _PRCTL is not None and "parent_death" not in without else
+                             "missing: " + ("left out on purpose (FLOW_SANDBOX_WITHOUT)"
+                                            if "parent_death" in without else "no prctl")},
+            "rlimits": {"applied": True, "detail": ", ".join(
+                f"{_RLIMIT_NAMES.get(which, which)}={soft}" for which, (soft, _) in _rlimits(limits))},
+            "wall_clock": {"applied": wall is not None,
+                           "detail": f"killed after {wall:g} s without a message" if wall is not None
+                           else "missing: no deadline (FLOW_SANDBOX_WALL_SECONDS=0 or Limits.wall_seconds=None)"},
+        }
+        if lockdown and "seccomp" not in without and problem:
+            layers["seccomp"] = {"applied": False, "detail": f"missing: {problem}"}
+        child = cls(proc, workdir, limits, argv, isolated, layers, wall)
+        child._expect_report = lockdown
+        _LIVE.add(child)
         if argv_tail is None:
             _compile_for_child()  # while the child's interpreter starts; it reads them on its next start
         return child
@@ -414,6 +573,8 @@ class Child:
         self._drain_feeder()
         self._outbox += data
         deadline = None if timeout is None else time.monotonic() + timeout
+        wall = self.wall_seconds if timeout is None else None
+        wall_deadline = None if wall is None else time.monotonic() + wall
         poller = select.poll()
         poller.register(self._write_fd, select.POLLOUT)
         while True:
@@ -429,6 +590,8 @@ class Child:
                 if len(self._outbox) < len(data):
                     self.kill()
                 raise ChildTimeout(timeout, "accept a message")
+            if wall_deadline is not None and time.monotonic() >= wall_deadline:
+                self._deadline_passed(wall)
             poller.poll(self._tick(deadline) * 1000)
 
     def post(self, obj: dict) -> None:
@@ -532,6 +695,8 @@ class Child:
             return self._inbox.popleft()
         self._raise_if_dead()
         deadline = None if timeout is None else time.monotonic() + timeout
+        wall = self.wall_seconds if timeout is None else None
+        wall_deadline = None if wall is None else time.monotonic() + wall
         poller = self._poller
         writing = self._polling_out
         while True:
@@ -569,6 +734,8 @@ class Child:
                 self._finish("ended")
             if deadline is not None and time.monotonic() >= deadline:
                 raise ChildTimeout(timeout, "answer")
+            if wall_deadline is not None and time.monotonic() >= wall_deadline:
+                self._deadline_passed(wall)
 
     def _spin_for_message(self) -> bool:
         """Poll for up to `channel.SPIN_SECONDS` (when `channel.Spin` says it pays): True once
@@ -605,10 +772,33 @@ class Child:
 
     def _take(self, data: bytes) -> None:
         try:
-            self._inbox.extend(self._reader.feed(data))
+            messages = self._reader.feed(data)
         except channel.ChannelError:
             self.kill()  # the stream cannot be resynchronized
             raise
+        if self._expect_report and not self.lockdown_reported:
+            messages = self._note_report(messages)
+        self._inbox.extend(messages)
+
+    def _note_report(self, messages) -> list:
+        """Take the child's lockdown report (`{"op": "sandbox", "layers": ...}`, sent once before
+        anything else it says after loading) into `layers`; the caller never sees it."""
+        kept = []
+        for message in messages:
+            if not self.lockdown_reported and message.get("op") == "sandbox":
+                self.lockdown_reported = True
+                for name, layer in message.get("layers", {}).items():
+                    known = self.layers.get(name)
+                    if known is not None and not known["applied"] and not layer.get("applied"):
+                        continue  # the host already knows why (no filter could be built)
+                    self.layers[name] = {"applied": bool(layer.get("applied")), "detail": str(layer.get("detail", ""))}
+            else:
+                kept.append(message)
+        return kept
+
+    def missing_layers(self) -> list[str]:
+        """The names of the isolation layers not in force for this child (see `layers`)."""
+        return sorted(name for name, layer in self.layers.items() if not layer["applied"])
 
     @staticmethod
     def _tick(deadline: float | None) -> float:
@@ -675,11 +865,20 @@ class Child:
         if signal == signals.SIGKILL and not killed_by_host:
             return ("SIGKILL came from outside the host's control: the kernel's OOM killer, an "
                     "operator, or the hard CPU limit (cpu_seconds + cpu_grace_seconds)")
+        if signal == signals.SIGSYS:
+            return ("it made a system call the sandbox forbids (its seccomp filter, "
+                    "policy.ALLOWED_SYSCALLS); generated code cannot, so report this as a sandbox bug")
         if signal == signals.SIGXFSZ:
             return "it tried to write a file; the sandbox child writes no files"
         if signal is not None and not killed_by_host:
             return "the sandbox child crashed or was killed from outside; see its stderr"
         return ""
+
+    def _deadline_passed(self, seconds: float) -> None:
+        self.kill()
+        self._died = ChildDied(None, signals.SIGKILL, self.stderr_tail(), "passed its wall-clock deadline",
+                               f"the host killed it after {seconds:g} s without a message")
+        raise ChildDeadline(seconds)
 
     def _raise_if_dead(self) -> None:
         if self._died is not None:
@@ -713,6 +912,7 @@ class Child:
         if self._closed:
             return
         self._closed = True
+        _LIVE.discard(self)
         for stream in (self._proc.stdin, self._proc.stdout):
             try:
                 stream.close()

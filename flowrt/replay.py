@@ -27,7 +27,7 @@ import orjson
 import flowc
 from flowc.compiled import Compiled
 from flowrt import abi
-from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admit, bind
+from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admit, bind, halt_reason
 from flowrt.store import Hole, RunStore, StorageError
 
 
@@ -672,9 +672,10 @@ def drive_live(driver: ReplayDriver) -> RunOutcome:
                                              f"{diverged.fact}: {diverged.reason}")
     except _Incomplete as incomplete:
         return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
-    except KeyboardInterrupt:
-        store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
-        return RunOutcome(130, run_id, message="halted by an interrupt")
+    except KeyboardInterrupt as interrupt:
+        reason, message = halt_reason(interrupt)
+        store.host_record({"kind": "halted", "head": store.head, "reason": reason})
+        return RunOutcome(130, run_id, message=message)
     if outcome.exit_code == 3:
         store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
     return outcome

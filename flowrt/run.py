@@ -254,6 +254,25 @@ class HaltRequested(KeyboardInterrupt):
     cancelled the call that drives the run). It is an interrupt, handled exactly as Ctrl-C is."""
 
 
+class DeadlineHalt(KeyboardInterrupt):
+    """The child passed its wall-clock deadline (`flowrt.child.ChildDeadline`). A limit of this
+    host, not an outcome of the program, so the run is halted as an interrupt halts it (a
+    `halted` host record with reason `deadline`, exit 130, resumable), never Faulted."""
+
+    reason = "deadline"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def halt_reason(interrupt: KeyboardInterrupt) -> tuple[str, str]:
+    """(the `halted` record's reason, the message) for an interrupt that halted a run."""
+    if isinstance(interrupt, DeadlineHalt):
+        return "deadline", f"halted: {interrupt.message}"
+    return "interrupt", "halted by an interrupt"
+
+
 class Driver:
     """Runs the child and records facts. One per live run (and per resume)."""
 
@@ -335,7 +354,7 @@ class Driver:
         self.store.sync()
 
     def run(self) -> RunOutcome:
-        from flowrt.child import Child, ChildDied
+        from flowrt.child import Child, ChildDeadline, ChildDied
 
         if self.child is None:
             self.child = Child.start()
@@ -377,6 +396,12 @@ class Driver:
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
             return self.on_died(fault)
+        except ChildDeadline as passed:
+            try:
+                self.make_durable()
+            except StorageError:
+                pass  # the halt is still reported; the run resumes from the facts before
+            raise DeadlineHalt(str(passed)) from None
         except KeyboardInterrupt:
             try:
                 self.make_durable()  # what the run had reached is recorded before the halt
@@ -385,8 +410,21 @@ class Driver:
             raise
         finally:
             self.child.kill()
+            self.record_sandbox()
             for implementation in set(self.prepared.implementations.values()):
                 implementation.close()
+
+    def record_sandbox(self) -> None:
+        """A `sandbox` host record: which isolation layers the child ran under, and which were
+        missing (docs/sandbox.md §5), so a run on a weaker kernel says so."""
+        layers = getattr(self.child, "layers", None)
+        if not layers:
+            return
+        try:
+            self.store.host_record({"kind": "sandbox", "layers": layers,
+                                    "missing": sorted(n for n, layer in layers.items() if not layer["applied"])})
+        except (StorageError, ValueError):
+            pass  # the run's outcome stands; only this report is lost
 
     def on_died(self, fault: dict) -> RunOutcome:
         """The child died (a limit, or a crash): the run ends Faulted."""
@@ -620,9 +658,10 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
                 pass
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
-    except KeyboardInterrupt:
-        store.host_record({"kind": "halted", "head": store.head, "reason": "interrupt"})
-        return RunOutcome(130, run_id, message="halted by an interrupt")
+    except KeyboardInterrupt as interrupt:
+        reason, message = halt_reason(interrupt)
+        store.host_record({"kind": "halted", "head": store.head, "reason": reason})
+        return RunOutcome(130, run_id, message=message)
     finally:
         store.close()
     return outcome

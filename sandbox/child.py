@@ -47,7 +47,7 @@ import sys
 from types import GeneratorType
 
 from flowrt import abi
-from sandbox import channel
+from sandbox import channel, lockdown
 from sandbox import runtime as R
 from sandbox import values as V
 
@@ -610,11 +610,11 @@ class Scheduler:
     # -- faults
 
     def fault_data(self, problem: BaseException, kind: str, message: str) -> dict:
-        import traceback  # here, not at start-up: only a fault needs it
-
         location = None
-        for frame, line in traceback.walk_tb(problem.__traceback__):
-            filename = frame.f_code.co_filename
+        tb = problem.__traceback__
+        while tb is not None:  # as traceback.walk_tb, which the locked-down child cannot import
+            filename, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+            tb = tb.tb_next
             if filename in self.line_maps:
                 mapped = _map_line(self.line_maps[filename], line)
                 if mapped is not None:
@@ -726,9 +726,24 @@ def _is_generator(value) -> bool:
     return type(value) is GeneratorType
 
 
+def lock_down(config: dict | None, write_fd: int) -> None:
+    """Give up the operating system (`sandbox.lockdown`) and tell the host which layers took.
+    Called once everything the run needs is imported and compiled: afterwards no module can be
+    imported, no file opened."""
+    if config is None:
+        return  # started by hand, without the host's `--lockdown`: nothing to report to
+    import json  # noqa: F401 - the channel imports these lazily, for frames with big integers
+    import math  # noqa: F401
+
+    layers = lockdown.lock(**config)
+    lockdown.install_excepthook()
+    channel.send(write_fd, {"op": "sandbox", "layers": layers})
+
+
 def main() -> None:
     read_fd, write_fd = channel.claim_stdio()
     receiver = channel.Receiver(read_fd)
+    config = lockdown.parse_argv(sys.argv[1:])
     # Imported before the first message, not after: the host checks the program and opens the
     # run while this process starts, so these imports usually end before the load arrives.
     from sandbox.intrinsics import INTRINSICS
@@ -744,7 +759,7 @@ def main() -> None:
     injected.update(R.TASK_INTRINSICS)
     counter = None
     if load["op"] == "test":
-        from sandbox.testing import StepCounter
+        from sandbox.testing import StepCounter, run_tests
 
         counter = StepCounter(int(load.get("steps", 2 ** 26)))
         injected["rt_step"] = counter.step
@@ -755,9 +770,8 @@ def main() -> None:
         channel.send(write_fd, {"op": "refused", "message": str(refusal)})
         return
     decimal.setcontext(R.EXACT)
+    lock_down(config, write_fd)
     if load["op"] == "test":
-        from sandbox.testing import run_tests
-
         channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces, counter)})
         return
     scheduler = Scheduler(receiver, write_fd, load)

@@ -168,6 +168,12 @@ class Limits:
     processes: int | None = 0
     # RLIMIT_CORE: no core dumps (they would be files, and could hold values).
     core_bytes: int | None = 0
+    # Not an rlimit: the longest the host waits for the child's next message before it kills it
+    # (the run is then halted, resumable). The CPU limit does not see a child that is starved,
+    # stopped or blocked; this does. Generous, because a Tool call does not count (the host is
+    # not waiting on the child then), only stretches of the child's own computing. None: none.
+    # FLOW_SANDBOX_WALL_SECONDS overrides it (flowrt/child.py).
+    wall_seconds: float | None = 600.0
 
 
 LIMITS = Limits()
@@ -199,3 +205,25 @@ CHILD_PACKAGES: tuple[str, ...] = ("orjson", "RestrictedPython")
 # between runs. (`PYTHONPATH`, pointing at this checkout and then at the directories of
 # CHILD_PACKAGES, is added by the host so the child runs the same code as the host.)
 CHILD_ENV: MappingProxyType = MappingProxyType({"PYTHONHASHSEED": "0"})
+
+# The system calls the child may still make once it is locked down (sandbox/lockdown.py; the
+# host builds the filter from this list, flowrt/syscall_filter.py). Any other call kills the
+# child (SIGSYS): by then it has imported and compiled everything, so it only computes, manages
+# its memory and talks on its pipe. Found with strace over the run, replay and test suites (see
+# docs/sandbox.md §5); every name here is one the child was seen making after lockdown, or the
+# counterpart it needs to finish cleanly.
+ALLOWED_SYSCALLS: tuple[str, ...] = (
+    # the pipe to the host, and stderr
+    "read", "write", "close",
+    # the channel waits on its pipe (select), and spins with short sleeps
+    "select", "pselect6", "poll", "ppoll", "sched_yield", "nanosleep", "clock_nanosleep",
+    # memory: malloc, the garbage collector, CPython's arenas
+    "brk", "mmap", "munmap", "mremap", "madvise", "mprotect",
+    # locks inside CPython and libc, clocks where the vDSO does not answer
+    "futex", "clock_gettime", "gettimeofday",
+    # signals (SIGXCPU from the CPU limit, returning from a handler) and ending
+    "rt_sigreturn", "rt_sigaction", "rt_sigprocmask", "sigaltstack", "restart_syscall",
+    "exit", "exit_group",
+)
+# The uid a child started by root drops to (nobody): it owns no file and no process of the host.
+CHILD_UID = 65534

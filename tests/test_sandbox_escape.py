@@ -549,3 +549,168 @@ def test_item_reads_are_plain_while_the_guard_is_getitem_and_writes_stay_guarded
     result = compile_restricted_exec("def f(d):\n    d[0] = 1\n    del d[1]\n", "w.py", policy=loader._TRANSFORMER)
     [function] = [c for c in result.code.co_consts if isinstance(c, types.CodeType)]
     assert "_write_" in function.co_names
+
+
+# -- the operating-system layers (sandbox/lockdown.py): one attempt per layer ----------------
+#
+# `tests/sandbox_lockdown_child.py` locks down as `sandbox.child` does and then runs plain Python
+# past the language layers, standing for generated code that got out of them. Each layer is
+# shown alone (FLOW_SANDBOX_WITHOUT leaves the others out), and what a kernel without it gives.
+
+import errno as _errno  # noqa: E402
+import os as _os  # noqa: E402
+import signal as _signal  # noqa: E402
+import socket as _socket  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+
+from flowrt import syscall_filter  # noqa: E402
+from flowrt.child import LAYER_NAMES, Child, ChildDied  # noqa: E402
+from sandbox import lockdown  # noqa: E402
+
+LOCKDOWN_CHILD = str(_Path(__file__).resolve().with_name("sandbox_lockdown_child.py"))
+CHILD_LAYERS = set(lockdown.LAYERS)
+FORBIDDEN = ("open", "write_file", "connect", "fork", "exec", "ptrace", "setuid", "signal_host")
+
+
+def locked_child(monkeypatch, without: str = "") -> Child:
+    monkeypatch.setenv("FLOW_SANDBOX_WITHOUT", without)
+    child = Child.start(argv_tail=[LOCKDOWN_CHILD], lockdown=True)
+    child.send({"op": "hello"}, timeout=10)
+    child.recv(timeout=10)  # the lockdown report arrives first and is taken into child.layers
+    assert child.lockdown_reported
+    return child
+
+
+def try_in_child(child: Child, op: str, **fields) -> dict:
+    """{"done": ...} if the child survived the attempt, {"killed": signal} if it did not."""
+    try:
+        child.send({"op": op, **fields}, timeout=10)
+        return child.recv(timeout=10)
+    except ChildDied as died:
+        return {"killed": died.signal}
+
+
+def require(child: Child, layer: str) -> None:
+    """A layer this kernel refused is reported with its reason; its attempts cannot be shown."""
+    report = child.layers[layer]
+    if not report["applied"]:
+        assert report["detail"].startswith("missing: ") and len(report["detail"]) > len("missing: ")
+        pytest.skip(f"{layer} is missing on this machine: {report['detail']}")
+
+
+@pytest.fixture()
+def listener():
+    with _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        yield server.getsockname()[1]
+
+
+@pytest.fixture()
+def root_owned_dir(tmp_path):
+    """A directory only its owner (the host's user) may write, that the child may reach."""
+    folder = tmp_path / "owned"
+    folder.mkdir(mode=0o755)
+    tmp_path.chmod(0o755)
+    return folder
+
+
+def test_every_layer_is_reported_applied_or_missing_with_a_reason(monkeypatch):
+    with locked_child(monkeypatch) as child:
+        assert set(child.layers) == CHILD_LAYERS | {"process_group", "network", "rlimits", "wall_clock"}
+        for name, layer in child.layers.items():
+            assert layer["applied"] or layer["detail"].startswith("missing: "), (name, layer)
+        assert child.missing_layers() == sorted(n for n, v in child.layers.items() if not v["applied"])
+
+
+def test_the_locked_down_child_still_computes_allocates_and_collects(monkeypatch):
+    with locked_child(monkeypatch) as child:
+        assert try_in_child(child, "compute", n=10_000) == {"sum": 49_995_000}
+
+
+@pytest.mark.parametrize("op", FORBIDDEN)
+def test_seccomp_kills_a_child_that_tries(monkeypatch, op, listener, root_owned_dir):
+    with locked_child(monkeypatch) as child:
+        require(child, "seccomp")
+        outcome = try_in_child(child, op, path=str(root_owned_dir / "x"), port=listener, pid=_os.getpid())
+        assert outcome == {"killed": _signal.SIGSYS}
+        assert not (root_owned_dir / "x").exists()
+
+
+def test_a_seccomp_kill_is_explained(monkeypatch):
+    with locked_child(monkeypatch) as child:
+        require(child, "seccomp")
+        with pytest.raises(ChildDied, match="system call the sandbox forbids"):
+            child.send({"op": "open"}, timeout=10)
+            child.recv(timeout=10)
+
+
+def test_landlock_alone_denies_the_filesystem_tcp_and_signals(monkeypatch, listener, root_owned_dir):
+    with locked_child(monkeypatch, "seccomp,network") as child:
+        require(child, "landlock")
+        assert try_in_child(child, "open", path="/etc/hostname") == {"done": False, "errno": _errno.EACCES}
+        assert try_in_child(child, "write_file", path=str(root_owned_dir / "x")) == {"done": False, "errno": _errno.EACCES}
+        assert not (root_owned_dir / "x").exists()
+        abi = int(child.layers["landlock"]["detail"].split()[1].rstrip(":"))
+        if abi >= 4:  # TCP connect is Landlock's from ABI 4: the network namespace is left out here
+            assert try_in_child(child, "connect", port=listener) == {"done": False, "errno": _errno.EACCES}
+        if abi >= 6:  # signals to outside the domain
+            assert try_in_child(child, "signal_host") == {"done": False, "errno": _errno.EPERM}
+
+
+def test_the_uid_alone_keeps_the_child_out_of_the_hosts_files_and_processes(monkeypatch, root_owned_dir):
+    with locked_child(monkeypatch, "seccomp,landlock,user_namespace,capabilities") as child:
+        require(child, "uid")
+        if _os.geteuid() == 0:
+            assert child.layers["uid"]["detail"].startswith("uid 65534")
+        assert try_in_child(child, "write_file", path=str(root_owned_dir / "x")) == {"done": False, "errno": _errno.EACCES}
+        assert try_in_child(child, "setuid")["errno"] in (_errno.EPERM, _errno.EINVAL)
+        assert try_in_child(child, "ptrace", pid=_os.getpid()) == {"done": False, "errno": _errno.EPERM}
+
+
+def test_no_capabilities_in_the_user_namespace(monkeypatch):
+    with locked_child(monkeypatch, "seccomp,landlock") as child:
+        require(child, "user_namespace")
+        require(child, "capabilities")
+        # unshare needs CAP_SYS_ADMIN, which the new user namespace granted and the child gave up
+        assert try_in_child(child, "unshare_net") == {"done": False, "errno": _errno.EPERM}
+        assert try_in_child(child, "setuid")["errno"] in (_errno.EPERM, _errno.EINVAL)
+
+
+def test_a_kernel_without_the_layers_is_reported_and_the_attempts_then_succeed(monkeypatch, root_owned_dir):
+    """What each layer stops, shown by its absence: with all of them left out the same attempts
+    work, and the report says so (nothing is assumed)."""
+    left_out = ("uid", "user_namespace", "capabilities", "landlock", "seccomp")
+    with locked_child(monkeypatch, ",".join(left_out)) as child:
+        for name in left_out:
+            assert child.layers[name] == {"applied": False,
+                                          "detail": "missing: left out on purpose (FLOW_SANDBOX_WITHOUT)"}
+        assert child.missing_layers() == sorted(left_out)
+        assert try_in_child(child, "open", path="/etc/hostname") == {"done": True}
+        if _os.geteuid() == 0:  # as root the child could write the host's files
+            assert try_in_child(child, "write_file", path=str(root_owned_dir / "x")) == {"done": True}
+            assert (root_owned_dir / "x").exists()
+
+
+def test_no_filter_from_the_host_is_reported_missing_with_the_reason(monkeypatch):
+    monkeypatch.setattr(syscall_filter, "_PROGRAM", None)
+    monkeypatch.setattr(syscall_filter, "_PROBLEM", "libseccomp is not available: simulated")
+    with locked_child(monkeypatch) as child:
+        assert child.layers["seccomp"] == {"applied": False,
+                                           "detail": "missing: libseccomp is not available: simulated"}
+        assert try_in_child(child, "open", path="/etc/hostname")["done"] is False  # Landlock still holds
+
+
+def test_the_lockdown_probes_report_what_fails():
+    with pytest.raises(lockdown.Missing, match="no seccomp filter"):
+        lockdown.install_seccomp(b"")
+    assert set(lockdown.LAYERS) <= set(LAYER_NAMES)
+
+
+def test_the_filter_is_built_from_the_policy_and_cached(tmp_path, monkeypatch):
+    program = syscall_filter.build()
+    assert program and len(program) % 8 == 0
+    assert syscall_filter.build(("read",)) != program
+    monkeypatch.setattr(syscall_filter, "_PROGRAM", None)
+    monkeypatch.setattr(syscall_filter, "_PROBLEM", None)
+    assert syscall_filter.program() == (program, None)
