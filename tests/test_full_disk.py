@@ -55,9 +55,11 @@ def test_a_full_disk_cuts_the_run_short_and_it_resumes_later(tmp_path, tiny_disk
     assert "storage failure" in done.stderr
     [run_id] = os.listdir(runs)
     subprocess.run(["mount", "-o", "remount,size=16m", str(tiny_disk)], check=True)
-    # The call whose Reply could not be written is open: send it again under its id.
-    pending = json.loads(flow("history", run_id, "--runs", str(runs), "--json").stdout)["pending"]
-    resend = [arg for call in pending for arg in ("--resend", call)]
+    # The call whose Reply could not be written is open, its outcome unknown (the host stopped
+    # with it out): send it again under its id.
+    view = json.loads(flow("history", run_id, "--runs", str(runs), "--json").stdout)
+    assert view["state"] == "crashed" and [c["status"] for c in view["open"]] == ["unknown-outcome"]
+    resend = [arg for call in view["open"] for arg in ("--resend", call["call"])]
     resumed = flow("resume", run_id, "--allow", *resend, "--runs", str(runs))
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == 40
