@@ -82,7 +82,7 @@ def recorded_program(store: RunStore) -> tuple[Checked, dict]:
             return texts[identity]
         raise FileNotFoundError(2, "not in the recorded sources", path)
 
-    checked = check_program(root + ".flow", read, std_read=std_read)
+    checked = check_program(root + ".flow", read, std_read=std_read, disk=None)
     if not checked.ok:
         raise Refused(list(checked.diagnostics), checked.sources())
     if checked.identity != start["program"]:

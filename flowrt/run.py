@@ -21,6 +21,7 @@ from typing import Any
 
 from flowc import types as T
 from flowc.diagnostics import Diagnostic, Location, error
+from flowc.disk import DiskChecks
 from flowc.emit import Generated, generate_cached
 from flowc.frontend import Checked, check_program
 from flowc.lower import module_key, py_name
@@ -76,12 +77,13 @@ class Prepared:
 
 def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict | None = None,
             allow: bool = False, ask=None, read=read_text, host: "RunHost | None" = None,
-            manifest_dir: str | None = None) -> Prepared:
+            manifest_dir: str | None = None, jail: str | None = None) -> Prepared:
     """Check, bind and decode the input: everything that can refuse a run before its Start.
     `read` reads the program's files (a nested run's reads its submitted source); `host` is what
     the host's own std Tools need to know of the run (`std@v1/runner`); `manifest_dir` is where
     flow.toml is (default: beside `path`)."""
-    checked = check_program(path, read)
+    # Only the file reader reads real files; a nested run's reader serves its submitted source.
+    checked = check_program(path, read, disk=DiskChecks(jail) if read is read_text else None)
     if not checked.ok:
         raise Refused(list(checked.diagnostics), checked.sources())
     env = checked.env
@@ -633,7 +635,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
         halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
-        outer: dict | None = None, manifest_dir: str | None = None) -> RunOutcome:
+        outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
@@ -642,7 +644,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     the run does not start: exit 130, nothing recorded). `on_start(run_id, start_fact)` is called
     once storage has accepted Start, before the program is driven. A nested run (flowrt/nested.py)
     passes `read` (its submitted source), its `run_id`, `outer` ({run, call}, named in Start) and
-    the outer program's `manifest_dir`."""
+    the outer program's `manifest_dir`. `jail` (`flow mcp --root`): no module or pinned directory
+    outside it is read."""
     if child is None:
         from flowrt.child import Child
 
@@ -650,7 +653,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         child = Child.start()
     try:
         prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask, read=read,
-                           host=RunHost(runs_dir, durability), manifest_dir=manifest_dir)
+                           host=RunHost(runs_dir, durability), manifest_dir=manifest_dir, jail=jail)
     except Refused as refused:
         child.kill()
         return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
