@@ -105,12 +105,18 @@ def verify_pin(directory: str, commit: str | None) -> tuple[str, str | None] | N
     return None
 
 
+def git_top(directory: str) -> str | None:
+    """The top of the git checkout holding `directory`, links followed; None when there is none."""
+    top = _git(directory, "rev-parse", "--show-toplevel")
+    return os.path.realpath(top) if top else None
+
+
 def git_head(directory: str) -> str | None:
     """The HEAD commit of the git checkout whose top is `directory`; `dirty:<commit>` when it has
     uncommitted changes (untracked files included, ignored ones not); None when `directory` is
     not the top of a checkout or git cannot say."""
-    top = _git(directory, "rev-parse", "--show-toplevel")
-    if top is None or os.path.realpath(top) != os.path.realpath(directory):
+    top = git_top(directory)
+    if top is None or top != os.path.realpath(directory):
         return None
     head = _git(directory, "rev-parse", "--verify", "HEAD")
     if head is None:
@@ -133,11 +139,14 @@ def _git(directory: str, *args: str) -> str | None:
     return done.stdout.decode("utf-8", "replace").strip()
 
 
-def content_hash(directory: str) -> str | None:
+def content_hash(directory: str, *, every_file: bool = False, skip: frozenset[str] = frozenset()) -> str | None:
     """`sha256:<hex>` over every `.flow` file below `directory` (its path and bytes, sorted by
     path), skipping entries whose names start with `.` and following no link (a link's target
-    text is hashed instead); None when over the limits."""
-    digest = hashlib.sha256(b"flow-modules/1\n")
+    text is hashed instead); None when over the limits. `every_file`: every file, not only
+    modules (what an approval of a directory's commands covers), `__pycache__` and the
+    directories `skip` names (real paths: a runs directory) skipped."""
+    digest = hashlib.sha256(b"flow-files/1\n" if every_file else b"flow-modules/1\n")
+    wanted = (lambda name: True) if every_file else (lambda name: name.endswith(".flow"))
     entries: list[tuple[str, str]] = []
     pending = [""]
     while pending:
@@ -148,15 +157,16 @@ def content_hash(directory: str) -> str | None:
         except OSError:
             continue
         for entry in found:
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") or (every_file and entry.name == "__pycache__"):
                 continue
             name = f"{relative}/{entry.name}" if relative else entry.name
             if entry.is_symlink():
-                if entry.name.endswith(".flow"):
+                if wanted(entry.name):
                     entries.append((name, "link"))
             elif entry.is_dir(follow_symlinks=False):
-                pending.append(name)
-            elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".flow"):
+                if not skip or os.path.realpath(entry.path) not in skip:
+                    pending.append(name)
+            elif entry.is_file(follow_symlinks=False) and wanted(entry.name):
                 entries.append((name, "file"))
             if len(entries) > HASH_MAX_FILES:
                 return None

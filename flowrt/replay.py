@@ -108,14 +108,19 @@ def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: di
     entry = env.modules[start["entry"]["module"]].fns[start["entry"]["function"]]
     tools = reachable_tools(checked, entry)
     implementations: dict = {}
+    approvals: list = []
     if bind_tools:
         implementations = bind(checked, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask,
-                               host=host)
+                               host=host, approvals=approvals)
     try:
         recorded_input = store.value(start, "input")
     except Hole as hole:
         raise _Incomplete(f"the run's input is a hole ({hole.hash})", 1) from None
-    return Prepared(checked, entry, dict(recorded_input), tools, implementations, generate_cached(checked))
+    prepared = Prepared(checked, entry, dict(recorded_input), tools, implementations, generate_cached(checked),
+                        approvals)
+    for record in approvals:
+        store.host_record(record)  # a resume or fork writes to the run it continues
+    return prepared
 
 
 # ---- serving the record ------------------------------------------------------------------------

@@ -73,6 +73,8 @@ class Prepared:
     tools: dict[str, dict]  # identity -> description (flow tools shape) + type_params
     implementations: dict[str, B.Implementation]  # identity -> implementation
     generated: Generated
+    #: the approval decisions binding made, written as host records once the run has a store
+    approvals: list = field(default_factory=list)
 
 
 def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict | None = None,
@@ -97,10 +99,11 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
             raise refuse("not-data", f"entry parameter `{p.name}` is not data", root.file)
     args_json = decode_input(checked, fn, input_text)
     tools = reachable_tools(checked, fn)
+    approvals: list = []
     implementations = bind(checked, path, tools, python_tools or {}, allow=allow, ask=ask, host=host,
-                           manifest_dir=manifest_dir)
+                           manifest_dir=manifest_dir, approvals=approvals)
     generated = generate_cached(checked)
-    return Prepared(checked, fn, args_json, tools, implementations, generated)
+    return Prepared(checked, fn, args_json, tools, implementations, generated, approvals)
 
 
 def decode_input(checked: Checked, fn: FnInfo, input_text: str) -> dict[str, Any]:
@@ -182,8 +185,13 @@ class RunHost:
 
 
 def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask,
-         host: RunHost | None = None, manifest_dir: str | None = None) -> dict:
+         host: RunHost | None = None, manifest_dir: str | None = None, approvals: list | None = None) -> dict:
+    """Each Tool's implementation. A command flow.toml names runs only when approved
+    (flowrt/approvals.py); each approval is added to `approvals` as its host record."""
+    from flowrt.approvals import Approvals
+
     manifest_dir = manifest_dir or B.manifest_dir(path)
+    approval = Approvals(manifest_dir, host.runs_dir if host is not None else None)
     manifest_path = os.path.join(manifest_dir, "flow.toml")
     try:
         manifest = B.read_manifest(manifest_path)
@@ -220,9 +228,16 @@ def bind(checked: Checked, path: str, tools: dict[str, dict], python_tools: dict
             continue
         assert entry.command is not None
         if entry.command not in commands:
-            if not allow and not (ask is not None and ask(" ".join(entry.command))):
-                raise refuse("binding-not-approved", f"running `{' '.join(entry.command)}` was not approved",
-                             manifest_path, help="pass --allow to approve the implementations flow.toml names")
+            decision = approval.decide(entry.command, allow=allow, ask=ask)
+            if decision.decision != "approved":
+                for c in commands.values():
+                    c.close()
+                raise refuse("binding-not-approved", f"running `{' '.join(entry.command)}` was not approved"
+                             + (" (nobody could be asked)" if decision.how == "nobody-to-ask" else ""),
+                             manifest_path, help="pass --allow to approve the implementations flow.toml names, "
+                                                 "or answer yes at a terminal (remembered for this commit)")
+            if approvals is not None:
+                approvals.append(decision.host_record())
             implementation = B.CommandTools(list(entry.command), manifest_dir)
             try:
                 implementation.start()
@@ -676,6 +691,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
     store.host_record({"kind": "origin", "root": origin})
     crash_after(1)
+    for record in prepared.approvals:
+        store.host_record(record)
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
     store.host_record({"kind": "checkpoints", "policy": checkpoints})
