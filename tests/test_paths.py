@@ -220,3 +220,23 @@ async def test_mcp_serves_only_its_root(tmp_path):
             assert refused["exitCode"] == 2 and "NEVER-SHOWN" not in json.dumps(refused)
             checked = (await call(client, "check", {"paths": [file]})).structured_content
             assert not checked["ok"] and "NEVER-SHOWN" not in json.dumps(checked)
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowc.lower import module_key
+
+_SEGMENT = st.text(alphabet=st.sampled_from("ab1_-.@éZ"), min_size=1, max_size=4)
+_IDENTITY = st.one_of(st.lists(_SEGMENT, min_size=1, max_size=3).map("/".join),
+                      st.lists(_SEGMENT, min_size=1, max_size=2).map(lambda s: "std@v1/" + "/".join(s)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_IDENTITY, min_size=2, max_size=6, unique=True))
+def test_module_keys_are_injective_and_loadable(identities):
+    """Item 11's cause: keys collided (`a_b`, `a/b`) or started with `_` after `m_`."""
+    keys = [module_key(i) for i in identities]
+    assert len(set(keys)) == len(keys)
+    for key in keys:
+        assert key.startswith("m_") and key[2:].isidentifier() and not key[2:].startswith("_")
