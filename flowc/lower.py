@@ -61,14 +61,14 @@ def _sandbox_forbidden() -> frozenset[str]:
     return POLICY.forbidden_names
 
 
-_PLAIN_IDENTITY = re.compile(r"std@[A-Za-z0-9]+(?:/[A-Za-z0-9]+)+|(?!std/)[A-Za-z0-9]+(?:/[A-Za-z0-9]+)*")
+_PLAIN_IDENTITY = re.compile(r"std@[A-Za-z0-9]+(?:/[A-Za-z0-9]+)+|(?!std/)[A-Za-z][A-Za-z0-9]*(?:/[A-Za-z0-9]+)*")
 
 
 def module_key(identity: str) -> str:
     """The Python name of a module namespace: `std@v1/list` -> `m_std_v1_list`, `sub/util` ->
     `m_sub_util`. Injective over every module path, and after `m_` it never starts with `_` (the
-    sandbox reserves those names): a plain identity (ASCII letters and digits between `/`, or a
-    std module's) joins its parts with `_`, and only a root module's identity may start with
+    sandbox reserves those names) nor with a digit: a plain identity (ASCII letters and digits
+    between `/`, starting with a letter, or a std module's) joins its parts with `_`, and only a root module's identity may start with
     `std/`; any other (a repository's, one with `_`, `-`, `.` or other characters) is `m_x`, then
     each letter or digit as itself and each other character as `_<hex>_`, then a final `_`, which
     no plain key ends with."""

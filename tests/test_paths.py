@@ -46,12 +46,13 @@ def test_what_checks_runs_for_any_module_path(tmp_path):
         "a/b.flow": "pub flow f() -> Int = 20\n",
         "_u.flow": "pub flow f() -> Int = 300\n",
         "x-y/z.flow": "pub flow f() -> Int = 4000\n",
-        "main.flow": 'use "./a_b"\nuse "./a/b"\nuse "./_u" as u\nuse "./x-y/z"\n'
-                     "pub flow main() -> Int = a_b.f() + b.f() + u.f() + z.f()\n",
+        "9.flow": "pub flow f() -> Int = 50000\n",
+        "main.flow": 'use "./a_b"\nuse "./a/b"\nuse "./_u" as u\nuse "./x-y/z"\nuse "./9" as nine\n'
+                     "pub flow main() -> Int = a_b.f() + b.f() + u.f() + z.f() + nine.f()\n",
     })
     assert flow("check", "main.flow", cwd=tmp_path).returncode == 0
     done = flow("run", "--runs", "runs", "main.flow", cwd=tmp_path)
-    assert (done.returncode, done.stdout) == (0, "4321\n"), done.stderr
+    assert (done.returncode, done.stdout) == (0, "54321\n"), done.stderr
 
 
 def test_use_above_the_root_is_refused_by_check_and_run(tmp_path):
