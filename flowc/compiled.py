@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from flowc import types as T
 from flowc.diagnostics import Diagnostic
+from flowc.disk import DISK, DiskChecks
 from flowc.emit import Generated, generate_cached
 from flowc.frontend import Checked, check_program
 from flowc.lower import module_key, py_name
@@ -139,12 +140,13 @@ class Compiled:
 
 
 def compile(root_file: str, read: Reader, *, generate: bool = True, std_read: Reader | None = None,
-            parse_cache: dict | None = None) -> Compiled:
+            parse_cache: dict | None = None, disk: DiskChecks | None = DISK) -> Compiled:
     """Compile the program rooted at `root_file`, reading its files with `read` (and std modules
     with `std_read` when they come from elsewhere than the package, as a recorded run's do).
     Never raises on bad input: every problem is a diagnostic. `generate=False` skips code
-    generation (a host that only needs the manifest)."""
-    checked = check_program(root_file, read, parse_cache, std_read=std_read)
+    generation (a host that only needs the manifest). `disk` keeps the modules read inside the
+    program's root (flowc/disk.py); `disk=None` when `read` reads no real files."""
+    checked = check_program(root_file, read, parse_cache, std_read=std_read, disk=disk)
     modules = tuple(ModuleSource(m.identity, m.file, m.source) for m in checked.program.modules)
     if not checked.ok:
         return Compiled(root_file, tuple(checked.diagnostics), tuple(checked.places), modules, None, None, {}, {},

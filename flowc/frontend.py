@@ -17,6 +17,7 @@ from dataclasses import FrozenInstanceError
 from flowc import syntax as S
 from flowc.check import Facts, Place, check
 from flowc.diagnostics import Diagnostic, Location, error, sort_key
+from flowc.disk import DISK, DiskChecks
 from flowc.program import STD_VERSION, Program, Reader, load
 from flowc.resolve import Env, resolve
 
@@ -66,15 +67,16 @@ class Checked:
 
 
 def check_program(root_file: str, read: Reader, parse_cache: dict | None = None, *,
-                  std_read: Reader | None = None) -> Checked:
+                  std_read: Reader | None = None, disk: DiskChecks | None = DISK) -> Checked:
     """Check the program rooted at `root_file`. `std_read` reads std modules from elsewhere than
-    the package (replay and resume read them from the history's recorded sources)."""
+    the package (replay and resume read them from the history's recorded sources). `disk=None`
+    when `read` reads no real files (see `flowc.program.load`)."""
     result: list[Checked] = []
     failure: list[BaseException] = []
 
     def work() -> None:
         try:
-            result.append(_check(root_file, read, parse_cache, std_read))
+            result.append(_check(root_file, read, parse_cache, std_read, disk))
         except BaseException as problem:  # re-raised on the caller's thread
             failure.append(problem)
 
@@ -95,11 +97,12 @@ def check_program(root_file: str, read: Reader, parse_cache: dict | None = None,
     return result[0]
 
 
-def _check(root_file: str, read: Reader, parse_cache: dict | None, std_read: Reader | None) -> Checked:
+def _check(root_file: str, read: Reader, parse_cache: dict | None, std_read: Reader | None,
+           disk: DiskChecks | None) -> Checked:
     if std_read is None:
-        program = load(root_file, read, parse_cache=parse_cache)
+        program = load(root_file, read, parse_cache=parse_cache, disk=disk)
     else:
-        program = load(root_file, read, parse_cache=parse_cache, std_read=std_read)
+        program = load(root_file, read, parse_cache=parse_cache, std_read=std_read, disk=disk)
     diagnostics: list[Diagnostic] = list(program.diagnostics)
     for module in program.modules:
         diagnostics.extend(module.parsed.diagnostics)

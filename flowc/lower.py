@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,12 +61,24 @@ def _sandbox_forbidden() -> frozenset[str]:
     return POLICY.forbidden_names
 
 
+_PLAIN_IDENTITY = re.compile(r"std@[A-Za-z0-9]+(?:/[A-Za-z0-9]+)+|(?!std/)[A-Za-z][A-Za-z0-9]*(?:/[A-Za-z0-9]+)*")
+
+
 def module_key(identity: str) -> str:
-    """The Python name of a module namespace: `std@v1/list` -> `m_std_v1_list`."""
-    out = []
+    """The Python name of a module namespace: `std@v1/list` -> `m_std_v1_list`, `sub/util` ->
+    `m_sub_util`. Injective over every module path, and after `m_` it never starts with `_` (the
+    sandbox reserves those names) nor with a digit: a plain identity (ASCII letters and digits
+    between `/`, starting with a letter, or a std module's) joins its parts with `_`, and only a root module's identity may start with
+    `std/`; any other (a repository's, one with `_`, `-`, `.` or other characters) is `m_x`, then
+    each letter or digit as itself and each other character as `_<hex>_`, then a final `_`, which
+    no plain key ends with."""
+    if _PLAIN_IDENTITY.fullmatch(identity):
+        return "m_" + identity.replace("@", "_").replace("/", "_")
+    out = ["m_x"]
     for ch in identity:
-        out.append(ch if ch.isalnum() else "_")
-    return "m_" + "".join(out)
+        out.append(ch if ch.isascii() and ch.isalnum() else f"_{ord(ch):x}_")
+    out.append("_")
+    return "".join(out)
 
 
 def intrinsic_name(fn: FnInfo) -> str:

@@ -1,9 +1,15 @@
 """Form a program: read the root module, follow every `use`, parse each module once.
 
-`load(root, read)` never touches the file system itself: the caller passes `read(path) -> str`
-(the CLI passes a file reader; tests pass a dict). Module identity is the path from the program
-root's directory without `.flow` (`planner`, `sub/util`), `std@v1/<name>` for std, and
-`<repo>@<version>/<path>` for a repository module resolved through `[pins]` in `flow.toml`.
+`load(root, read)` reads through the caller's `read(path) -> str` (the CLI passes a file reader;
+tests pass a dict). Module identity is the path from the program root's directory without `.flow`
+(`planner`, `sub/util`), `std@v1/<name>` for std, and `<repo>@<version>/<path>` for a repository
+module resolved through `[pins]` in `flow.toml`.
+
+The program root is the directory holding the root module; a repository's modules stay in its
+pinned directory. A relative `use` that leaves its root or repository is refused from its text
+alone. When the files are real (`disk`, by default `flowc.disk.DISK`), each module is also
+checked with its links followed before it is read, and each pinned directory is verified to hold
+its pinned commit, the first time a module of it is needed.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowc import stdcache
+from flowc.disk import DISK, DiskChecks
 from flowc import syntax as S
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.parse import Parsed, parse
@@ -73,19 +80,24 @@ def std_reader(path: str) -> str:
 
 
 def load(root_file: str, read: Reader, *, std_read: Reader = std_reader,
-         parse_cache: dict[tuple[str, str], Parsed] | None = None) -> Program:
+         parse_cache: dict[tuple[str, str], Parsed] | None = None,
+         disk: DiskChecks | None = DISK) -> Program:
     """Form the program rooted at `root_file`. `parse_cache` lets a caller that checks several
-    programs sharing modules parse each module text once."""
-    loader = _Loader(root_file, read, std_read, parse_cache if parse_cache is not None else {})
+    programs sharing modules parse each module text once. `disk=None` when `read` reads no real
+    files (there are no links to follow and no pinned directories to verify)."""
+    loader = _Loader(root_file, read, std_read, parse_cache if parse_cache is not None else {}, disk)
     return loader.run()
 
 
 class _Loader:
     def __init__(self, root_file: str, read: Reader, std_read: Reader,
-                 parse_cache: dict[tuple[str, str], Parsed]) -> None:
+                 parse_cache: dict[tuple[str, str], Parsed], disk: DiskChecks | None) -> None:
         self.parse_cache = parse_cache
+        self.disk = disk
         self.root_file = root_file
         self.root_dir = posixpath.dirname(root_file.replace("\\", "/"))
+        #: pins whose directory was verified (None) or refused (the diagnostic's message and help)
+        self.verified: dict[str, tuple[str, str | None] | None] = {}
         self.read = read
         self.std_read = std_read
         self.diagnostics: list[Diagnostic] = []
@@ -106,6 +118,11 @@ class _Loader:
 
     def _read_pins(self) -> dict[str, Pin]:
         manifest = posixpath.join(self.root_dir, "flow.toml") if self.root_dir else "flow.toml"
+        if self.disk is not None and self.disk.confine(manifest, self.root_dir or ".") is not None:
+            self.diagnostics.append(error(
+                "module-outside-root", "flow.toml is a link that leaves the program root, or not a file; "
+                "it is not read", Location(manifest, 1, 1, 1, 2)))
+            return {}
         try:
             text = self.read(manifest)
         except (OSError, UnicodeDecodeError):
@@ -129,12 +146,27 @@ class _Loader:
         return pins
 
     def _load(self, identity: str, path: str, via: Location | None, importer: str | None,
-              *, std: bool = False) -> bool:
+              *, std: bool = False, boundary: str | None = None) -> bool:
         if identity in self.modules:
             return True
         if identity in self.failed:
             return False
         display = f"{identity}.flow" if std else path
+        if boundary is not None and self.disk is not None:
+            problem = self.disk.confine(path, boundary)
+            if problem is not None:
+                self.failed.add(identity)
+                where = "the program root" if not _is_repo(identity) else f"the pinned directory of `{identity.split('/', 1)[0]}`"
+                if problem == "leaves":
+                    self.diagnostics.append(error(
+                        "module-outside-root", f"`{display}` leads outside {where} through a symbolic link; "
+                        "it is not read", via or Location(display, 1, 1, 1, 2),
+                        help="modules are read only inside the program root and the pinned repositories' directories"))
+                else:
+                    self.diagnostics.append(error(
+                        "file-unreadable", f"`{display}` is not a regular file; it is not read",
+                        via or Location(display, 1, 1, 1, 2)))
+                return False
         try:
             source = (self.std_read if std else self.read)(path)
         except UnicodeDecodeError as problem:
@@ -142,6 +174,11 @@ class _Loader:
             self.diagnostics.append(error(
                 "file-not-utf8", f"`{display}` is not valid UTF-8 (byte {problem.start})",
                 via or Location(display, 1, 1, 1, 2)))
+            return False
+        except ValueError as problem:  # e.g. a NUL in the path: no file can have that name
+            self.failed.add(identity)
+            self.diagnostics.append(error("file-unreadable", f"cannot read `{display}`: {problem}",
+                                          via or Location(display, 1, 1, 1, 2)))
             return False
         except OSError as problem:
             self.failed.add(identity)
@@ -191,14 +228,43 @@ class _Loader:
         return imports
 
     def _target_identity(self, text: str, importer: str, location: Location) -> str | None:
+        if "\x00" in text:
+            self.diagnostics.append(error("module-not-found", "a module path cannot hold a NUL character", location))
+            return None
         if text.startswith("./") or text.startswith("../"):
-            base = posixpath.dirname(importer) if not importer.startswith("std@") else importer.rsplit("/", 1)[0]
-            joined = posixpath.normpath(posixpath.join(base, text))
-            if importer.startswith("std@"):
-                return joined
-            return joined
+            # Relative to the importer's directory, inside its own tree: the program root, or the
+            # repository (std modules are one tree too).
+            in_tree = _is_repo(importer) or importer.startswith("std@")
+            head, _, inner = importer.partition("/") if in_tree else ("", "", importer)
+            joined = posixpath.normpath(posixpath.join(posixpath.dirname(inner), text))
+            if text.endswith("/") or posixpath.basename(joined) in (".", ".."):
+                self.diagnostics.append(error("module-not-found", f'`{text}` names a directory, not a module', location,
+                                              help='name the module file without `.flow`, e.g. "./planner"'))
+                return None
+            if not _stays_inside(joined):
+                where = f"the pinned directory of `{head}`" if head else "the program root"
+                self.diagnostics.append(error(
+                    "module-outside-root", f'`{text}` leaves {where}', location,
+                    help="modules are read only inside the program root and the pinned repositories' "
+                         "directories: move the module below it, or pin its directory in flow.toml's [pins]"
+                    if not head else "a repository's modules use only modules of the same repository"))
+                return None
+            if "@" in joined.split("/", 1)[0]:
+                # It would read as a repository module: a directory of the program may not be named so.
+                self.diagnostics.append(error(
+                    "module-not-found", f'`{text}` names a directory whose name holds `@`', location,
+                    help='`@` is for repositories: write "<repo>@<version>/<path>" and pin it'))
+                return None
+            return f"{head}/{joined}" if head else joined
         if "@" in text.split("/", 1)[0]:
             head, _, rest = text.partition("/")
+            inner = posixpath.normpath(rest) if rest else ""
+            if not _stays_inside(inner) or rest != inner:
+                self.diagnostics.append(error(
+                    "module-outside-root" if rest and not _stays_inside(inner) else "module-not-found",
+                    f'`{text}` is not a module path inside `{head}`', location,
+                    help=f'write "{head}/<path>" with a path below the repository\'s directory, no `.` or `..`'))
+                return None
             name, _, version = head.partition("@")
             if name == "std":
                 if version != STD_VERSION:
@@ -236,10 +302,31 @@ class _Loader:
         head = identity.split("/", 1)[0]
         if "@" in head and head in self.pins:
             pin = self.pins[head]
+            if not self._pin_verified(pin, location):
+                self.failed.add(identity)
+                return
             path = posixpath.join(pin.path, identity.split("/", 1)[1] + ".flow")
+            boundary = pin.path
         else:
             path = posixpath.join(self.root_dir, identity + ".flow") if self.root_dir else identity + ".flow"
-        self._load(identity, path, location, None)
+            boundary = self.root_dir or "."
+        self._load(identity, path, location, None, boundary=boundary)
+
+    def _pin_verified(self, pin: Pin, location: Location) -> bool:
+        """Whether the pinned directory holds the pinned commit; reported once per pin, at the
+        first `use` that needs it."""
+        if self.disk is None:
+            return True
+        if pin.repo not in self.verified:
+            self.verified[pin.repo] = problem = self.disk.verify_pin(pin.path, pin.commit)
+            if problem is not None:
+                message, actual = problem
+                self.diagnostics.append(error(
+                    "pin-unverified", f"`{pin.repo}` cannot be used: {message}", location,
+                    help=f'if that directory is what you mean to run, pin it: "{pin.repo}" = '
+                         f'{{ path = "...", commit = "{actual}" }}' if actual else
+                    "make the directory hold the pinned commit, or change the pin"))
+        return self.verified[pin.repo] is None
 
     # -- cycles
 
@@ -286,6 +373,16 @@ class _Loader:
         self.diagnostics.append(error(
             "import-cycle", "import cycle: " + " → ".join(cycle), _loc(module.file, use.span),
             help="move what both modules need into a third module that both use"))
+
+
+def _is_repo(identity: str) -> bool:
+    head = identity.split("/", 1)[0]
+    return "@" in head and not head.startswith("std@")
+
+
+def _stays_inside(relative: str) -> bool:
+    """Whether a normalized relative path names something below its directory."""
+    return relative not in ("", ".", "..") and not relative.startswith(("../", "/"))
 
 
 def _strip_flow(name: str) -> str:

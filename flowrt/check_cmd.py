@@ -60,7 +60,11 @@ class CheckReport:
         }
 
 
-def run_check(paths: list[str]) -> CheckReport:
+def run_check(paths: list[str], jail: str | None = None) -> CheckReport:
+    """Check each program `paths` name; with `jail` (`flow mcp --root`), no file outside it is read."""
+    from flowc.disk import DiskChecks
+
+    disk = DiskChecks(jail)
     report = CheckReport()
     roots, problems = program_roots(paths)
     for problem in problems:
@@ -77,7 +81,7 @@ def run_check(paths: list[str]) -> CheckReport:
     seen: set = set(report.diagnostics)
     seen_places: set = set()
     for root in roots:
-        checked = check_program(root, read, cache)
+        checked = check_program(root, read, cache, disk=disk)
         report.roots.append(root)
         report.programs[root] = checked.program
         report.sources.update(checked.sources())

@@ -192,12 +192,14 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
 @click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
 @click.option("--allow", is_flag=True,
               help="Approve running the implementations flow.toml names (the server never asks).")
+@click.option("--root", "root", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Serve only the files under this directory (default: the working directory).")
 @_color_option
-def mcp_command(runs_dir: str | None, allow: bool, color: str | None) -> None:
+def mcp_command(runs_dir: str | None, allow: bool, root: str | None, color: str | None) -> None:
     """Serve check, run, resume, replay, history and runs as MCP tools on stdin and stdout."""
     from flowrt.mcp_server import serve
 
-    serve(_runs_dir(runs_dir), allow=allow)
+    serve(_runs_dir(runs_dir), allow=allow, root=root)
 
 
 @main.command("redact")

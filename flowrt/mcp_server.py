@@ -11,6 +11,10 @@ The server never asks for approval: a run or resume that needs an implementation
 is refused unless the server was started with `--allow`. It uses one runs directory, chosen when
 it starts (`--runs`, `$FLOW_RUNS` or `./.flow/runs`).
 
+It serves the files under one root (`--root DIR`, default its working directory): `check` and
+`run` refuse a path that is not under it (links followed), relative paths are taken from it, and
+no module or pinned directory outside it is read (`flowc.disk.DiskChecks(jail=root)`).
+
 For a run request with a progress token, one progress notification says that storage accepted
 Start, before the program is driven: progress 1, a message naming the run, and in `_meta` the
 request id (as the client typed it), the run id, the fact number and its hash. It carries no Flow
@@ -20,6 +24,7 @@ value. If it cannot be sent, the run is halted, as a failed transport asks (the 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any
 
@@ -45,12 +50,19 @@ with `call` and `reply`); `replay` re-runs a run against its history, calling no
 through a run's recorded facts and sources; `runs` lists stored runs. Results are JSON data."""
 
 
-def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None" = None) -> MCPServer:
-    """The server, its tools bound to `runs_dir` and the approval policy `allow`; the runs it
-    drives are kept in `driving`."""
+def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None" = None,
+                 root: str | None = None) -> MCPServer:
+    """The server, its tools bound to `runs_dir`, the approval policy `allow` and the files under
+    `root` (default: the working directory); the runs it drives are kept in `driving`."""
     server = MCPServer("flow", instructions=INSTRUCTIONS, log_level="WARNING")
     driving = driving if driving is not None else Driving()
     _drive = driving.drive
+    served = os.path.realpath(root if root is not None else os.getcwd())
+    # Runs are stored by path: relative to the working directory the server started in, not to `root`.
+    runs_dir = os.path.abspath(runs_dir)
+
+    def under_root(path: str) -> str:
+        return served_path(served, path)
 
     async def check(paths: list[str]) -> dict[str, Any]:
         """Check Flow programs (files, or directories searched for .flow files): every diagnostic,
@@ -59,7 +71,8 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
 
         if not paths:
             raise ToolError("give at least one path")
-        report = await anyio.to_thread.run_sync(run_check, list(paths))
+        inside = [under_root(path) for path in paths]
+        report = await anyio.to_thread.run_sync(lambda: run_check(inside, jail=served))
         return report.to_json()
 
     async def run(file: str, ctx: Context, entry: str = "main",
@@ -71,14 +84,15 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         from flowrt.run import run as run_program
 
         text = orjson.dumps(input if input is not None else {}).decode()
+        program = under_root(file)
         announce = _announcer(ctx)
 
         def started(halt: threading.Event, run_id: str, start: dict) -> None:
             driving.name(halt, run_id)
             announce(halt, run_id, start)
 
-        return await _drive(lambda halt: run_program(file, entry=entry, input_text=text, runs_dir=runs_dir,
-                                                     allow=allow, ask=None, halt=halt,
+        return await _drive(lambda halt: run_program(program, entry=entry, input_text=text, runs_dir=runs_dir,
+                                                     allow=allow, ask=None, halt=halt, jail=served,
                                                      on_start=lambda run_id, start: started(halt, run_id, start)))
 
     async def resume(run: str, call: str | None = None, reply: dict[str, Any] | None = None,
@@ -140,12 +154,27 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
     return server
 
 
-def serve(runs_dir: str, *, allow: bool = False) -> None:
+def served_path(served: str, path: object) -> str:
+    """`path` (relative ones from the served root) when it is under the served root with its
+    links followed; else a tool error that names only the path asked for."""
+    if not isinstance(path, str) or not path or "\x00" in path:
+        raise ToolError("a path is a non-empty text without NUL characters")
+    joined = os.path.join(served, path)
+    real = os.path.realpath(joined)
+    if os.path.commonpath([real, served]) != served:
+        raise ToolError(f"`{path}` is outside the served root {served} (flow mcp --root); it is not read")
+    # A relative path keeps its spelling in diagnostics when it is read from where it was meant.
+    if not os.path.isabs(path) and os.path.realpath(os.getcwd()) == served:
+        return path
+    return joined
+
+
+def serve(runs_dir: str, *, allow: bool = False, root: str | None = None) -> None:
     """Serve on standard input and output until the client closes them (or an interrupt); then
     halt every run still driven, as an interrupt would, so each records its halt."""
     driving = Driving()
     try:
-        build_server(runs_dir, allow=allow, driving=driving).run("stdio")
+        build_server(runs_dir, allow=allow, driving=driving, root=root).run("stdio")
     finally:
         driving.halt_all(timeout=30)
 

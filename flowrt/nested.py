@@ -106,7 +106,7 @@ class RunnerTools(B.Implementation):
     def _check(self, source: str):
         import flowc
 
-        checked = flowc.check_program(SOURCE_FILE, self._reader(source))
+        checked = flowc.check_program(SOURCE_FILE, self._reader(source), disk=None)
         if checked.ok:
             return {"Ok": None}
         return {"Err": {"Failed": [diagnostic_value(d) for d in checked.diagnostics]}}

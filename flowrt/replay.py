@@ -83,7 +83,7 @@ def recorded_program(store: RunStore) -> tuple[Compiled, dict]:
             return texts[identity]
         raise FileNotFoundError(2, "not in the recorded sources", path)
 
-    compiled = flowc.compile(root + ".flow", read, std_read=std_read)
+    compiled = flowc.compile(root + ".flow", read, std_read=std_read, disk=None)
     if not compiled.ok:
         raise Refused(list(compiled.diagnostics), compiled.sources())
     if compiled.identity != start["program"]:
@@ -106,14 +106,19 @@ def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: di
     entry = compiled.functions[f"{start['entry']['module']}.{start['entry']['function']}"]
     tools = compiled.reachable_tools(entry.identity)
     implementations: dict = {}
+    approvals: list = []
     if bind_tools:
         implementations = bind(compiled, path_for_manifest or ".", tools, python_tools or {}, allow=allow, ask=ask,
-                               host=host)
+                               host=host, approvals=approvals)
     try:
         recorded_input = store.value(start, "input")
     except Hole as hole:
         raise _Incomplete(f"the run's input is a hole ({hole.hash})", 1) from None
-    return Prepared(compiled, entry, dict(recorded_input), tools, implementations, compiled.generated)
+    prepared = Prepared(compiled, entry, dict(recorded_input), tools, implementations, compiled.generated,
+                        approvals)
+    for record in approvals:
+        store.host_record(record)  # a resume or fork writes to the run it continues
+    return prepared
 
 
 # ---- serving the record ------------------------------------------------------------------------

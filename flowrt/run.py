@@ -23,6 +23,7 @@ import flowc
 from flowc.compiled import Compiled, Function
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.emit import Generated
+from flowc.disk import DiskChecks
 from flowrt import abi
 from flowrt import bindings as B
 from flowrt.files import read_text
@@ -69,16 +70,19 @@ class Prepared:
     tools: dict[str, dict]  # identity -> description (flow tools shape) + type_params
     implementations: dict[str, B.Implementation]  # identity -> implementation
     generated: Generated
+    #: the approval decisions binding made, written as host records once the run has a store
+    approvals: list = field(default_factory=list)
 
 
 def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict | None = None,
             allow: bool = False, ask=None, read=read_text, host: "RunHost | None" = None,
-            manifest_dir: str | None = None) -> Prepared:
+            manifest_dir: str | None = None, jail: str | None = None) -> Prepared:
     """Check, bind and decode the input: everything that can refuse a run before its Start.
     `read` reads the program's files (a nested run's reads its submitted source); `host` is what
     the host's own std Tools need to know of the run (`std@v1/runner`); `manifest_dir` is where
     flow.toml is (default: beside `path`)."""
-    compiled = flowc.compile(path, read)
+    # Only the file reader reads real files; a nested run's reader serves its submitted source.
+    compiled = flowc.compile(path, read, disk=DiskChecks(jail) if read is read_text else None)
     if not compiled.ok:
         raise Refused(list(compiled.diagnostics), compiled.sources())
     fn = compiled.entry(entry_name)
@@ -91,9 +95,10 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
             raise refuse("not-data", f"entry parameter `{p.name}` is not data", root_file)
     args_json = decode_input(fn, input_text)
     tools = compiled.reachable_tools(fn.identity)
+    approvals: list = []
     implementations = bind(compiled, path, tools, python_tools or {}, allow=allow, ask=ask, host=host,
-                           manifest_dir=manifest_dir)
-    return Prepared(compiled, fn, args_json, tools, implementations, compiled.generated)
+                           manifest_dir=manifest_dir, approvals=approvals)
+    return Prepared(compiled, fn, args_json, tools, implementations, compiled.generated, approvals)
 
 
 def decode_input(fn: Function, input_text: str) -> dict[str, Any]:
@@ -133,8 +138,13 @@ class RunHost:
 
 
 def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask,
-         host: RunHost | None = None, manifest_dir: str | None = None) -> dict:
+         host: RunHost | None = None, manifest_dir: str | None = None, approvals: list | None = None) -> dict:
+    """Each Tool's implementation. A command flow.toml names runs only when approved
+    (flowrt/approvals.py); each approval is added to `approvals` as its host record."""
+    from flowrt.approvals import Approvals
+
     manifest_dir = manifest_dir or B.manifest_dir(path)
+    approval = Approvals(manifest_dir, host.runs_dir if host is not None else None)
     manifest_path = os.path.join(manifest_dir, "flow.toml")
     try:
         manifest = B.read_manifest(manifest_path)
@@ -171,9 +181,16 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             continue
         assert entry.command is not None
         if entry.command not in commands:
-            if not allow and not (ask is not None and ask(" ".join(entry.command))):
-                raise refuse("binding-not-approved", f"running `{' '.join(entry.command)}` was not approved",
-                             manifest_path, help="pass --allow to approve the implementations flow.toml names")
+            decision = approval.decide(entry.command, allow=allow, ask=ask)
+            if decision.decision != "approved":
+                for c in commands.values():
+                    c.close()
+                raise refuse("binding-not-approved", f"running `{' '.join(entry.command)}` was not approved"
+                             + (" (nobody could be asked)" if decision.how == "nobody-to-ask" else ""),
+                             manifest_path, help="pass --allow to approve the implementations flow.toml names, "
+                                                 "or answer yes at a terminal (remembered for this commit)")
+            if approvals is not None:
+                approvals.append(decision.host_record())
             implementation = B.CommandTools(list(entry.command), manifest_dir)
             try:
                 implementation.start()
@@ -600,7 +617,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
         halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
-        outer: dict | None = None, manifest_dir: str | None = None) -> RunOutcome:
+        outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
@@ -609,7 +626,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     the run does not start: exit 130, nothing recorded). `on_start(run_id, start_fact)` is called
     once storage has accepted Start, before the program is driven. A nested run (flowrt/nested.py)
     passes `read` (its submitted source), its `run_id`, `outer` ({run, call}, named in Start) and
-    the outer program's `manifest_dir`."""
+    the outer program's `manifest_dir`. `jail` (`flow mcp --root`): no module or pinned directory
+    outside it is read."""
     if child is None:
         from flowrt.child import Child
 
@@ -617,7 +635,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         child = Child.start()
     try:
         prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask, read=read,
-                           host=RunHost(runs_dir, durability), manifest_dir=manifest_dir)
+                           host=RunHost(runs_dir, durability), manifest_dir=manifest_dir, jail=jail)
     except Refused as refused:
         child.kill()
         return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
@@ -640,6 +658,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
     store.host_record({"kind": "origin", "root": origin})
     crash_after(1)
+    for record in prepared.approvals:
+        store.host_record(record)
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
     store.host_record({"kind": "checkpoints", "policy": checkpoints})

@@ -52,6 +52,10 @@ NO_EXAMPLE = {
                       "`describe`.",
     "binding-mismatch": "`flow run` when an implementation describes a Tool with another fingerprint than "
                         "its declaration has (it was written for another signature).",
+    "pin-unverified": "`flow check` or `flow run` of a program that uses a repository whose pinned directory "
+                      "does not hold the pinned commit: a git checkout at another commit or with uncommitted "
+                      "changes, a directory whose modules hash to another `sha256:` value, or a pin without a "
+                      "commit. The help names the value the directory holds.",
     "nested-refused": "`runner.resume` of a nested run that names no open call, gives a reply that is not an "
                       "outcome, or names a run that has ended or does not exist: the reply is "
                       "`Err(RunError { diagnostics })` with this code and the reason.",

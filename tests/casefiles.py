@@ -85,7 +85,7 @@ def run_case(case: Case) -> tuple[Checked, frozenset[tuple[str, int, str, str]]]
             return case.files[name]
         raise FileNotFoundError(2, "No such file or directory", path)
 
-    checked = check_program(case.root, read)
+    checked = check_program(case.root, read, disk=None)
     got = frozenset((d.location.file if d.location else "", d.location.line if d.location else 0,
                      d.severity, d.code) for d in checked.diagnostics)
     return checked, got

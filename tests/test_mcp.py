@@ -56,9 +56,10 @@ def slow_program(directory: Path) -> Path:
     return directory / "slow.flow"
 
 
-def session(runs: Path, *, allow: bool = True, messages: list | None = None):
-    """A client session with a server started as `flow mcp --runs RUNS [--allow]`."""
-    args = ["-m", "flowrt.cli", "mcp", "--runs", str(runs)] + (["--allow"] if allow else [])
+def session(runs: Path, *, allow: bool = True, messages: list | None = None, root: str = "/"):
+    """A client session with a server started as `flow mcp --runs RUNS --root ROOT [--allow]`.
+    The root is `/` unless a test is about it: most tests use both the examples and tmp files."""
+    args = ["-m", "flowrt.cli", "mcp", "--runs", str(runs), "--root", root] + (["--allow"] if allow else [])
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
 
     @contextlib.asynccontextmanager

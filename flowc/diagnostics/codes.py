@@ -101,6 +101,13 @@ IMPORT_DUPLICATE: Final = register(
 MODULE_NOT_FOUND: Final = register(
     "module-not-found", "error", "A `use` path names a module file that does not exist."
 )
+MODULE_OUTSIDE_ROOT: Final = register(
+    "module-outside-root", "error",
+    "A `use` path, or a link a module file is, leaves the program root or its repository's pinned directory."
+)
+PIN_UNVERIFIED: Final = register(
+    "pin-unverified", "error", "A pinned repository's directory does not hold the commit its pin in `flow.toml` names."
+)
 REPO_UNPINNED: Final = register(
     "repo-unpinned", "error", "A repository module is used without a pin for its repository in `flow.toml`."
 )
