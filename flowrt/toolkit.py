@@ -39,20 +39,27 @@ def describe(declared_in: str, tools: list[str]) -> list[dict]:
 def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
     lock = threading.Lock()
     cancelled: set[str] = set()
+    # Bytes, not the text streams: the protocol is UTF-8 whatever the locale says (an MCP client
+    # or a service manager may start the process with none).
+    out = sys.stdout.buffer
 
     def send(message: dict) -> None:
-        line = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        line = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         with lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            out.write(line + b"\n")
+            out.flush()
 
     def answer(call_id: str, tool: str, arguments: dict) -> None:
-        try:
-            outcome = _as_outcome(handlers[tool](**arguments))
-        except Problem as problem:
-            outcome = problem.outcome()
-        except Exception as problem:  # effects unknown
-            outcome = {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}}
+        handler = handlers.get(tool)
+        if handler is None:
+            outcome = {"Err": {"NotRun": f"this implementation does not serve {tool}"}}
+        else:
+            try:
+                outcome = _as_outcome(handler(**arguments))
+            except Problem as problem:
+                outcome = problem.outcome()
+            except Exception as problem:  # effects unknown
+                outcome = {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}}
         if call_id in cancelled:
             return
         if outcome is PENDING:
@@ -60,16 +67,20 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
         else:
             send({"id": call_id, "outcome": outcome})
 
-    for line in sys.stdin:
+    for line in sys.stdin.buffer:
         try:
             message = json.loads(line)
-        except ValueError:
+        except ValueError:  # not UTF-8 or not JSON: the host never sends it
+            continue
+        if not isinstance(message, dict):
             continue
         op = message.get("op")
         if op == "describe":
             send({"op": "described", "tools": describe(declared_in, sorted(handlers))})
-        elif op == "call":
-            threading.Thread(target=answer, args=(message["id"], message["tool"], message.get("arguments", {})),
+        elif op == "call" and isinstance(message.get("id"), str):
+            arguments = message.get("arguments")
+            threading.Thread(target=answer, args=(message["id"], message.get("tool"),
+                                                  arguments if isinstance(arguments, dict) else {}),
                              daemon=True).start()
         elif op == "cancel":
             cancelled.add(message.get("id"))
