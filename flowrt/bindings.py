@@ -318,9 +318,9 @@ class CommandTools(Implementation):
             if self.gone is None:
                 self.gone = "the implementation had exited"
         self.described_event.set()
-        code = self._end()
+        ended = self._end()
         for call_id, deliver in open_calls:
-            deliver(call_id, {"Err": {"Unknown": f"the implementation exited ({code}) with the call out"}})
+            deliver(call_id, {"Err": {"Unknown": f"the implementation {ended} with the call out"}})
 
     def _line(self, number: int, line: bytes, cut: bool) -> None:
         from flowrt import abi
@@ -362,8 +362,9 @@ class CommandTools(Implementation):
             return
         call_id = message.get("id")
         if not isinstance(call_id, str):
-            self._break(number, "an object with no string `id`" if "op" not in message
-                        else f"an object with op {str(message['op'])[:40]!r}, which the host never sends for", line)
+            self._break(number, "an object with no `id`" if "op" not in message and call_id is None
+                        else "an object whose `id` is not a string" if "op" not in message
+                        else f"an object with op {str(message['op'])[:40]!r}, which is not a reply", line)
             return
         if message.get("pending") is True and "outcome" not in message:
             with self.lock:
@@ -403,7 +404,7 @@ class CommandTools(Implementation):
 
     def _end(self, grace: float = 2) -> str:
         """Close the process (killed if it does not exit within `grace` s of its stdin closing);
-        how it ended."""
+        how it ended, as `the implementation ...` goes on."""
         assert self.process is not None
         try:
             if self.process.stdin:
@@ -416,8 +417,9 @@ class CommandTools(Implementation):
             code = None
         if code is None:
             self.process.kill()
-            code = self.process.wait()
-        return f"status {code}" if code >= 0 else f"killed by signal {-code}"
+            self.process.wait()
+            return "closed its output and was killed (it did not exit)"
+        return f"exited (status {code})" if code >= 0 else f"exited (killed by signal {-code})"
 
     def _drain_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
