@@ -112,6 +112,16 @@ def test_python3_on_a_minimal_path_is_another_interpreter_and_its_error_is_shown
     assert "ModuleNotFoundError: No module named 'flowrt'" in done["stderr"]
 
 
+def test_a_line_before_the_description_that_is_not_a_message_refuses_the_run_and_says_which(tmp_path):
+    script = "print('Starting the echo server...', flush=True)\n" + ECHO_TOOL  # a log line on stdout
+    _echo_program(tmp_path / "prog", '{ python = "tool.py" }', script)
+    done = tool_replies.run_flow(["run", "main.flow", "--allow", "--runs", str(tmp_path / "runs")],
+                                 tmp_path / "prog", timeout=120)
+    assert done["exit"] == 2
+    assert "`python tool.py` broke the Tool protocol: its output line 1 is not JSON" in done["stderr"]
+    assert "Starting the echo server" in done["stderr"] and done["seconds"] < 30
+
+
 def test_a_manifest_entry_that_names_no_implementation_is_refused(tmp_path):
     _echo_program(tmp_path / "prog", "{ }", ECHO_TOOL)
     done = tool_replies.run_flow(["run", "main.flow", "--allow", "--runs", str(tmp_path / "runs")],

@@ -45,15 +45,19 @@ CASES: dict[str, str] = {
     # The process exits (or closes its output) with both calls out: they may have had effects.
     "dies": "Unknown|Unknown|NotRun",
     "closes-stdout": "Unknown|Unknown|NotRun",
+    # race.flow: a reply for a call the host cancelled is dropped; the process is still trusted.
+    "answers-late": "Ok fast|Ok three",
 }
-QUICK = ("honest", "not-json", "int-id", "unknown-id", "deep-reply", "not-utf8", "endless", "huge-reply", "dies")
+PROGRAM = {"answers-late": "race.flow"}  # the others run main.flow
+QUICK = ("honest", "not-json", "int-id", "unknown-id", "deep-reply", "not-utf8", "endless", "huge-reply", "dies",
+         "answers-late")
 
 
 def workdir(base: Path, mode: str) -> Path:
     """The hostile program, its flow.toml binding both modules to one hostile process."""
     folder = base / mode
     folder.mkdir(parents=True)
-    for name in ("main.flow", "a.flow", "b.flow", "hostile_tool.py"):
+    for name in ("main.flow", "race.flow", "a.flow", "b.flow", "hostile_tool.py"):
         shutil.copy(HOSTILE / name, folder / name)
     entry = json.dumps(["hostile_tool.py", mode])
     (folder / "flow.toml").write_text(f'[tools]\n"a" = {{ python = {entry} }}\n"b" = {{ python = {entry} }}\n')
@@ -104,7 +108,7 @@ def replies(runs: Path) -> list[dict]:
 def trial(base: Path, mode: str) -> dict:
     folder = workdir(base, mode)
     runs = folder / "runs"
-    done = run_flow(["run", "main.flow", "--allow", "--runs", str(runs)], folder)
+    done = run_flow(["run", PROGRAM.get(mode, "main.flow"), "--allow", "--runs", str(runs)], folder)
     try:
         printed = json.loads(done["stdout"]) if done["exit"] == 0 else None
     except ValueError:

@@ -1,5 +1,5 @@
 """A Tool process that describes itself honestly, then misbehaves as `argv[1]` says once two
-calls to `a.ask` are out (main.flow makes them at once). It serves `a.ask` and `b.ask`, so the
+calls to `a.ask` are out (main.flow and race.flow make them at once). It serves `a.ask` and `b.ask`, so the
 `b.ask` call after them goes to the same process (a process serving two modules).
 
 Each misbehaviour is one entry of MISBEHAVIOURS; scripts/reliability/tool_replies.py says what the
@@ -57,6 +57,13 @@ def closes_stdout(first: str, second: str) -> None:
     time.sleep(3600)  # still running, but it can never answer
 
 
+def answers_late(first: str, second: str) -> None:
+    """race.flow: the second call wins; the first, cancelled by then, is answered anyway."""
+    reply(second, "fast")
+    time.sleep(0.5)
+    reply(first, "slow")
+
+
 MISBEHAVIOURS = {
     "honest": lambda first, second: (reply(first, "one"), reply(second, "two")),
     "not-json": lambda first, second: send(b"hello, this is not JSON\n"),
@@ -77,6 +84,7 @@ MISBEHAVIOURS = {
     "huge-line": lambda first, second: huge_line(b"", 120 * MIB, b"\n"),
     "dies": dies,
     "closes-stdout": closes_stdout,
+    "answers-late": answers_late,
 }
 
 
