@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flowrt.tool_lines import LINE_LIMIT, REPLY_LIMIT, drain_tail, tail_text, top_level_id
+from flowrt.tool_lines import LINE_LIMIT, REPLY_LIMIT, drain_tail, nesting, tail_text, top_level_id
 
 PENDING = object()
 Deliver = Callable[[str, Any], None]
@@ -309,7 +309,10 @@ class CommandTools(Implementation):
         assert self.process is not None and self.process.stdout is not None
         for number, (line, cut) in enumerate(lines(self.process.stdout.fileno()), 1):
             if self.broke is None:
-                self._line(number, line, cut)
+                try:
+                    self._line(number, line, cut)
+                except Exception as problem:  # a host bug must not leave the calls out waiting forever
+                    self._break(number, f"a line the host failed to read ({type(problem).__name__}: {problem})", line)
         # The process closed its output: it cannot answer any more. Every call still out is
         # answered Unknown (its effects are unknown), and later calls are not sent.
         with self.lock:
@@ -338,9 +341,10 @@ class CommandTools(Implementation):
         if message is None:
             # Unread: too long, too deep, not UTF-8 or not JSON. A limit its start can pin on a
             # call out is that call's BadReply; anything else says nothing the host can trust.
-            call_id, deepest = top_level_id(line.decode("utf-8", errors="replace"))
+            text = line.decode("utf-8", errors="replace")
+            call_id = top_level_id(text)
             limit = f"over the {LINE_LIMIT}-byte line limit" if cut \
-                else "nested too deeply" if deepest > DEPTH_LIMIT else None
+                else "nested too deeply" if call_id is not None and nesting(text) > DEPTH_LIMIT else None
             if limit is not None and call_id is not None and self._answer(call_id, {"Err": {"BadReply": (
                     f"the reply line is {limit} (an outcome may have {REPLY_LIMIT} bytes of canonical JSON)"
                     if cut else f"the reply is {limit} to read")}}):

@@ -1,7 +1,7 @@
 """Reading what a Tool process writes, with a bound: its stdout as JSON lines of at most
 `LINE_LIMIT` bytes (the rest of a longer line is discarded as it streams, never held), its stderr
 as a tail of at most `TAIL_BYTES`, and the call id at the start of a reply line too long or too
-deep to parse.
+deep to parse (and how deep it is).
 
 A process is not trusted to end its lines, to write UTF-8 or to nest sensibly: nothing here grows
 with what it writes beyond those bounds, and nothing here raises on what it writes.
@@ -94,65 +94,62 @@ _STRUCTURAL = re.compile(r'["{}\[\],:]')
 _SPACE = re.compile(r"[ \t\r\n]*")
 
 
-def top_level_id(text: str) -> tuple[str | None, int]:
+def top_level_id(text: str) -> str | None:
     """For a line that did not parse: the string value of its top-level `"id"` member, read from
     the start of the line (None when the line is not an object that names one before it breaks
-    off), and the deepest nesting met on the way. Iterative: a line nested 100,000 levels deep is
-    scanned, not recursed into."""
+    off). Iterative: a line nested 100,000 levels deep is scanned, not recursed into."""
     position = _SPACE.match(text, 0).end()
     if not text.startswith("{", position):
-        return None, 0
+        return None
     scan = json.decoder.scanstring
     position += 1
-    deepest = 1
     while True:
         position = _SPACE.match(text, position).end()
         if not text.startswith('"', position):
-            return None, deepest
+            return None
         try:
             key, position = scan(text, position + 1)
         except ValueError:
-            return None, deepest
+            return None
         position = _SPACE.match(text, position).end()
         if not text.startswith(":", position):
-            return None, deepest
+            return None
         position = _SPACE.match(text, position + 1).end()
         if key == "id":
             if not text.startswith('"', position):
-                return None, deepest
+                return None
             try:
                 value, _ = scan(text, position + 1)
             except ValueError:
-                return None, deepest
-            return value, max(deepest, _deepest(text, position))
+                return None
+            return value
         # Skip the member's value: to the comma or brace that ends it at this level.
         depth = 0
         while True:
             found = _STRUCTURAL.search(text, position)
             if found is None:
-                return None, deepest
+                return None
             char = found.group()
             position = found.end()
             if char == '"':
                 try:
                     _, position = scan(text, position)
                 except ValueError:
-                    return None, deepest
+                    return None
             elif char in "{[":
                 depth += 1
-                deepest = max(deepest, depth + 1)
             elif char in "}]":
                 if depth == 0:
-                    return None, deepest  # the object ended without an id
+                    return None  # the object ended without an id
                 depth -= 1
             elif char == "," and depth == 0:
                 break
 
 
-def _deepest(text: str, position: int) -> int:
-    """The deepest nesting from `position` on (strings skipped), counting the enclosing object."""
+def nesting(text: str) -> int:
+    """The deepest nesting of arrays and objects in `text` (strings skipped), without recursing."""
     scan = json.decoder.scanstring
-    depth = deepest = 1
+    position = depth = deepest = 0
     while True:
         found = _STRUCTURAL.search(text, position)
         if found is None:

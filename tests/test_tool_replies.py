@@ -208,23 +208,36 @@ def test_the_id_is_found_in_any_object_and_any_prefix_that_holds_it(call_id, oth
     members.insert(min(place, len(members)), ("id", call_id))
     text = "{" + ", ".join(f"{json.dumps(k, ensure_ascii=ascii_only)}: {json.dumps(v, ensure_ascii=ascii_only)}"
                            for k, v in members) + "}"
-    assert tool_lines.top_level_id(text)[0] == call_id
+    assert tool_lines.top_level_id(text) == call_id
     id_end = text.index(json.dumps(call_id, ensure_ascii=ascii_only), text.index('"id": ')) + \
         len(json.dumps(call_id, ensure_ascii=ascii_only))
-    assert tool_lines.top_level_id(text[:id_end])[0] == call_id  # a cut line keeps its start
+    assert tool_lines.top_level_id(text[:id_end]) == call_id  # a cut line keeps its start
 
 
 @given(st.text(max_size=30))
 def test_the_id_scan_never_raises(text):
-    found, depth = tool_lines.top_level_id(text)
+    found = tool_lines.top_level_id(text)
     assert found is None or isinstance(found, str)
-    assert depth >= 0
+    assert tool_lines.nesting(text) >= 0
+
+
+@given(_json)
+def test_nesting_is_the_depth_of_the_value(value):
+    def depth(v):
+        if isinstance(v, list):
+            return 1 + max(map(depth, v), default=0)
+        if isinstance(v, dict):
+            return 1 + max(map(depth, v.values()), default=0)
+        return 0
+
+    assert tool_lines.nesting(json.dumps(value)) == depth(value)
 
 
 def test_the_id_scan_walks_deep_nesting_without_recursing():
     deep = "[" * 100_000 + "]" * 100_000
-    assert tool_lines.top_level_id('{"id": "c1", "outcome": {"Ok": ' + deep + "}}") == ("c1", 100_002)
-    assert tool_lines.top_level_id('{"outcome": {"Ok": ' + deep + '}, "id": "c2"}')[0] == "c2"
-    assert tool_lines.top_level_id(deep) == (None, 0)
-    assert tool_lines.top_level_id('{"id": 7}')[0] is None
-    assert tool_lines.top_level_id('{"a": {"id": "inner"}}')[0] is None  # only the top level names the call
+    line = '{"id": "c1", "outcome": {"Ok": ' + deep + "}}"
+    assert tool_lines.top_level_id(line) == "c1" and tool_lines.nesting(line) == 100_002
+    assert tool_lines.top_level_id('{"outcome": {"Ok": ' + deep + '}, "id": "c2"}') == "c2"
+    assert tool_lines.top_level_id(deep) is None
+    assert tool_lines.top_level_id('{"id": 7}') is None
+    assert tool_lines.top_level_id('{"a": {"id": "inner"}}') is None  # only the top level names the call
