@@ -14,13 +14,15 @@ import inspect
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flowrt.abi import canonical_json, parse_int
+from flowrt.abi import canonical_json
+from flowrt.tool_lines import LINE_LIMIT, REPLY_LIMIT, drain_tail, nesting, tail_text, top_level_id
 
 PENDING = object()
 Deliver = Callable[[str, Any], None]
@@ -229,123 +231,250 @@ def _duration_seconds(text: str) -> float:
 
 
 class CommandTools(Implementation):
-    """A process speaking the JSON-lines Tool protocol (DESIGN.md §3) on its stdin and stdout."""
+    """A process speaking the JSON-lines Tool protocol (DESIGN.md §3) on its stdin and stdout.
 
-    def __init__(self, command: list[str], cwd: str) -> None:
+    What the process writes is read with a bound (`flowrt.tool_lines`). A line that is not a
+    protocol message breaks the protocol: the process is no longer trusted, every call out to
+    it is answered BadReply, it is closed, and later calls to it are NotRun (never sent). A
+    reply line too long or too deep to read, whose start names a call out, is that call's
+    BadReply alone (a limit, as the reply limit is). When the process exits, its calls out are
+    Unknown, and later calls NotRun."""
+
+    def __init__(self, command: list[str], cwd: str, shown: str | None = None) -> None:
         self.command = command
         self.cwd = cwd
+        self.shown = shown or " ".join(command)  # how messages name it
         self.process: subprocess.Popen | None = None
         self.deliveries: dict[str, Deliver] = {}
-        self.lock = threading.Lock()
+        self.cancelled: set[str] = set()  # a reply may still come for these: not a breach
+        self.lock = threading.Lock()  # deliveries, cancelled, gone
+        self.write_lock = threading.Lock()  # never held while waiting on the reader's lock
+        #: why calls to it are no longer sent (it exited, or broke the protocol); None while it serves
+        self.gone: str | None = None
+        self.broke: str | None = None
         self.described: dict[str, str] | None = None
         self.described_event = threading.Event()
-        self.stderr_tail: list[str] = []
+        self.stderr_tail = bytearray()
+        self.stderr_done = threading.Event()
 
     def start(self) -> None:
         try:
             self.process = subprocess.Popen(self.command, cwd=self.cwd, stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            text=True, encoding="utf-8", bufsize=1)
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         except OSError as problem:
-            raise BindError(f"cannot start {' '.join(self.command)}: {problem.strerror or problem}") from None
+            raise BindError(f"cannot start {self.shown}: {problem.strerror or problem}") from None
         threading.Thread(target=self._read, name="tool reader", daemon=True).start()
         threading.Thread(target=self._drain_stderr, name="tool stderr", daemon=True).start()
         self._send({"op": "describe"})
-        if not self.described_event.wait(30):
-            raise BindError(f"{' '.join(self.command)} did not answer `describe` within 30 s")
+        if not self.described_event.wait(DESCRIBE_SECONDS):
+            self._end()
+            raise BindError(self._describe_failure(f"did not answer `describe` within {DESCRIBE_SECONDS} s"))
         if self.described is None:
-            raise BindError(f"{' '.join(self.command)} did not describe its tools")
+            self._end()
+            raise BindError(self._describe_failure(self.broke or "did not describe its tools"))
+
+    def _describe_failure(self, what: str) -> str:
+        """What a person needs to see why: the command, how it ended, the end of its stderr."""
+        assert self.process is not None
+        code = self.process.poll()
+        status = "it is still running" if code is None else f"exit status {code}" if code >= 0 \
+            else f"killed by signal {-code}"
+        self.stderr_done.wait(2)
+        tail = tail_text(self.stderr_tail)
+        text = f"`{self.shown}` {what} ({status})"
+        if tail:
+            text += "; the end of its stderr:\n" + "\n".join("    " + line for line in tail.split("\n"))
+        else:
+            text += "; it wrote nothing to stderr"
+        return text
 
     def describe(self) -> dict[str, str] | None:
         return self.described
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: dict) -> bool:
+        """Whether the line was written whole (False: the process no longer reads its stdin)."""
         assert self.process is not None and self.process.stdin is not None
-        line = canonical_json(message).decode("utf-8") + "\n"  # Ints of any size (json.dumps: 4,300 digits)
-        with self.lock:
+        line = canonical_json(message) + b"\n"  # Ints of any size (json.dumps stops at 4,300 digits)
+        with self.write_lock:
             try:
-                self.process.stdin.write(line)
-                self.process.stdin.flush()
-            except (BrokenPipeError, ValueError, OSError):
-                pass
+                view = memoryview(line)
+                while view:  # an unbuffered pipe may take a long line in parts
+                    view = view[self.process.stdin.write(view):]
+                return True
+            except (ValueError, OSError):  # BrokenPipeError, or stdin already closed
+                return False
 
     def _read(self) -> None:
+        from flowrt.tool_lines import lines
+
         assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self._line(line)
-        # The process ended: every call still out is answered Unknown (its effects are unknown).
+        for number, (line, cut) in enumerate(lines(self.process.stdout.fileno()), 1):
+            if self.broke is None:
+                try:
+                    self._line(number, line, cut)
+                except Exception as problem:  # a host bug must not leave the calls out waiting forever
+                    self._break(number, f"a line the host failed to read ({type(problem).__name__}: {problem})", line)
+        # The process closed its output: it cannot answer any more. Every call still out is
+        # answered Unknown (its effects are unknown), and later calls are not sent.
         with self.lock:
             open_calls = list(self.deliveries.items())
             self.deliveries.clear()
-        code = self.process.wait()
-        for call_id, deliver in open_calls:
-            deliver(call_id, {"Err": {"Unknown": f"the implementation exited (status {code}) with the call out"}})
+            if self.gone is None:
+                self.gone = "the implementation had exited"
         self.described_event.set()
+        ended = self._end()
+        for call_id, deliver in open_calls:
+            deliver(call_id, {"Err": {"Unknown": f"the implementation {ended} with the call out"}})
 
-    def _line(self, line: str) -> None:
-        try:
-            message = json.loads(line, parse_int=parse_int)  # Ints past 4,300 digits too
-        except ValueError:
+    def _line(self, number: int, line: bytes, cut: bool) -> None:
+        from flowrt import abi
+
+        if not cut and not line.strip():
+            return  # a blank line says nothing
+        message = None
+        if not cut:
+            try:
+                message = abi.parse_json(line)
+            except abi.DecodeError as problem:
+                reason = problem.message
+            else:
+                reason = None
+        if message is None:
+            # Unread: too long, too deep, not UTF-8 or not JSON. A limit its start can pin on a
+            # call out is that call's BadReply; anything else says nothing the host can trust.
+            text = line.decode("utf-8", errors="replace")
+            call_id = top_level_id(text)
+            limit = f"over the {LINE_LIMIT}-byte line limit" if cut \
+                else "nested too deeply" if call_id is not None and nesting(text) > DEPTH_LIMIT else None
+            if limit is not None and call_id is not None and self._answer(call_id, {"Err": {"BadReply": (
+                    f"the reply line is {limit} (an outcome may have {REPLY_LIMIT} bytes of canonical JSON)"
+                    if cut else f"the reply is {limit} to read")}}):
+                return
+            self._break(number, f"{'a line over the ' + str(LINE_LIMIT) + '-byte limit' if cut else reason}"
+                        f"{' naming no call out' if limit is not None else ''}", line)
             return
         if not isinstance(message, dict):
+            self._break(number, f"a JSON {_json_kind(message)}, not an object", line)
             return
         if message.get("op") == "described":
             tools = message.get("tools")
-            if isinstance(tools, list):
-                self.described = {t.get("tool"): t.get("fingerprint") for t in tools if isinstance(t, dict)}
-            self.described_event.set()
+            if self.described is None and isinstance(tools, list) and all(
+                    isinstance(t, dict) and isinstance(t.get("tool"), str) for t in tools):
+                self.described = {t["tool"]: t.get("fingerprint") for t in tools}
+                self.described_event.set()
+            elif self.described is None:
+                self._break(number, "a `described` message whose tools are not a list of {tool, fingerprint}", line)
             return
         call_id = message.get("id")
         if not isinstance(call_id, str):
+            self._break(number, "an object with no `id`" if "op" not in message and call_id is None
+                        else "an object whose `id` is not a string" if "op" not in message
+                        else f"an object with op {str(message['op'])[:40]!r}, which is not a reply", line)
+            return
+        if message.get("pending") is True and "outcome" not in message:
+            with self.lock:
+                deliver = self.deliveries.get(call_id)
+            if deliver is not None:
+                deliver(call_id, PENDING)
+                return
+        elif self._answer(call_id, message["outcome"] if "outcome" in message else {"Err": {
+                "BadReply": "the reply line carries neither an outcome nor pending"}}):
             return
         with self.lock:
-            deliver = self.deliveries.get(call_id)
-            if deliver is not None and not message.get("pending"):
-                del self.deliveries[call_id]
+            late = call_id in self.cancelled
+        if not late:
+            self._break(number, f"a reply for {call_id[:80]!r}, which is not a call out to it", line)
+
+    def _answer(self, call_id: str, outcome: Any) -> bool:
+        """Deliver the outcome of a call out; False when `call_id` is not one."""
+        with self.lock:
+            deliver = self.deliveries.pop(call_id, None)
         if deliver is None:
-            return
-        if message.get("pending") is True:
-            deliver(call_id, PENDING)
-        elif "outcome" in message:
-            deliver(call_id, message["outcome"])
-        else:
-            deliver(call_id, {"Err": {"BadReply": "the reply line carries neither an outcome nor pending"}})
+            return False
+        deliver(call_id, outcome)
+        return True
 
-    def _drain_stderr(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr_tail.append(line)
-            del self.stderr_tail[:-50]
-
-    def call(self, run, call_id, tool, arguments, types, deliver) -> None:
+    def _break(self, number: int, what: str, line: bytes) -> None:
+        """The process broke the protocol: every call out is BadReply, the process is closed."""
+        shown = line[:60].decode("utf-8", errors="replace")
+        self.broke = f"broke the Tool protocol: its output line {number} is {what} ({shown!r}{'...' if len(line) > 60 else ''})"
         with self.lock:
-            self.deliveries[call_id] = deliver
-        message = {"op": "call", "run": run, "id": call_id, "tool": tool, "arguments": arguments}
-        if types is not None:
-            message["types"] = types
-        self._send(message)
+            open_calls = list(self.deliveries.items())
+            self.deliveries.clear()
+            self.gone = f"the implementation {self.broke}; it was closed"
+        self.described_event.set()
+        for call_id, deliver in open_calls:
+            deliver(call_id, {"Err": {"BadReply": f"the implementation {self.broke}"}})
+        self._end(grace=0)
 
-    def cancel(self, call_id: str) -> None:
-        with self.lock:
-            self.deliveries.pop(call_id, None)
-        self._send({"op": "cancel", "id": call_id})
-
-    def close(self) -> None:
-        if self.process is None:
-            return
+    def _end(self, grace: float = 2) -> str:
+        """Close the process (killed if it does not exit within `grace` s of its stdin closing);
+        how it ended, as `the implementation ...` goes on."""
+        assert self.process is not None
         try:
             if self.process.stdin:
                 self.process.stdin.close()
         except OSError:
             pass
         try:
-            self.process.wait(timeout=5)
+            code = self.process.wait(timeout=grace) if grace else self.process.poll()
         except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
             self.process.kill()
             self.process.wait()
+            return "closed its output and was killed (it did not exit)"
+        return f"exited (status {code})" if code >= 0 else f"exited (killed by signal {-code})"
+
+    def _drain_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        try:
+            drain_tail(self.process.stderr.fileno(), self.stderr_tail)
+        finally:
+            self.stderr_done.set()
+
+    def call(self, run, call_id, tool, arguments, types, deliver) -> None:
+        with self.lock:
+            gone = self.gone
+            if gone is None:
+                self.deliveries[call_id] = deliver
+        if gone is not None:
+            deliver(call_id, {"Err": {"NotRun": f"not sent: {gone}"}})
+            return
+        message = {"op": "call", "run": run, "id": call_id, "tool": tool, "arguments": arguments}
+        if types is not None:
+            message["types"] = types
+        if not self._send(message):
+            # Its stdin is closed: the call never reached it.
+            with self.lock:
+                deliver = self.deliveries.pop(call_id, None)
+            if deliver is not None:
+                deliver(call_id, {"Err": {"NotRun": "not sent: the implementation no longer reads its input"}})
+
+    def cancel(self, call_id: str) -> None:
+        with self.lock:
+            if self.deliveries.pop(call_id, None) is not None:
+                self.cancelled.add(call_id)
+        self._send({"op": "cancel", "id": call_id})
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        with self.lock:
+            if self.gone is None:
+                self.gone = "the implementation was closed"
+        self._end(grace=5)
 
     def label(self) -> str:
-        return "command " + " ".join(self.command)
+        return "command " + self.shown
+
+
+DESCRIBE_SECONDS = 30
+DEPTH_LIMIT = 256  # a line that failed to parse and nests deeper was too deep, not broken
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
 # ---- the manifest ------------------------------------------------------------------------------
@@ -356,10 +485,16 @@ class ManifestEntry:
     key: str  # a module identity or a Tool identity
     command: tuple[str, ...] | None
     pending: bool
+    #: how messages and the approval prompt name the command (`python tools/x.py`)
+    shown: str | None = None
 
 
 def read_manifest(path: str) -> dict[str, ManifestEntry]:
-    """The `[tools]` table of a flow.toml; missing file: no entries."""
+    """The `[tools]` table of a flow.toml; missing file: no entries.
+
+    An entry is `{ command = [...] }` (looked up on PATH, as a shell would), `{ python = "x.py" }`
+    or `{ python = ["x.py", "arg"] }` (a script run by the host's own interpreter, so it runs
+    whatever PATH holds, in the environment that has `flowrt`), or `{ pending = true }`."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -379,12 +514,29 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
     out: dict[str, ManifestEntry] = {}
     for key, spec in sorted(table.items()):
         if not isinstance(spec, dict):
-            raise BindError(f"{path}: tools.{key} must be a table like {{ command = [...] }}")
+            raise BindError(f"{path}: tools.{key} must be a table like {{ python = \"tools/x.py\" }}")
         command = spec.get("command")
+        script = spec.get("python")
+        if command is not None and script is not None:
+            raise BindError(f"{path}: tools.{key} names both a command and a python script: keep one")
         if command is not None and (not isinstance(command, list) or not all(isinstance(c, str) for c in command)
                                     or not command):
             raise BindError(f"{path}: tools.{key}.command must be a list of strings")
-        out[key] = ManifestEntry(key, tuple(command) if command else None, bool(spec.get("pending", False)))
+        shown = None
+        if script is not None:
+            if isinstance(script, str):
+                script = [script]
+            if not isinstance(script, list) or not script or not all(isinstance(c, str) and c for c in script):
+                raise BindError(f"{path}: tools.{key}.python must be a script path, or a list of it and its arguments")
+            command = [sys.executable, *script]
+            shown = " ".join(["python", *script])
+        pending = spec.get("pending", False)
+        if not isinstance(pending, bool):
+            raise BindError(f"{path}: tools.{key}.pending must be true or false")
+        if command is None and not pending:
+            raise BindError(f"{path}: tools.{key} names no implementation: give it python = \"tools/x.py\", "
+                            "command = [...] or pending = true")
+        out[key] = ManifestEntry(key, tuple(command) if command else None, pending, shown)
     return out
 
 

@@ -29,8 +29,8 @@ from flowrt import bindings as B
 from flowrt.files import read_text
 from flowrt.store import RunStore, StorageError
 from sandbox.bigint import IntOverLimit
+from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
 
-REPLY_LIMIT = 1024 * 1024  # bytes of canonical JSON; larger replies are admitted as BadReply
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
 
 
@@ -175,26 +175,29 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
         if entry is None:
             raise refuse("binding-missing", f"no implementation is bound for the Tool `{identity}`", manifest_path,
                          help=f'add to flow.toml: [tools] "{identity.rsplit(".", 1)[0]}" = '
-                              '{ command = ["python3", "tools/impl.py"] } (or pending = true)')
+                              '{ python = "tools/impl.py" } (or command = [...], or pending = true)')
         if entry.pending:
             out[identity] = pending
             continue
         assert entry.command is not None
+        shown = entry.shown or " ".join(entry.command)
         if entry.command not in commands:
             decision = approval.decide(entry.command, allow=allow, ask=ask)
             if decision.decision != "approved":
                 for c in commands.values():
                     c.close()
-                raise refuse("binding-not-approved", f"running `{' '.join(entry.command)}` was not approved"
+                raise refuse("binding-not-approved", f"running `{shown}` was not approved"
                              + (" (nobody could be asked)" if decision.how == "nobody-to-ask" else ""),
                              manifest_path, help="pass --allow to approve the implementations flow.toml names, "
                                                  "or answer yes at a terminal (remembered for this commit)")
             if approvals is not None:
                 approvals.append(decision.host_record())
-            implementation = B.CommandTools(list(entry.command), manifest_dir)
+            implementation = B.CommandTools(list(entry.command), manifest_dir, shown)
             try:
                 implementation.start()
             except B.BindError as problem:
+                for c in commands.values():
+                    c.close()
                 raise refuse("binding-failed", str(problem), manifest_path) from None
             commands[entry.command] = implementation
         implementation = commands[entry.command]
@@ -204,7 +207,7 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             for c in commands.values():
                 c.close()
             found = described.get(identity)
-            raise refuse("binding-mismatch", f"`{' '.join(entry.command)}` does not implement `{identity}` as declared"
+            raise refuse("binding-mismatch", f"`{shown}` does not implement `{identity}` as declared"
                          + (f" (fingerprint {found}, declared {want})" if found else " (it does not list it)"),
                          manifest_path, help="regenerate the implementation's description from `flow tools`")
         out[identity] = implementation

@@ -39,26 +39,33 @@ def describe(declared_in: str, tools: list[str]) -> list[dict]:
 def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
     lock = threading.Lock()
     cancelled: set[str] = set()
+    # Bytes, not the text streams: the protocol is UTF-8 whatever the locale says (an MCP client
+    # or a service manager may start the process with none).
+    out = sys.stdout.buffer
 
     def send(message: dict) -> None:
         # abi's writer, not json.dumps: an Int of any size up to the limit (json.dumps stops at
         # CPython's 4,300 digits). What it cannot write is answered, so the call never hangs.
         try:
-            line = canonical_json(message).decode("utf-8")
+            line = canonical_json(message)
         except (ValueError, TypeError) as problem:
             line = canonical_json({"id": message.get("id"), "outcome": {"Err": {"BadReply": (
-                f"the implementation's answer cannot be written as JSON: {problem}")}}}).decode("utf-8")
+                f"the implementation's answer cannot be written as JSON: {problem}")}}})
         with lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            out.write(line + b"\n")
+            out.flush()
 
     def answer(call_id: str, tool: str, arguments: dict) -> None:
-        try:
-            outcome = _as_outcome(handlers[tool](**arguments))
-        except Problem as problem:
-            outcome = problem.outcome()
-        except Exception as problem:  # effects unknown
-            outcome = {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}}
+        handler = handlers.get(tool)
+        if handler is None:
+            outcome = {"Err": {"NotRun": f"this implementation does not serve {tool}"}}
+        else:
+            try:
+                outcome = _as_outcome(handler(**arguments))
+            except Problem as problem:
+                outcome = problem.outcome()
+            except Exception as problem:  # effects unknown
+                outcome = {"Err": {"Unknown": f"{type(problem).__name__}: {problem}"}}
         if call_id in cancelled:
             return
         if outcome is PENDING:
@@ -66,16 +73,20 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
         else:
             send({"id": call_id, "outcome": outcome})
 
-    for line in sys.stdin:
+    for line in sys.stdin.buffer:
         try:
             message = json.loads(line, parse_int=text_int)
-        except ValueError:
+        except ValueError:  # not UTF-8 or not JSON: the host never sends it
+            continue
+        if not isinstance(message, dict):
             continue
         op = message.get("op")
         if op == "describe":
             send({"op": "described", "tools": describe(declared_in, sorted(handlers))})
-        elif op == "call":
-            threading.Thread(target=answer, args=(message["id"], message["tool"], message.get("arguments", {})),
+        elif op == "call" and isinstance(message.get("id"), str):
+            arguments = message.get("arguments")
+            threading.Thread(target=answer, args=(message["id"], message.get("tool"),
+                                                  arguments if isinstance(arguments, dict) else {}),
                              daemon=True).start()
         elif op == "cancel":
             cancelled.add(message.get("id"))
