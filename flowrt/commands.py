@@ -413,15 +413,19 @@ def _runs_dir(runs_dir: str | None) -> str:
 @click.argument("run_id")
 @click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@click.option("--from-start/--from-latest-checkpoint", "from_start", default=True,
+              help="Re-run from Start, checking every Checkpoint on the way (the default), or only from the "
+                   "latest checkpoint, trusting the facts before it (quicker).")
 @_color_option
 @click.pass_context
-def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_json: bool, color: str | None) -> None:
+def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_json: bool, from_start: bool,
+                   color: str | None) -> None:
     """Re-run a recorded run against its history, calling nothing: Matched, Incomplete or Diverged."""
     import orjson
 
     from flowrt.replay import replay
 
-    result = replay(_runs_dir(runs_dir), run_id)
+    result = replay(_runs_dir(runs_dir), run_id, from_start=from_start)
     if result.diagnostics:
         _render_refusal(ctx, color, result.diagnostics, result.sources)
     if result.verdict is not None:
@@ -434,6 +438,10 @@ def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_jso
             sys.stdout.write(f"Incomplete: {v.reason}\n")
         else:
             sys.stdout.write("Matched\n")
+        if v.start != 1 and not as_json:
+            # What the verdict covers: the facts before the checkpoint were trusted, not re-run.
+            sys.stderr.write(f"replayed from the checkpoint at fact {v.start}; the facts before it were not "
+                             f"checked\n")
     if result.message:
         sys.stderr.write(result.message + "\n")
     ctx.exit(result.exit_code)

@@ -111,12 +111,15 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
                                                     resend=set(resend or ()), allow=allow, ask=None, halt=halt),
                             run)
 
-    async def replay(run: str) -> dict[str, Any]:
+    async def replay(run: str, from_latest_checkpoint: bool = False) -> dict[str, Any]:
         """Re-run a recorded run against its history, calling nothing: Matched, Incomplete, or
-        Diverged at a fact. A damaged history is a storage failure, never a verdict."""
+        Diverged at a fact. From Start, checking every Checkpoint on the way, unless
+        `from_latest_checkpoint` (quicker; the facts before it are trusted). The verdict's `from`
+        is the fact the re-run started at. A damaged history is a storage failure, never a verdict."""
         from flowrt.replay import replay as replay_run
 
-        result = await anyio.to_thread.run_sync(replay_run, runs_dir, run)
+        result = await anyio.to_thread.run_sync(
+            lambda: replay_run(runs_dir, run, from_start=not from_latest_checkpoint))
         verdict = result.verdict.to_json() if result.verdict is not None else None
         return {"exitCode": result.exit_code, "run": run, "verdict": verdict, "message": result.message,
                 "diagnostics": [d.to_json() for d in result.diagnostics]}

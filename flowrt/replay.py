@@ -36,12 +36,15 @@ class Verdict:
     kind: str  # Matched | Incomplete | Diverged
     fact: int | None = None
     reason: str = ""
+    #: the fact the re-run started at: 1 (Start), or the Checkpoint it started from; what a
+    #: verdict covers is the facts from there on
+    start: int = 1
 
     def exit_code(self) -> int:
         return {"Matched": 0, "Diverged": 1, "Incomplete": 3}[self.kind]
 
     def to_json(self) -> dict:
-        return {"verdict": self.kind, "fact": self.fact, "reason": self.reason}
+        return {"verdict": self.kind, "fact": self.fact, "reason": self.reason, "from": self.start}
 
 
 class _Diverged(Exception):
@@ -132,13 +135,16 @@ class ReplayDriver(Driver):
                  supplied: tuple[str, Any] | None = None, resend: set[str] | None = None,
                  from_start: bool = False, child=None, rounds: bool = False) -> None:
         super().__init__(prepared, store, run_id, child=child, checkpoints=_recorded_policy(store))
-        latest = None if from_start else store.latest_checkpoint()
-        # Start at the latest checkpoint: the facts before it are never read again.
+        # From the start, every Checkpoint on the way is checked against what the program
+        # computes; from the latest checkpoint (resume, or replay asked to be quick) the facts
+        # before it are never read again. A history whose early facts were archived starts at
+        # the checkpoint it resumes at either way: nothing before it is held.
+        latest = earliest_held_checkpoint(store) if from_start else store.latest_checkpoint()
         if latest is not None:
-            facts = store.facts()
+            facts = store.verified_facts()  # verified through `latest` by now
             self.checkpoint = facts[latest]
             self.checkpoint_number = store.archived_checkpoints + \
-                sum(1 for f in facts[:latest + 1] if f["kind"] == "Checkpoint")
+                sum(1 for f in facts[1:latest + 1] if f["kind"] == "Checkpoint")
         else:
             self.checkpoint = None
             self.checkpoint_number = 0
@@ -470,6 +476,13 @@ def _comparable(outcome: dict) -> dict:
     return outcome
 
 
+def earliest_held_checkpoint(store: RunStore) -> int | None:
+    """Where a replay from the start begins, as an index into the facts: None for Start itself,
+    or 1 when facts after Start were archived (the history then goes on at a Checkpoint)."""
+    second = store.fact_at(1)
+    return 1 if second is not None and second["n"] != 2 else None
+
+
 def _recorded_policy(store: RunStore) -> str:
     for record in reversed(store.host_records()):
         if record.get("kind") == "checkpoints":
@@ -570,16 +583,21 @@ def _round_tasks(prepared: Prepared, place: dict) -> list[dict]:
             for p in fn.params if p.task]
 
 
-def replay(runs_dir: str, run_id: str, current: Compiled | None = None) -> ReplayResult:
+def replay(runs_dir: str, run_id: str, current: Compiled | None = None, *,
+           from_start: bool = True) -> ReplayResult:
     """Replay a run against its history. The child starts while the history is read, and the
     history is verified while the child runs; whatever the re-run found, damage anywhere in the
     history is reported instead (a storage failure, never a verdict), as if it had been read
-    whole first."""
+    whole first.
+
+    `from_start` (the default): re-run from Start, so every Checkpoint is checked against what
+    the program computes there and a verdict covers the whole held record (docs/cli.md says
+    why this is the default). Otherwise from the latest checkpoint, trusting the facts before it."""
     with _cycle_collection_paused():
-        return _replay(runs_dir, run_id, current)
+        return _replay(runs_dir, run_id, current, from_start)
 
 
-def _replay(runs_dir: str, run_id: str, current: Compiled | None = None) -> ReplayResult:
+def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bool) -> ReplayResult:
     from flowrt.child import Child
 
     child = Child.start()
@@ -594,16 +612,21 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None = None) -> Repl
     except BaseException:
         child.kill()
         raise
+    start = 1
     try:
         try:
             prepared = prepared_from_history(store, bind_tools=False, current=current)
-            driver = ReplayDriver(prepared, store, run_id, live=False, child=child)
-            driver.run()
-            result = ReplayResult(0, driver.verdict or Verdict("Matched"))
+            driver = ReplayDriver(prepared, store, run_id, live=False, from_start=from_start, child=child)
+            start = driver.checkpoint["n"] if driver.checkpoint is not None else 1
+            outcome = driver.run()
+            if driver.verdict is not None:
+                result = ReplayResult(0, Verdict("Matched", start=start))
+            else:  # the sandbox refused the program: it reached no End, so nothing matched
+                result = ReplayResult(2, message=outcome.message or "the sandbox refused the program")
         except _Diverged as diverged:
-            result = ReplayResult(1, Verdict("Diverged", diverged.fact, diverged.reason))
+            result = ReplayResult(1, Verdict("Diverged", diverged.fact, diverged.reason, start))
         except _Incomplete as incomplete:
-            result = ReplayResult(3, Verdict("Incomplete", incomplete.fact, incomplete.reason))
+            result = ReplayResult(3, Verdict("Incomplete", incomplete.fact, incomplete.reason, start))
         except Refused as refused:
             result = ReplayResult(2, diagnostics=refused.diagnostics, sources=refused.sources,
                                   message="the recorded program does not check with this compiler")

@@ -165,7 +165,8 @@ def _replay_history(run_dir: str, report: TestReport) -> None:
         report.sources.update(compiled.sources())
         return
     started = __import__("time").perf_counter()
-    result = replay(runs_dir, run_id, current=compiled)
+    # From Start: a change to the program before the latest checkpoint must fail the test too.
+    result = replay(runs_dir, run_id, current=compiled, from_start=True)
     seconds = round(__import__("time").perf_counter() - started, 6)
     entry_row = {"name": name, "file": os.path.relpath(root_file), "line": 1, "seconds": seconds}
     if result.verdict is not None and result.verdict.kind == "Matched":

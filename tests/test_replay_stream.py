@@ -97,7 +97,7 @@ def test_other_arguments_in_the_middle_of_a_batch_diverge_at_that_fact(recorded,
     assert result.exit_code == 1
     assert result.verdict.to_json() == {
         "verdict": "Diverged", "fact": 3000,
-        "reason": "the program calls echo.echo (root#1500) with other arguments than fact 3000 records"}
+        "reason": "the program calls echo.echo (root#1500) with other arguments than fact 3000 records", "from": 1}
 
 
 def test_a_reply_to_another_call_diverges_at_that_fact(recorded, tmp_path, batch):
@@ -110,7 +110,7 @@ def test_a_reply_to_another_call_diverges_at_that_fact(recorded, tmp_path, batch
     result = replay(runs, run_id)
     assert result.verdict.to_json() == {
         "verdict": "Diverged", "fact": 4001,
-        "reason": "fact 4001 replies to root#9999, which the program has not called"}
+        "reason": "fact 4001 replies to root#9999, which the program has not called", "from": 1}
 
 
 def test_another_reply_value_diverges_where_the_program_then_differs(recorded, tmp_path, batch):
@@ -132,7 +132,7 @@ def test_a_missing_fact_in_the_middle_diverges_at_the_next_one(recorded, tmp_pat
     result = replay(runs, run_id)
     assert result.verdict.to_json() == {
         "verdict": "Diverged", "fact": 3001,
-        "reason": "every task of the program waits, but fact 3001 is a Call"}
+        "reason": "every task of the program waits, but fact 3001 is a Call", "from": 1}
 
 
 @pytest.mark.parametrize("cut, reason", [
@@ -143,7 +143,7 @@ def test_a_record_cut_in_the_middle_of_a_batch_is_incomplete(recorded, tmp_path,
     runs, run_id = copy_run(recorded, tmp_path, cut=cut)
     result = replay(runs, run_id)
     assert result.exit_code == 3
-    assert result.verdict.to_json() == {"verdict": "Incomplete", "fact": None, "reason": reason}
+    assert result.verdict.to_json() == {"verdict": "Incomplete", "fact": None, "reason": reason, "from": 1}
 
 
 def test_an_unused_fact_before_end_is_reported(recorded, tmp_path, batch):
@@ -154,7 +154,7 @@ def test_an_unused_fact_before_end_is_reported(recorded, tmp_path, batch):
     result = replay(runs, run_id)
     assert result.verdict.to_json() == {
         "verdict": "Diverged", "fact": 2 * CALLS + 2,
-        "reason": f"the program ends, but fact {2 * CALLS + 2} (Choice) is unused"}
+        "reason": f"the program ends, but fact {2 * CALLS + 2} (Choice) is unused", "from": 1}
 
 
 def test_damage_anywhere_wins_over_an_early_divergence(recorded, tmp_path):
@@ -185,7 +185,7 @@ def test_a_hole_in_the_middle_of_the_stream_is_incomplete_at_that_fact(tmp_path,
     store.close()
     result = replay(runs, outcome.run_id)
     assert result.verdict.to_json() == {
-        "verdict": "Incomplete", "fact": 2501, "reason": "fact 2501 is a hole: its outcome was withheld"}
+        "verdict": "Incomplete", "fact": 2501, "reason": "fact 2501 is a hole: its outcome was withheld", "from": 1}
 
 
 def test_every_nth_place_is_taken_live_and_replays(tmp_path):
