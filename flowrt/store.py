@@ -94,7 +94,7 @@ _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _RESERVED = ("n", "kind", "prev", "hash")
 _RESERVED_SET = frozenset(_RESERVED)
-_STORE_RECORDS = frozenset({"hole", "truncated", "store", "closed"})  # host records only the store writes
+_STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable"})  # host records only the store writes
 _ENDINGS = {"Completed": "completed", "Faulted": "faulted"}
 
 
@@ -375,11 +375,11 @@ class _SlowWay(Exception):
 
 
 def _parse_history(data: bytes, run_id: str | None, anchor: dict | None = None,
-                   closed: dict | None = None) -> _Parsed:
+                   durable: dict | None = None) -> _Parsed:
     """Validate `data` line by line. Stops at the first damage (reported in `error`) or at a
     torn last line (reported in `torn`): the facts before it are the validated prefix.
-    `closed`: the latest `closed` host record, if any (no tear may start at or before its fact)."""
-    reader = _HistoryReader(data, run_id, anchor, closed)
+    `durable`: the latest `durable` host record, if any (no tear may start at or before its fact)."""
+    reader = _HistoryReader(data, run_id, anchor, durable)
     reader.read()
     return _Parsed(reader.facts, reader.pos, reader.torn, reader.error)
 
@@ -402,14 +402,15 @@ class _HistoryReader:
     (a big integer, which orjson reads as a float; damage) is checked again by
     `loads_canonical` and `_check_fact`, which decide and say why.
 
-    `closed` is the latest `closed` host record: a store closed the run when its history held
-    `facts` facts, the last one `head`, all of them durable. No torn tail can start among them,
-    so there damage is damage; and the history must still hold them, that last one unchanged."""
+    `durable` is the latest `durable` host record: a store that closed the run, or opened it for
+    appending, had made its first `facts` facts durable, the last one `head`. No torn tail can
+    start among them, so there damage is damage; and the history must still hold them, that
+    last one unchanged."""
 
     __slots__ = ("data", "size", "run_id", "anchor", "facts", "pos", "prev", "ended", "torn", "error", "done",
                  "lines", "index", "referring", "durable", "durable_head")
 
-    def __init__(self, data: bytes, run_id: str | None, anchor: dict | None, closed: dict | None = None) -> None:
+    def __init__(self, data: bytes, run_id: str | None, anchor: dict | None, durable: dict | None = None) -> None:
         self.data = data
         self.size = _written_end(data)  # the NUL bytes after the last line are reserved space
         self.run_id = run_id
@@ -425,8 +426,8 @@ class _HistoryReader:
         self.index = 0  # of those, the ones validated
         #: the facts that may hold a reference to a value file (every other one holds none)
         self.referring: list[int] = []
-        self.durable = closed["facts"] if closed else 0
-        self.durable_head = closed["head"] if closed else None
+        self.durable = durable["facts"] if durable else 0
+        self.durable_head = durable["head"] if durable else None
 
     def read(self, count: int | None = None) -> bool:
         """Validate up to `count` more lines (all when None); True once the reader is done (the
@@ -439,23 +440,23 @@ class _HistoryReader:
             if count is not None:
                 count -= take
         if self.done and self.error is None and self.durable:
-            self._check_closed()
+            self._check_durable()
         return self.done
 
-    def _check_closed(self) -> None:
-        """Read to the end: the facts the run had when it was closed must all be here."""
+    def _check_durable(self) -> None:
+        """Read to the end: the facts that were durable must all be here."""
         durable, facts = self.durable, self.facts
         self.durable = 0  # checked once
         last = facts[-1]["n"] if facts else 0
         if last < durable:
             self.error = StorageError(f"the history ends at fact {last}, but it held {durable} facts when "
-                                      "it was closed (facts were lost)", last + 1, component=HISTORY)
+                                      "they were durable (facts were lost)", last + 1, component=HISTORY)
             return
         position = fact_position(facts, durable)
         if position is None:  # archived: the anchor, checked against its successor, covers it
             return
         if facts[position]["hash"] != self.durable_head:
-            self.error = StorageError("the fact does not have the hash it had when the run was closed",
+            self.error = StorageError("the fact does not have the hash it had when it was durable",
                                       durable, component=HISTORY)
 
     def _next_window(self) -> bool:
@@ -471,8 +472,8 @@ class _HistoryReader:
             stop = data.find(b"\n", pos, size) + 1
             if stop == 0:
                 n = self.facts[-1]["n"] + 1 if self.facts else 1
-                if n <= self.durable:  # durable when the run was closed: not a tear
-                    self.error = StorageError("the line has no newline, but the run was closed after it",
+                if n <= self.durable:  # a durable fact: not a tear
+                    self.error = StorageError("the line has no newline, but the fact was durable",
                                               n, component=HISTORY)
                 else:
                     self.torn = TornTail(pos, size - pos)  # bytes after the last newline
@@ -620,13 +621,14 @@ def _written_end(data: bytes) -> int:
 class _Host:
     """host.jsonl as read: its records (without `prev` and `hash`), the bytes of its complete
     lines, a torn last line, the hash of the last record (what the next one chains to), and the
-    latest `closed` record (the facts a store had made durable when it last closed the run)."""
+    latest `durable` record (the facts a store had made durable when it last closed the run or
+    opened it for appending)."""
 
     records: list[dict]
     valid_len: int
     torn: TornTail | None
     head: str | None
-    closed: dict | None
+    durable: dict | None
 
 
 def _parse_host(data: bytes) -> _Host:
@@ -641,7 +643,7 @@ def _parse_host(data: bytes) -> _Host:
     line_no = 0
     head: str | None = None
     chained = False
-    closed = None
+    durable = None
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
@@ -668,16 +670,16 @@ def _parse_host(data: bytes) -> _Host:
                                    component=HOST)
             del obj["prev"]
             head, chained = claimed, True
-        if obj["kind"] == "closed":
+        if obj["kind"] == "durable":
             if type(obj.get("facts")) is not int or obj["facts"] < 1 or not isinstance(obj.get("head"), str) \
                     or not _HASH_RE.match(obj["head"]):
-                raise StorageError(f"line {line_no}: a closed record lacks facts or head", component=HOST)
-            closed = obj
+                raise StorageError(f"line {line_no}: a durable record lacks facts or head", component=HOST)
+            durable = obj
         records.append(obj)
         pos = newline + 1
     if not chained and pos:
         head = "sha256:" + _sha256_hex(data[:pos])
-    return _Host(records, pos, TornTail(pos, size - pos) if pos < size else None, head, closed)
+    return _Host(records, pos, TornTail(pos, size - pos) if pos < size else None, head, durable)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -778,9 +780,9 @@ class RunStore:
         self._host_fd: int | None = None
         self._host_size = 0
         self._host_head: str | None = None  # the hash of the last host record (the chain's end)
-        #: (facts, head) of the latest `closed` record: what this run's history held, durably,
-        #: when a store last closed it
-        self._closed_mark: tuple[int, str] | None = None
+        #: (facts, head) of the latest `durable` record: what this run's history held, durably,
+        #: when a store last closed it or opened it for appending
+        self._durable_mark: tuple[int, str] | None = None
         self._host_dirty = False
         self._holes: dict[tuple[int, str], str] = {}
         #: Checkpoint facts moved to archive/ (their count numbers the `cN:` ids that follow)
@@ -963,14 +965,14 @@ class RunStore:
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
         anchor = _read_anchor(self.path)
-        # host.jsonl first: its latest `closed` record says which facts were durable, and no
+        # host.jsonl first: its latest `durable` record says which facts were durable, and no
         # torn tail may start among them. Damage to it is raised after the history's own.
         try:
             host = self._read_host()
             host_problem = None
         except StorageError as problem:
             host, host_problem = None, problem
-        reader = _HistoryReader(data, self.run_id, anchor, host[1].closed if host else None)
+        reader = _HistoryReader(data, self.run_id, anchor, host[1].durable if host else None)
         if host_problem is not None:
             reader.read()
             if reader.error is not None:
@@ -1018,8 +1020,8 @@ class RunStore:
         host_data, parsed_host = host
         records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
         self._host_head = parsed_host.head
-        closed = parsed_host.closed
-        self._closed_mark = (closed["facts"], closed["head"]) if closed else None
+        durable = parsed_host.durable
+        self._durable_mark = (durable["facts"], durable["head"]) if durable else None
         holes: dict[tuple[int, str], str] = {}
         recorded_limit = None
         for record in records:
@@ -1108,6 +1110,8 @@ class RunStore:
                         os.unlink(os.path.join(directory, name))
                     except OSError:
                         pass
+        # What was read is on disk once synced: a later crash can tear only what comes after.
+        self._mark_durable(sync=True)
 
     def close(self) -> None:
         """Release the lock and the files. The store can no longer append. Facts written
@@ -1119,7 +1123,7 @@ class RunStore:
             except StorageError:
                 pass
         self._release_reserved()
-        self._mark_closed()
+        self._mark_durable()
         for attr in ("_fd", "_host_fd"):
             fd = getattr(self, attr)
             if fd is not None:
@@ -1130,23 +1134,27 @@ class RunStore:
                     pass
         self.for_append = False
 
-    def _mark_closed(self) -> None:
-        """Record `{"kind": "closed", "facts": n, "head": h}` when the history changed since it
+    def _mark_durable(self, *, sync: bool = False) -> None:
+        """Record `{"kind": "durable", "facts": n, "head": h}` when the history changed since it
         was last marked: every fact up to n is durable, so a reader never takes damage among them
-        for a torn tail (docs/trace.md section 10), and nothing is ever cut from them. Only when
-        everything written is durable and nothing is left half-written; a failure leaves the run
-        unmarked, which reads as a run whose host died (the tear rule applies to its last bytes)."""
+        for a torn tail (docs/trace.md section 10), and nothing is ever cut from them. Written by
+        `close` (a closed history is marked whole) and by an open for appending (which syncs
+        what it read first: `sync`), so that a run that crashes after a resume can lose only
+        what the resume wrote. Only when everything written is durable and nothing is left
+        half-written; a failure leaves the run unmarked, which reads as a run whose host died."""
         if self._fd is None or not self._fsync or not self._facts or self._unsynced_from is not None \
                 or self._dirty:
             return
         mark = (self._facts[-1]["n"], self._facts[-1]["hash"])
-        if mark == self._closed_mark:
+        if mark == self._durable_mark:
             return
         try:
+            if sync:
+                _sync_appended(self._fd)
             with self._lock:
-                self._write_host({"kind": "closed", "facts": mark[0], "head": mark[1]})
-            self._closed_mark = mark
-        except StorageError:
+                self._write_host({"kind": "durable", "facts": mark[0], "head": mark[1]})
+            self._durable_mark = mark
+        except (OSError, StorageError):
             pass
 
     def _release_reserved(self) -> None:
@@ -1261,6 +1269,23 @@ class RunStore:
         except ValueError:
             raise StorageError(f"the value of {field} is not canonical JSON", n,
                                component=component) from None
+
+    def verify_files(self) -> None:
+        """Check every value file a fact refers to (unless a recorded hole) and every module
+        source Start names against its hash, as reading them would; raises StorageError for the
+        first that is missing or damaged. For a caller that will read none of them but must not
+        report a damaged record as sound (resume of a run that has ended)."""
+        self.verify()
+        for hex_, users in sorted(self._refs.items()):
+            live = sorted(user for user in users if user not in self._holes)
+            if live:
+                self.value(*live[0])
+        modules = self._facts[0].get("modules") if self._facts and self._facts[0]["n"] == 1 else None
+        for module in modules if isinstance(modules, list) else ():
+            hash_ = module.get("hash") if isinstance(module, dict) else None
+            if not isinstance(hash_, str) or not _HASH_RE.match(hash_):
+                raise StorageError("Start names a module source that is not sha256:<hex>", 1, component=HISTORY)
+            self.source(hash_)
 
     def source(self, hash: str) -> str:
         """A stored module source, checked against its hash."""
@@ -1916,7 +1941,7 @@ def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
         anchor = _read_anchor(os.path.join(root, name))
     except StorageError:
         anchor = None
-    # host.jsonl is read before the history is judged: its `closed` record decides where a torn
+    # host.jsonl is read before the history is judged: its `durable` record decides where a torn
     # tail may start (docs/trace.md section 10); its own problems are reported below.
     host_data, host_limited, host_error = _bounded_read(host_path, budget)
     host = None
@@ -1925,7 +1950,7 @@ def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
             host = _parse_host(host_data)
         except StorageError as problem:
             host_error = problem
-    parsed = _parse_history(data, name, anchor, host.closed if host else None)
+    parsed = _parse_history(data, name, anchor, host.durable if host else None)
     facts = parsed.facts
     row["truncated"] = parsed.torn is not None
     if facts:
