@@ -631,6 +631,16 @@ class _Host:
     durable: dict | None
 
 
+def _whole_record(data: bytes) -> bool:
+    """Whether `data` is a whole host record. A lost write of the last record can leave zeros in
+    it, but never a whole record before them: each record is written and synced alone, so a
+    record, a NUL and more is two records joined by a damaged newline (damage, not a tear)."""
+    try:
+        return isinstance(loads_canonical(data), dict)
+    except ValueError:
+        return False
+
+
 def _parse_host(data: bytes) -> _Host:
     """Host records: canonical JSON objects with a text `kind`, one a line, chained as facts are
     (`prev`, `hash`); a torn last line is ignored (and reported). Raises StorageError for any
@@ -652,7 +662,8 @@ def _parse_host(data: bytes) -> _Host:
         try:
             obj = loads_canonical(data[pos:newline])
         except _NotJSON:
-            if newline + 1 == size and b"\0" in data[pos:newline]:
+            line = data[pos:newline]
+            if newline + 1 == size and b"\0" in line and not _whole_record(line[:line.index(b"\0")]):
                 break
             raise StorageError(f"line {line_no} is not JSON", component=HOST) from None
         except _NotCanonical:
