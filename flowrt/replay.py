@@ -656,6 +656,8 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
         return RunOutcome(2, run_id, message=str(problem))
     try:
         if store.ended:
+            # A damaged record is a storage failure even when nothing would be read from it.
+            store.verify_files()
             return RunOutcome(2, run_id, message=f"run {run_id} has ended: there is nothing to resume")
         outstanding = open_calls(store)
         supplied = None

@@ -96,7 +96,7 @@ _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _RESERVED = ("n", "kind", "prev", "hash")
 _RESERVED_SET = frozenset(_RESERVED)
-_STORE_RECORDS = frozenset({"hole", "truncated", "store"})  # host records only the store writes
+_STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable"})  # host records only the store writes
 _ENDINGS = {"Completed": "completed", "Faulted": "faulted"}
 
 
@@ -379,10 +379,12 @@ class _SlowWay(Exception):
     """A line the quick check does not accept: the slow one decides."""
 
 
-def _parse_history(data: bytes, run_id: str | None, anchor: dict | None = None) -> _Parsed:
+def _parse_history(data: bytes, run_id: str | None, anchor: dict | None = None,
+                   durable: dict | None = None) -> _Parsed:
     """Validate `data` line by line. Stops at the first damage (reported in `error`) or at a
-    torn last line (reported in `torn`): the facts before it are the validated prefix."""
-    reader = _HistoryReader(data, run_id, anchor)
+    torn last line (reported in `torn`): the facts before it are the validated prefix.
+    `durable`: the latest `durable` host record, if any (no tear may start at or before its fact)."""
+    reader = _HistoryReader(data, run_id, anchor, durable)
     reader.read()
     return _Parsed(reader.facts, reader.pos, reader.torn, reader.error)
 
@@ -403,12 +405,17 @@ class _HistoryReader:
     `n` and `prev` follow `hash`, so that is exactly the fact without `hash`, encoded
     canonically), found by its bytes when they occur once. A line the quick way does not accept
     (a big integer, which orjson reads as a float; damage) is checked again by
-    `loads_canonical` and `_check_fact`, which decide and say why."""
+    `loads_canonical` and `_check_fact`, which decide and say why.
+
+    `durable` is the latest `durable` host record: a store that closed the run, or opened it for
+    appending, had made its first `facts` facts durable, the last one `head`. No torn tail can
+    start among them, so there damage is damage; and the history must still hold them, that
+    last one unchanged."""
 
     __slots__ = ("data", "size", "run_id", "anchor", "facts", "pos", "prev", "ended", "torn", "error", "done",
-                 "lines", "index", "referring")
+                 "lines", "index", "referring", "durable", "durable_head")
 
-    def __init__(self, data: bytes, run_id: str | None, anchor: dict | None) -> None:
+    def __init__(self, data: bytes, run_id: str | None, anchor: dict | None, durable: dict | None = None) -> None:
         self.data = data
         self.size = _written_end(data)  # the NUL bytes after the last line are reserved space
         self.run_id = run_id
@@ -424,6 +431,8 @@ class _HistoryReader:
         self.index = 0  # of those, the ones validated
         #: the facts that may hold a reference to a value file (every other one holds none)
         self.referring: list[int] = []
+        self.durable = durable["facts"] if durable else 0
+        self.durable_head = durable["head"] if durable else None
 
     def read(self, count: int | None = None) -> bool:
         """Validate up to `count` more lines (all when None); True once the reader is done (the
@@ -435,7 +444,25 @@ class _HistoryReader:
             self._check(take)
             if count is not None:
                 count -= take
+        if self.done and self.error is None and self.durable:
+            self._check_durable()
         return self.done
+
+    def _check_durable(self) -> None:
+        """Read to the end: the facts that were durable must all be here."""
+        durable, facts = self.durable, self.facts
+        self.durable = 0  # checked once
+        last = facts[-1]["n"] if facts else 0
+        if last < durable:
+            self.error = StorageError(f"the history ends at fact {last}, but it held {durable} facts when "
+                                      "they were durable (facts were lost)", last + 1, component=HISTORY)
+            return
+        position = fact_position(facts, durable)
+        if position is None:  # archived: the anchor, checked against its successor, covers it
+            return
+        if facts[position]["hash"] != self.durable_head:
+            self.error = StorageError("the fact does not have the hash it had when it was durable",
+                                      durable, component=HISTORY)
 
     def _next_window(self) -> bool:
         """Split the next stretch of complete lines at once (in C, which beats finding each
@@ -449,7 +476,12 @@ class _HistoryReader:
         if stop <= pos:  # no newline in the window: a line longer than it, or none at all
             stop = data.find(b"\n", pos, size) + 1
             if stop == 0:
-                self.torn = TornTail(pos, size - pos)  # bytes after the last newline
+                n = self.facts[-1]["n"] + 1 if self.facts else 1
+                if n <= self.durable:  # a durable fact: not a tear
+                    self.error = StorageError("the line has no newline, but the fact was durable",
+                                              n, component=HISTORY)
+                else:
+                    self.torn = TornTail(pos, size - pos)  # bytes after the last newline
                 self.done = True
                 return False
         self.lines = data[pos:stop].split(b"\n")
@@ -535,7 +567,7 @@ class _HistoryReader:
                 try:
                     obj = loads_canonical(line)
                 except _NotJSON:
-                    if b"\0" in line and (newline + 1 == size or size - pos <= _TEAR_WINDOW):
+                    if b"\0" in line and n > self.durable and (newline + 1 == size or size - pos <= _TEAR_WINDOW):
                         self.torn = TornTail(pos, size - pos)
                     else:
                         self.error = StorageError("the line is not JSON", n, component=HISTORY)
@@ -590,31 +622,80 @@ def _written_end(data: bytes) -> int:
         step *= 4
 
 
-def _parse_host(data: bytes) -> tuple[list[dict], int, TornTail | None]:
-    """Host records: canonical JSON objects with a text `kind`, one a line; a torn last line is
-    ignored (and reported). Raises StorageError for any other damage."""
+@dataclass(slots=True)
+class _Host:
+    """host.jsonl as read: its records (without `prev` and `hash`), the bytes of its complete
+    lines, a torn last line, the hash of the last record (what the next one chains to), and the
+    latest `durable` record (the facts a store had made durable when it last closed the run or
+    opened it for appending)."""
+
+    records: list[dict]
+    valid_len: int
+    torn: TornTail | None
+    head: str | None
+    durable: dict | None
+
+
+def _whole_record(data: bytes) -> bool:
+    """Whether `data` is a whole host record. A lost write of the last record can leave zeros in
+    it, but never a whole record before them: each record is written and synced alone, so a
+    record, a NUL and more is two records joined by a damaged newline (damage, not a tear)."""
+    try:
+        return isinstance(loads_canonical(data), dict)
+    except ValueError:
+        return False
+
+
+def _parse_host(data: bytes) -> _Host:
+    """Host records: canonical JSON objects with a text `kind`, one a line, chained as facts are
+    (`prev`, `hash`); a torn last line is ignored (and reported). Raises StorageError for any
+    other damage. Records written before host records were chained (no `prev` nor `hash`) are
+    read as they are, but only as a prefix: the first chained record's `prev` is the SHA-256 of
+    that prefix, and every record after it is chained."""
     records: list[dict] = []
     pos = 0
     size = len(data)
     line_no = 0
+    head: str | None = None
+    chained = False
+    durable = None
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
-            return records, pos, TornTail(pos, size - pos)
+            break
         line_no += 1
         try:
             obj = loads_canonical(data[pos:newline])
         except _NotJSON:
-            if newline + 1 == size and b"\0" in data[pos:newline]:
-                return records, pos, TornTail(pos, size - pos)
+            line = data[pos:newline]
+            if newline + 1 == size and b"\0" in line and not _whole_record(line[:line.index(b"\0")]):
+                break
             raise StorageError(f"line {line_no} is not JSON", component=HOST) from None
         except _NotCanonical:
             raise StorageError(f"line {line_no} is not canonical JSON", component=HOST) from None
         if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
             raise StorageError(f"line {line_no} is not a record with a kind", component=HOST)
+        if "hash" in obj or "prev" in obj or chained:
+            expected = head if chained or pos == 0 else "sha256:" + _sha256_hex(data[:pos])
+            if obj.get("prev", False) != expected:
+                raise StorageError(f"line {line_no}: `prev` does not match the previous record "
+                                   "(broken chain)", component=HOST)
+            claimed = obj.pop("hash", None)
+            if not isinstance(claimed, str) or "sha256:" + _sha256_hex(canonical_bytes(obj)) != claimed:
+                raise StorageError(f"line {line_no}: the record's content does not match its hash",
+                                   component=HOST)
+            del obj["prev"]
+            head, chained = claimed, True
+        if obj["kind"] == "durable":
+            if type(obj.get("facts")) is not int or obj["facts"] < 1 or not isinstance(obj.get("head"), str) \
+                    or not _HASH_RE.match(obj["head"]):
+                raise StorageError(f"line {line_no}: a durable record lacks facts or head", component=HOST)
+            durable = obj
         records.append(obj)
         pos = newline + 1
-    return records, pos, None
+    if not chained and pos:
+        head = "sha256:" + _sha256_hex(data[:pos])
+    return _Host(records, pos, TornTail(pos, size - pos) if pos < size else None, head, durable)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -714,6 +795,10 @@ class RunStore:
         self._fd: int | None = None  # history.jsonl, written at _size, locked
         self._host_fd: int | None = None
         self._host_size = 0
+        self._host_head: str | None = None  # the hash of the last host record (the chain's end)
+        #: (facts, head) of the latest `durable` record: what this run's history held, durably,
+        #: when a store last closed it or opened it for appending
+        self._durable_mark: tuple[int, str] | None = None
         self._host_dirty = False
         self._holes: dict[tuple[int, str], str] = {}
         #: Checkpoint facts moved to archive/ (their count numbers the `cN:` ids that follow)
@@ -896,33 +981,38 @@ class RunStore:
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
         anchor = _read_anchor(self.path)
-        reader = _HistoryReader(data, self.run_id, anchor)
+        # host.jsonl first: its latest `durable` record says which facts were durable, and no
+        # torn tail may start among them. Damage to it is raised after the history's own.
+        try:
+            host = self._read_host()
+            host_problem = None
+        except StorageError as problem:
+            host, host_problem = None, problem
+        reader = _HistoryReader(data, self.run_id, anchor, host[1].durable if host else None)
+        if host_problem is not None:
+            reader.read()
+            if reader.error is not None:
+                raise reader.error from None
+            raise host_problem
         if defer and not reader.read(2):
             # The rest is verified as it is asked for (`fact_at`, `facts_from`) or wholly by the
             # first method that needs every fact; whatever `open` would have raised is raised
             # then, in the order `open` would have found it.
-            try:
-                host = self._read_host()
-            except StorageError:
-                reader.read()
-                if reader.error is not None:
-                    raise reader.error from None
-                raise
             self._reader = reader
             self._pending = (anchor, host, explicit_limit)
             self._facts = reader.facts
             # Holes as recorded, so that reading a value meets its hole before verification ends
             # (which then checks each record against its fact).
-            for record in host[1]:
+            for record in host[1].records:
                 if record["kind"] == "hole" and type(record.get("fact")) is int:
                     self._holes[(record["fact"], record.get("field"))] = record.get("ref")
             if anchor is not None and reader.facts[1]["n"] != 2:
                 self.archived_checkpoints = int(anchor.get("checkpoints", 0))
             return
         reader.read()
-        self._verified(reader, anchor, None, explicit_limit)
+        self._verified(reader, anchor, host, explicit_limit)
 
-    def _read_host(self) -> tuple:
+    def _read_host(self) -> tuple[bytes, _Host]:
         host_path = os.path.join(self.path, HOST)
         try:
             host_data = _read_file(host_path)
@@ -930,9 +1020,9 @@ class RunStore:
             host_data = b""
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
-        return (host_data, *_parse_host(host_data))
+        return host_data, _parse_host(host_data)
 
-    def _verified(self, reader: "_HistoryReader", anchor: dict | None, host: tuple | None,
+    def _verified(self, reader: "_HistoryReader", anchor: dict | None, host: tuple[bytes, _Host],
                   explicit_limit: int | None) -> None:
         """The history has been read whole: everything after it that `open` checks and repairs."""
         if reader.error is not None:
@@ -943,7 +1033,11 @@ class RunStore:
             self.archived_checkpoints = int(anchor.get("checkpoints", 0))
         if not parsed.facts:
             raise StorageError("the run has no Start (it never started)", component=HISTORY)
-        host_data, records, host_len, host_torn = host if host is not None else self._read_host()
+        host_data, parsed_host = host
+        records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
+        self._host_head = parsed_host.head
+        durable = parsed_host.durable
+        self._durable_mark = (durable["facts"], durable["head"]) if durable else None
         holes: dict[tuple[int, str], str] = {}
         recorded_limit = None
         for record in records:
@@ -1032,6 +1126,8 @@ class RunStore:
                         os.unlink(os.path.join(directory, name))
                     except OSError:
                         pass
+        # What was read is on disk once synced: a later crash can tear only what comes after.
+        self._mark_durable(sync=True)
 
     def close(self) -> None:
         """Release the lock and the files. The store can no longer append. Facts written
@@ -1043,6 +1139,7 @@ class RunStore:
             except StorageError:
                 pass
         self._release_reserved()
+        self._mark_durable()
         for attr in ("_fd", "_host_fd"):
             fd = getattr(self, attr)
             if fd is not None:
@@ -1052,6 +1149,29 @@ class RunStore:
                 except OSError:
                     pass
         self.for_append = False
+
+    def _mark_durable(self, *, sync: bool = False) -> None:
+        """Record `{"kind": "durable", "facts": n, "head": h}` when the history changed since it
+        was last marked: every fact up to n is durable, so a reader never takes damage among them
+        for a torn tail (docs/trace.md section 10), and nothing is ever cut from them. Written by
+        `close` (a closed history is marked whole) and by an open for appending (which syncs
+        what it read first: `sync`), so that a run that crashes after a resume can lose only
+        what the resume wrote. Only when everything written is durable and nothing is left
+        half-written; a failure leaves the run unmarked, which reads as a run whose host died."""
+        if self._fd is None or not self._fsync or not self._facts or self._unsynced_from is not None \
+                or self._dirty:
+            return
+        mark = (self._facts[-1]["n"], self._facts[-1]["hash"])
+        if mark == self._durable_mark:
+            return
+        try:
+            if sync:
+                _sync_appended(self._fd)
+            with self._lock:
+                self._write_host({"kind": "durable", "facts": mark[0], "head": mark[1]})
+            self._durable_mark = mark
+        except (OSError, StorageError):
+            pass
 
     def _release_reserved(self) -> None:
         """Cut the reserved space off, so that a closed history is its lines and nothing else.
@@ -1166,6 +1286,23 @@ class RunStore:
             raise StorageError(f"the value of {field} is not canonical JSON", n,
                                component=component) from None
 
+    def verify_files(self) -> None:
+        """Check every value file a fact refers to (unless a recorded hole) and every module
+        source Start names against its hash, as reading them would; raises StorageError for the
+        first that is missing or damaged. For a caller that will read none of them but must not
+        report a damaged record as sound (resume of a run that has ended)."""
+        self.verify()
+        for hex_, users in sorted(self._refs.items()):
+            live = sorted(user for user in users if user not in self._holes)
+            if live:
+                self.value(*live[0])
+        modules = self._facts[0].get("modules") if self._facts and self._facts[0]["n"] == 1 else None
+        for module in modules if isinstance(modules, list) else ():
+            hash_ = module.get("hash") if isinstance(module, dict) else None
+            if not isinstance(hash_, str) or not _HASH_RE.match(hash_):
+                raise StorageError("Start names a module source that is not sha256:<hex>", 1, component=HISTORY)
+            self.source(hash_)
+
     def source(self, hash: str) -> str:
         """A stored module source, checked against its hash."""
         if not isinstance(hash, str) or not _HASH_RE.match(hash):
@@ -1195,7 +1332,7 @@ class RunStore:
             return []
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
-        return _parse_host(data)[0]
+        return _parse_host(data).records
 
     # -- appending ------------------------------------------------------------------------------
 
@@ -1526,6 +1663,8 @@ class RunStore:
             raise ValueError("a host record is a dict with a text `kind`")
         if record["kind"] in _STORE_RECORDS:
             raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
+        if "prev" in record or "hash" in record:
+            raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")
         self.sync()  # a record names the head: the facts up to it are durable first
         with self._lock:
             self._write_host(record)
@@ -1544,7 +1683,10 @@ class RunStore:
                 raise StorageError(f"cannot open: {_strerror(problem)}", component=HOST) from problem
 
     def _write_host(self, record: dict) -> None:
-        line = canonical_bytes(record) + b"\n"
+        chained = dict(record, prev=self._host_head)
+        digest = "sha256:" + _sha256_hex(canonical_bytes(chained))
+        chained["hash"] = digest
+        line = canonical_bytes(chained) + b"\n"
         self._open_host()
         fd = self._host_fd
         start = self._host_size
@@ -1565,6 +1707,7 @@ class RunStore:
                                    component=HOST) from problem
             raise
         self._host_size = start + len(line)
+        self._host_head = digest
 
     # -- holes ----------------------------------------------------------------------------------
 
@@ -1814,7 +1957,16 @@ def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
         anchor = _read_anchor(os.path.join(root, name))
     except StorageError:
         anchor = None
-    parsed = _parse_history(data, name, anchor)
+    # host.jsonl is read before the history is judged: its `durable` record decides where a torn
+    # tail may start (docs/trace.md section 10); its own problems are reported below.
+    host_data, host_limited, host_error = _bounded_read(host_path, budget)
+    host = None
+    if host_data is not None and host_error is None and host_limited is None:
+        try:
+            host = _parse_host(host_data)
+        except StorageError as problem:
+            host_error = problem
+    parsed = _parse_history(data, name, anchor, host.durable if host else None)
     facts = parsed.facts
     row["truncated"] = parsed.torn is not None
     if facts:
@@ -1841,23 +1993,21 @@ def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
         row["record"] = "not-started"
         return row
     row["record"] = "complete" if facts[-1]["kind"] == "End" else "incomplete"
-    host_data, limited, error = _bounded_read(host_path, budget)
-    if error is not None:
-        if isinstance(error, FileNotFoundError):
+    if isinstance(host_error, StorageError):
+        row["record"] = "unreadable"
+        row["problem"] = _problem(HOST, "unreadable", host_error.message)
+        return row
+    if host_error is not None:
+        if isinstance(host_error, FileNotFoundError):
             return row
         row["record"] = "unreadable"
-        row["problem"] = _problem(HOST, "unreadable", _strerror(error))
+        row["problem"] = _problem(HOST, "unreadable", _strerror(host_error))
         return row
-    if limited is not None:
+    if host_limited is not None:
         row["record"] = "inspection-limited"
-        row["problem"] = _problem(HOST, "inspection-limited", limited)
+        row["problem"] = _problem(HOST, "inspection-limited", host_limited)
         return row
-    try:
-        records = _parse_host(host_data)[0]
-    except StorageError as problem:
-        row["record"] = "unreadable"
-        row["problem"] = _problem(HOST, "unreadable", problem.message)
-        return row
+    records = host.records
     head = facts[-1]["hash"]
     for record in records:
         if record["kind"] in ("paused", "halted") and record.get("head") == head:

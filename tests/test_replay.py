@@ -85,18 +85,31 @@ def test_a_flipped_byte_is_a_storage_failure_not_a_verdict(tmp_path):
 
 
 def _rewrite(history: Path, change) -> None:
-    """Rewrite facts with `change(fact)` and recompute the hash chain (a forged but valid history)."""
+    """Rewrite facts with `change(fact)` and recompute the hash chain (a forged but valid history).
+    The forger rewrites host.jsonl too: the heads its records name, and its own chain."""
     facts = [json.loads(line) for line in history.read_text().splitlines()]
     prev = None
     lines = []
+    renamed = {}
     for fact in facts:
+        old = fact["hash"]
         fact = change(dict(fact))
         fact.pop("hash", None)
         fact["prev"] = prev
         fact["hash"] = fact_hash(fact)
-        prev = fact["hash"]
+        renamed[old] = prev = fact["hash"]
         lines.append(canonical_bytes(fact))
     history.write_bytes(b"\n".join(lines) + b"\n")
+    host = history.parent / "host.jsonl"
+    prev, lines = None, []
+    for record in [json.loads(line) for line in host.read_text().splitlines()]:
+        record.pop("hash")
+        record["prev"] = prev
+        if "head" in record:
+            record["head"] = renamed.get(record["head"], record["head"])
+        record["hash"] = prev = fact_hash(record)
+        lines.append(canonical_bytes(record))
+    host.write_bytes(b"\n".join(lines) + b"\n")
 
 
 def test_a_history_the_program_does_not_make_diverges_at_that_fact(tmp_path):

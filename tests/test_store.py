@@ -440,7 +440,8 @@ def test_torn_host_record_is_ignored_then_repaired(tmp_path):
     s = RunStore.open(root, "run-1", for_append=True)
     s.host_record({"kind": "halted", "head": s.head})
     kinds = [r["kind"] for r in s.host_records()]
-    assert kinds == ["binding", "truncated", "halted"]
+    # The open synced what it read and marked it durable (docs/trace.md section 7).
+    assert kinds == ["binding", "truncated", "durable", "halted"]
     assert read(host).endswith(b"\n")
 
 
