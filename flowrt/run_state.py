@@ -25,7 +25,7 @@ import json
 import os
 from typing import Any
 
-from flowrt.store import HISTORY, RunStore, StorageError
+from flowrt.store import HISTORY, STORE_RECORDS, RunStore, StorageError
 
 #: the states `run_state` reports
 STATES = ("running", "paused", "halted", "crashed", "ended", "unknown")
@@ -126,7 +126,9 @@ def run_state(store: RunStore) -> dict[str, Any]:
         return view("unknown", f"the host records cannot be read: {problem}", "unknown", "unknown")
     decision = None
     for record in reversed(records):
-        if record.get("head") != head:
+        if record.get("head") != head or record.get("kind") in STORE_RECORDS:
+            # (the store's own records say how the bytes stand, never where the run is: a
+            # `durable` mark at the same head follows every pause)
             continue
         if record.get("kind") in ("paused", "halted"):
             decision = record

@@ -96,7 +96,7 @@ _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _RESERVED = ("n", "kind", "prev", "hash")
 _RESERVED_SET = frozenset(_RESERVED)
-_STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable"})  # host records only the store writes
+STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable"})  # host records only the store writes
 _ENDINGS = {"Completed": "completed", "Faulted": "faulted"}
 
 
@@ -1661,7 +1661,7 @@ class RunStore:
         self._require_writable()
         if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
             raise ValueError("a host record is a dict with a text `kind`")
-        if record["kind"] in _STORE_RECORDS:
+        if record["kind"] in STORE_RECORDS:
             raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
         if "prev" in record or "hash" in record:
             raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")

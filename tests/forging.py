@@ -56,10 +56,17 @@ def forge(run_dir: Path, n: int, field: str, change: Callable[[Any], Any]) -> No
     history.write_bytes(b"".join(canonical_bytes(f) + b"\n" for f in facts))
     host = run_dir / "host.jsonl"
     if host.exists():
-        text = host.read_text()
-        for old_hash, new_hash in renamed.items():
-            text = text.replace(old_hash, new_hash)
-        host.write_text(text)
+        # The host records name heads and are chained too (docs/trace.md section 7): move the
+        # heads along and hash the chain again, as a holder of both files could.
+        prev, lines = None, []
+        for record in [json.loads(line) for line in host.read_text().rstrip("\0").splitlines() if line]:
+            record.pop("hash", None)
+            record["prev"] = prev
+            if "head" in record:
+                record["head"] = renamed.get(record["head"], record["head"])
+            record["hash"] = prev = fact_hash(record)
+            lines.append(canonical_bytes(record))
+        host.write_bytes(b"\n".join(lines) + b"\n")
 
 
 def alter_arguments(arguments: dict) -> dict:

@@ -66,8 +66,10 @@ def workdir(base: Path, mode: str) -> Path:
 
 def run_flow(args: list[str], cwd: Path, env: dict | None = None, timeout: float = TIMEOUT) -> dict:
     """`python -m flowrt.cli ARGS`: exit code, output, whether it hung (killed at `timeout`), its
-    wall time and its peak resident memory (the host or a process it waited for, whichever is
-    largest: wait4's rusage)."""
+    wall time and the host's peak resident memory. The peak is the host's own high-water mark
+    (`VmHWM`, which starts anew at exec), read while it runs: wait4's `ru_maxrss` also counts the
+    image of the process that forked it, which inside a long pytest session is larger than the
+    host ever is."""
     started = time.monotonic()
     process = subprocess.Popen([sys.executable, "-m", "flowrt.cli", *args], cwd=cwd, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -84,18 +86,34 @@ def run_flow(args: list[str], cwd: Path, env: dict | None = None, timeout: float
     ended: dict = {}
     reaper = threading.Thread(target=lambda: ended.update(wait=os.wait4(process.pid, 0)), daemon=True)
     reaper.start()
-    reaper.join(timeout)
+    peak_kb = 0
+    deadline = started + timeout
+    while reaper.is_alive() and time.monotonic() < deadline:
+        peak_kb = max(peak_kb, _high_water_kb(process.pid))
+        reaper.join(0.02)
     hung = reaper.is_alive()
     if hung:
         os.killpg(process.pid, signal.SIGKILL)  # the host and the processes it started
         reaper.join(30)
     for reader in readers:
         reader.join(30)
-    _, status, usage = ended.get("wait", (0, 0, None))
+    _, status, _ = ended.get("wait", (0, 0, None))
     process.returncode = os.waitstatus_to_exitcode(status) if "wait" in ended else -9
     return {"exit": process.returncode, "stdout": streams.get("stdout", b"").decode("utf-8", "replace"),
             "stderr": streams.get("stderr", b"").decode("utf-8", "replace"), "hung": hung,
-            "seconds": time.monotonic() - started, "rss_mb": (usage.ru_maxrss / 1024) if usage else 0.0}
+            "seconds": time.monotonic() - started, "rss_mb": peak_kb / 1024}
+
+
+def _high_water_kb(pid: int) -> int:
+    """The process's peak resident memory so far (kB), or 0 once it has gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def replies(runs: Path) -> list[dict]:
