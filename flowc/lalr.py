@@ -20,10 +20,43 @@ from __future__ import annotations
 import marshal
 import os
 import re
+import sys
 from collections import namedtuple
 
 #: Bumped whenever the shape of the tables changes; part of the cache key.
 FORMAT = 5
+
+#: The lark releases whose insides `tables` is known to read, [first, last) (pyproject.toml pins
+#: the same range): it walks lark's parse table, contextual lexer and "unless" callbacks, none of
+#: which is lark's public API. Measured against lark's own parsers (docs/impl.md, "Speed
+#: machinery"), that is worth it: lark takes 3.4 times the instructions.
+SUPPORTED_LARK = ((1, 2), (1, 4))
+
+
+class Unsupported(ImportError):
+    """The interpreter or lark is not one whose private parts this module is known to read."""
+
+
+try:
+    # The parser of CPython's `re` (private, renamed from `sre_parse` in 3.11), to work out the
+    # characters a terminal can start with. It is loaded by `re` itself, so importing it is free.
+    from re import _constants as _C
+    from re import _parser as _re_parser
+except ImportError as missing:  # pragma: no cover - exercised by tests with a stand-in
+    raise Unsupported(f"flowc's parser needs re._parser and re._constants, which "
+                      f"{sys.implementation.name} {sys.version.split()[0]} does not have") from missing
+
+
+def check_lark(version: str) -> None:
+    """Refuse a lark release outside SUPPORTED_LARK, naming it, before its insides are read."""
+    first, last = SUPPORTED_LARK
+    try:
+        found = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        found = ()
+    if len(found) != 2 or not first <= found < last:
+        raise Unsupported(f"flowc's parser reads the insides of lark {first[0]}.{first[1]} up to (not "
+                          f"including) {last[0]}.{last[1]}; installed is lark {version or '(unknown)'}")
 
 
 class Tok(namedtuple("Tok", "type value line column end_line end_column")):
@@ -163,8 +196,7 @@ def _plain(value):
 def _first_chars(regexp: str, flags: int) -> str | None:
     """The characters a match of `regexp` can start with, or None when that is not worked out
     (any character). An over-approximation: a character left out can never start a match."""
-    from re import _constants as C
-    from re import _parser
+    C = _C
 
     def sequence(items) -> tuple[set[str] | None, bool]:
         chars: set[str] = set()
@@ -216,7 +248,7 @@ def _first_chars(regexp: str, flags: int) -> str | None:
 
     if flags & re.IGNORECASE:
         return None
-    first, nullable = sequence(_parser.parse(regexp, flags))
+    first, nullable = sequence(_re_parser.parse(regexp, flags))
     if first is None or nullable:
         return None
     return "".join(sorted(first))

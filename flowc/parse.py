@@ -285,13 +285,15 @@ def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
 def _fast_parser() -> lalr.Parser | bool:
     """The fast parser, from the tables of lark's parser of the grammar (lark builds them the
     first time; they are cached by the grammar, lark's version and the tables' format). False
-    when it cannot be made (lark's insides are not what `lalr.tables` reads): lark then parses
-    everything, as it did before there was a fast path."""
+    when it cannot be made for another reason (a bug): lark then parses everything, as it did
+    before there was a fast path. A lark release outside `lalr.SUPPORTED_LARK` is refused."""
     global _fast
     with _fast_lock:
         if _fast is None:
             try:
                 _fast = _make_fast_parser()
+            except lalr.Unsupported:
+                raise  # a lark it does not know: fail loudly (pyproject.toml pins lark)
             except Exception as problem:  # noqa: BLE001 - slower, not wrong
                 import warnings
 
@@ -303,8 +305,10 @@ def _fast_parser() -> lalr.Parser | bool:
 def _make_fast_parser() -> lalr.Parser:
     import hashlib
 
+    version = _lark_version()
+    lalr.check_lark(version)
     grammar = GRAMMAR_PATH.read_bytes()
-    key = hashlib.sha256(b"\0".join([grammar, _lark_version().encode(), str(lalr.FORMAT).encode()]))
+    key = hashlib.sha256(b"\0".join([grammar, version.encode(), str(lalr.FORMAT).encode()]))
     key = key.hexdigest()[:16]
     folder = _cache_folder()
     path = os.path.join(folder, f"flow-lalr-{key}.marshal") if folder else None

@@ -17,12 +17,41 @@ properties and class methods in the body (a method the body defines is never rep
 from __future__ import annotations
 
 import dataclasses
+import sys
 from operator import attrgetter
 from reprlib import recursive_repr
 from types import CodeType, FunctionType
 
+#: The interpreters these records are known to work on, [first, last]: they use two private
+#: names of `dataclasses` (below). Extend it only after tests/test_records.py passes there.
+SUPPORTED_PYTHON = ((3, 11), (3, 13))
+
+
+class UnsupportedInterpreter(ImportError):
+    """flowc's records rely on an interpreter's private parts; this one is not known to have them."""
+
+
+def check_interpreter(version=sys.version_info, implementation: str = sys.implementation.name,
+                      module=dataclasses) -> None:
+    """Refuse, at import, an interpreter the private names are not known on (rather than making
+    classes that are subtly not what `dataclasses` expects)."""
+    first, last = SUPPORTED_PYTHON
+    running = f"{implementation} {version[0]}.{version[1]}"
+    supported = f"CPython {first[0]}.{first[1]} to {last[0]}.{last[1]}"
+    if implementation != "cpython" or not first <= tuple(version[:2]) <= last:
+        raise UnsupportedInterpreter(f"flowc runs on {supported}; this is {running} "
+                                     "(flowc/records.py: SUPPORTED_PYTHON)")
+    missing = [name for name in ("_FIELD", "_HAS_DEFAULT_FACTORY") if not hasattr(module, name)]
+    if missing:
+        raise UnsupportedInterpreter(f"flowc needs dataclasses.{', dataclasses.'.join(missing)}, "
+                                     f"which {running} does not have (flowc/records.py)")
+
+
+check_interpreter()
+
 _MISSING = dataclasses.MISSING
-#: `dataclasses.fields()` keeps the Field objects marked with this (private) constant.
+#: `dataclasses.fields()`, `replace()` and `asdict()` keep only the Field objects marked with this
+#: private constant: without it a record would be a dataclass with no fields to them.
 _FIELD = dataclasses._FIELD  # type: ignore[attr-defined]
 #: The default of a parameter whose field has a default factory (the one dataclasses use, so that
 #: signatures compare equal).
@@ -192,45 +221,14 @@ def _frozen_delattr(self, name):
 
 
 def _init(cls, names, defaults, factories, frozen: bool, post_init: bool):
-    if factories or post_init:
-        init = _compiled_init(cls, names, defaults, factories, frozen, post_init)
-    else:
-        init = _init_from_template(cls, names, defaults, frozen)
+    # Compiled per class. Renaming the variables of one template per field count
+    # (`CodeType.replace`) saved ~1.8 ms over the front end's 79 classes, within the noise of
+    # `flow check`'s start-up (docs/impl.md, "Speed machinery").
+    init = _compiled_init(cls, names, defaults, factories, frozen, post_init)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     init.__annotations__ = {**{name: cls.__dataclass_fields__[name].type for name in names}, "return": None}
     return init
-
-
-#: `__init__` code for each (number of fields, frozen), with parameters `a0`, `a1`, ...
-_TEMPLATES: dict[tuple[int, bool], CodeType] = {}
-
-
-def _init_from_template(cls, names: tuple[str, ...], defaults: dict, frozen: bool):
-    """`__init__` without compiling: compiling was most of the time a record took to make, so the
-    code is compiled once per number of fields and given each class's field names."""
-    key = (len(names), frozen)
-    template = _TEMPLATES.get(key)
-    if template is None:
-        count = len(names)
-        if frozen:
-            # The slot's own setter: a frozen record's `__setattr__` refuses, and this is also
-            # quicker than `object.__setattr__(self, name, value)`.
-            body = [f"    _set_{i}(self, a{i})" for i in range(count)]
-        else:
-            body = [f"    self.a{i} = a{i}" for i in range(count)]
-        namespace: dict[str, object] = {}
-        params = "".join(f", a{i}" for i in range(count))
-        exec(f"def __init__(self{params}):\n" + ("\n".join(body) or "    pass") + "\n", namespace)
-        template = _TEMPLATES[key] = namespace["__init__"].__code__  # type: ignore[attr-defined]
-    if frozen:
-        code = template.replace(co_varnames=("self", *names))
-        namespace = {f"_set_{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
-    else:
-        code = template.replace(co_varnames=("self", *names), co_names=names)
-        namespace = {}
-    given = tuple(defaults[name] for name in names if name in defaults)
-    return FunctionType(code, namespace, "__init__", given or None)
 
 
 def _compiled_init(cls, names, defaults, factories, frozen: bool, post_init: bool):

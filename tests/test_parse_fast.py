@@ -421,3 +421,39 @@ def test_messages_show_the_text_of_tokens():
     assert "comparisons do not chain: `<` then `<`" in messages
     parsed, _ = assert_same("flow g() -> Duration = 1.5ns\n")
     assert [d.message for d in parsed.diagnostics] == ["`1.5ns` is not a whole number of nanoseconds"]
+
+
+# ---- the lark releases and interpreters the fast path is known to read ----------------------------
+
+
+def test_lark_outside_the_pinned_range_is_refused_by_name():
+    from flowc import lalr
+
+    (first_major, first_minor), (last_major, last_minor) = lalr.SUPPORTED_LARK
+    lalr.check_lark(f"{first_major}.{first_minor}.0")
+    lalr.check_lark(f"{last_major}.{last_minor - 1}.9")
+    for version in (f"{last_major}.{last_minor}.0", f"{first_major}.{first_minor - 1}.9", "2.0", "", "x.y"):
+        with pytest.raises(lalr.Unsupported, match="installed is lark"):
+            lalr.check_lark(version)
+
+
+def test_parsing_with_an_unsupported_lark_fails_loudly(monkeypatch):
+    """Not a silent fall-back to lark's slower parser: the error names the release."""
+    from flowc import lalr
+
+    monkeypatch.setattr(P, "_fast", None)
+    monkeypatch.setattr(P, "_lark_version", lambda: "1.4.0")
+    with pytest.raises(lalr.Unsupported, match="installed is lark 1.4.0"):
+        P.parse("flow f() -> Int = 1\n")
+
+
+def test_importing_the_fast_path_fails_loudly_without_re_parser():
+    import subprocess
+    import sys
+
+    # An interpreter whose `re` has no `_parser` (the attribute gone, the module not importable).
+    code = "import re, sys\ndel re._parser\nsys.modules['re._parser'] = None\nimport flowc.lalr\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "Unsupported: flowc's parser needs re._parser" in done.stderr
+    assert sys.version.split()[0] in done.stderr

@@ -205,3 +205,42 @@ def test_dump_leaves_out_spans_comments_and_docs():
     with_layout = parse("/// doc\npub flow f() -> Int =   1 // note\n", "a.flow").module
     without = parse("pub flow f() -> Int = 1\n", "b.flow").module
     assert S.dump(with_layout) == S.dump(without)
+
+
+# ---- the interpreters records run on (they use two private names of `dataclasses`) ------------
+
+
+def test_an_interpreter_outside_the_supported_range_is_refused_by_name():
+    from flowc.records import SUPPORTED_PYTHON, UnsupportedInterpreter, check_interpreter
+
+    first, last = SUPPORTED_PYTHON
+    check_interpreter((*first, 0), "cpython")
+    check_interpreter((*last, 9), "cpython")
+    for version, implementation, named in (((last[0], last[1] + 1, 0), "cpython", f"cpython {last[0]}.{last[1] + 1}"),
+                                           ((first[0], first[1] - 1, 0), "cpython", f"{first[0]}.{first[1] - 1}"),
+                                           ((*first, 0), "pypy", "pypy")):
+        with pytest.raises(UnsupportedInterpreter, match=named):
+            check_interpreter(version, implementation)
+
+
+def test_an_interpreter_without_the_private_names_is_refused():
+    from types import SimpleNamespace
+
+    from flowc.records import UnsupportedInterpreter, check_interpreter
+
+    with pytest.raises(UnsupportedInterpreter, match=r"dataclasses\._FIELD\b"):
+        check_interpreter(module=SimpleNamespace(_HAS_DEFAULT_FACTORY=object()))
+    with pytest.raises(UnsupportedInterpreter, match="_FIELD, dataclasses._HAS_DEFAULT_FACTORY"):
+        check_interpreter(module=SimpleNamespace())
+
+
+def test_importing_records_fails_loudly_where_dataclasses_lacks_them():
+    """The check runs at import: simulate an interpreter whose `dataclasses` moved `_FIELD`."""
+    import subprocess
+    import sys
+
+    code = "import dataclasses\ndel dataclasses._FIELD\nimport flowc.records\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "UnsupportedInterpreter: flowc needs dataclasses._FIELD" in done.stderr
+    assert f"cpython {sys.version_info[0]}.{sys.version_info[1]}" in done.stderr
