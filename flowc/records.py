@@ -20,7 +20,6 @@ import dataclasses
 import sys
 from operator import attrgetter
 from reprlib import recursive_repr
-from types import CodeType, FunctionType
 
 #: The interpreters these records are known to work on, [first, last]: they use two private
 #: names of `dataclasses` (below). Extend it only after tests/test_records.py passes there.
@@ -136,27 +135,27 @@ def maker(cls):
     if hasattr(cls, "__post_init__") or any(f.default_factory is not _MISSING for f in fields) \
             or "_made" in names:
         raise TypeError(f"{cls.__name__} has no maker")
-    count = len(names)
-    template = _MAKER_TEMPLATES.get(count)
-    if template is None:
-        body = "".join(f"    _made.a{i} = a{i}\n" for i in range(count))
-        namespace: dict[str, object] = {}
-        exec(f"def make({', '.join(f'a{i}' for i in range(count))}):\n    _made = _new(_twin)\n{body}"
-             "    _made.__class__ = _cls\n    return _made\n", namespace)
-        template = _MAKER_TEMPLATES[count] = namespace["make"].__code__  # type: ignore[attr-defined]
-    rename = {f"a{i}": name for i, name in enumerate(names)}
-    code = template.replace(co_varnames=(*names, "_made"),
-                            co_names=tuple(rename.get(name, name) for name in template.co_names))
+    # Compiled per class (renaming one template's variables with `CodeType.replace` saved well
+    # under a millisecond over the syntax's classes: docs/impl.md, "Speed machinery").
     twin = type(cls.__name__, (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
                                        "__delattr__": object.__delattr__, "__module__": cls.__module__})
-    given = tuple(f.default for f in fields if f.default is not _MISSING)
-    make = FunctionType(code, {"_new": object.__new__, "_twin": twin, "_cls": cls}, "make", given or None)
-    make.__qualname__ = f"{cls.__qualname__}.make"
+    namespace: dict[str, object] = {"_new": object.__new__, "_twin": twin, "_cls": cls}
+    params = []
+    for index, f in enumerate(fields):
+        if f.default is not _MISSING:
+            namespace[f"_dflt_{index}"] = f.default
+            params.append(f"{f.name}=_dflt_{index}")
+        else:
+            params.append(f.name)
+    if set(names) & set(namespace):
+        raise TypeError(f"{cls.__name__} has no maker")  # a field would hide what the maker calls
+    body = "".join(f"    _made.{name} = {name}\n" for name in names)
+    exec(f"def make({', '.join(params)}):\n    _made = _new(_twin)\n{body}"
+         "    _made.__class__ = _cls\n    return _made\n", namespace)
+    make = namespace["make"]
+    make.__qualname__ = f"{cls.__qualname__}.make"  # type: ignore[attr-defined]
+    make.__module__ = cls.__module__  # type: ignore[attr-defined]
     return make
-
-
-#: Maker code for each number of fields, with parameters and attributes `a0`, `a1`, ...
-_MAKER_TEMPLATES: dict[int, CodeType] = {}
 
 
 def _set_default(body: dict, name: str, value) -> None:
