@@ -20,9 +20,12 @@ import dataclasses
 import sys
 from operator import attrgetter
 from reprlib import recursive_repr
+from types import CodeType, FunctionType
 
 #: The interpreters these records are known to work on, [first, last]: they use two private
-#: names of `dataclasses` (below). Extend it only after tests/test_records.py passes there.
+#: names of `dataclasses` (below), and rename the variables of compiled templates
+#: (`CodeType.replace`), which assumes code refers to its variables by position (true of 3.11
+#: to 3.13, checked on each). Extend it only after tests/test_records.py passes there.
 SUPPORTED_PYTHON = ((3, 11), (3, 13))
 
 
@@ -135,27 +138,27 @@ def maker(cls):
     if hasattr(cls, "__post_init__") or any(f.default_factory is not _MISSING for f in fields) \
             or "_made" in names:
         raise TypeError(f"{cls.__name__} has no maker")
-    # Compiled per class (renaming one template's variables with `CodeType.replace` saved well
-    # under a millisecond over the syntax's classes: docs/impl.md, "Speed machinery").
+    count = len(names)
+    template = _MAKER_TEMPLATES.get(count)
+    if template is None:
+        body = "".join(f"    _made.a{i} = a{i}\n" for i in range(count))
+        namespace: dict[str, object] = {}
+        exec(f"def make({', '.join(f'a{i}' for i in range(count))}):\n    _made = _new(_twin)\n{body}"
+             "    _made.__class__ = _cls\n    return _made\n", namespace)
+        template = _MAKER_TEMPLATES[count] = namespace["make"].__code__  # type: ignore[attr-defined]
+    rename = {f"a{i}": name for i, name in enumerate(names)}
+    code = template.replace(co_varnames=(*names, "_made"),
+                            co_names=tuple(rename.get(name, name) for name in template.co_names))
     twin = type(cls.__name__, (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
                                        "__delattr__": object.__delattr__, "__module__": cls.__module__})
-    namespace: dict[str, object] = {"_new": object.__new__, "_twin": twin, "_cls": cls}
-    params = []
-    for index, f in enumerate(fields):
-        if f.default is not _MISSING:
-            namespace[f"_dflt_{index}"] = f.default
-            params.append(f"{f.name}=_dflt_{index}")
-        else:
-            params.append(f.name)
-    if set(names) & set(namespace):
-        raise TypeError(f"{cls.__name__} has no maker")  # a field would hide what the maker calls
-    body = "".join(f"    _made.{name} = {name}\n" for name in names)
-    exec(f"def make({', '.join(params)}):\n    _made = _new(_twin)\n{body}"
-         "    _made.__class__ = _cls\n    return _made\n", namespace)
-    make = namespace["make"]
-    make.__qualname__ = f"{cls.__qualname__}.make"  # type: ignore[attr-defined]
-    make.__module__ = cls.__module__  # type: ignore[attr-defined]
+    given = tuple(f.default for f in fields if f.default is not _MISSING)
+    make = FunctionType(code, {"_new": object.__new__, "_twin": twin, "_cls": cls}, "make", given or None)
+    make.__qualname__ = f"{cls.__qualname__}.make"
     return make
+
+
+#: Maker code for each number of fields, with parameters and attributes `a0`, `a1`, ...
+_MAKER_TEMPLATES: dict[int, CodeType] = {}
 
 
 def _set_default(body: dict, name: str, value) -> None:
@@ -220,14 +223,47 @@ def _frozen_delattr(self, name):
 
 
 def _init(cls, names, defaults, factories, frozen: bool, post_init: bool):
-    # Compiled per class. Renaming the variables of one template per field count
-    # (`CodeType.replace`) saved ~1.8 ms over the front end's 79 classes, within the noise of
-    # `flow check`'s start-up (docs/impl.md, "Speed machinery").
-    init = _compiled_init(cls, names, defaults, factories, frozen, post_init)
+    if factories or post_init:
+        init = _compiled_init(cls, names, defaults, factories, frozen, post_init)
+    else:
+        init = _init_from_template(cls, names, defaults, frozen)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     init.__annotations__ = {**{name: cls.__dataclass_fields__[name].type for name in names}, "return": None}
     return init
+
+
+#: `__init__` code for each (number of fields, frozen), with parameters `a0`, `a1`, ...
+_TEMPLATES: dict[tuple[int, bool], CodeType] = {}
+
+
+def _init_from_template(cls, names: tuple[str, ...], defaults: dict, frozen: bool):
+    """`__init__` without compiling: compiling was most of the time a record took to make, so the
+    code is compiled once per number of fields and given each class's field names. Compiling each
+    class's own took `flow check` 5% more instructions at start-up, and compiling each maker 4.5%
+    more (docs/impl.md, "Speed machinery")."""
+    key = (len(names), frozen)
+    template = _TEMPLATES.get(key)
+    if template is None:
+        count = len(names)
+        if frozen:
+            # The slot's own setter: a frozen record's `__setattr__` refuses, and this is also
+            # quicker than `object.__setattr__(self, name, value)`.
+            body = [f"    _set_{i}(self, a{i})" for i in range(count)]
+        else:
+            body = [f"    self.a{i} = a{i}" for i in range(count)]
+        namespace: dict[str, object] = {}
+        params = "".join(f", a{i}" for i in range(count))
+        exec(f"def __init__(self{params}):\n" + ("\n".join(body) or "    pass") + "\n", namespace)
+        template = _TEMPLATES[key] = namespace["__init__"].__code__  # type: ignore[attr-defined]
+    if frozen:
+        code = template.replace(co_varnames=("self", *names))
+        namespace = {f"_set_{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
+    else:
+        code = template.replace(co_varnames=("self", *names), co_names=names)
+        namespace = {}
+    given = tuple(defaults[name] for name in names if name in defaults)
+    return FunctionType(code, namespace, "__init__", given or None)
 
 
 def _compiled_init(cls, names, defaults, factories, frozen: bool, post_init: bool):
