@@ -9,9 +9,9 @@ descriptors as `records` does, or not frozen, plain `self.x = x`).
 
 Three figures, the variants interleaved, medians:
   1. making one node (a `Span` of four fields, a `Var` of two), ns per node;
-  2. making the classes: `import` of the front end's record modules (about 80 classes) in a fresh
-     process, records against dataclasses (`record` swapped for a dataclass decorator before the
-     import); and importing the same classes written out as source, from bytecode;
+  2. making the front end's 79 record classes from the same bodies: `record`, `record` with each
+     `__init__` compiled (no `CodeType.replace`), dataclasses, and the classes written out as
+     source, run from bytecode;
   3. parse only, lines/s of a generated program: makers (today), calling the record classes,
      and the classes as dataclasses.
 `--callgrind` counts instructions per node made instead of wall time (valgrind), by the
