@@ -266,10 +266,12 @@ def _write(o, out):
     elif t is FlowDecimal:
         out.append(decimal_text(o).encode("ascii"))
     elif t is _BigInt:
+        # Written as the number it is (a Decimal's text when it is one; else the integer's own
+        # digits, which decoding then reports as over the Int limit where an Int is expected).
         try:
             out.append(decimal_text(V.parse_decimal(o.text)).encode("ascii"))
-        except ValueError as e:
-            raise EncodeError("$", str(e)) from None
+        except ValueError:
+            out.append(o.text.encode("ascii"))
     elif isinstance(o, _PyDecimal):
         out.append(decimal_text(_flow_decimal(o, EncodeError)).encode("ascii"))
     elif t is float:
