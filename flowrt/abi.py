@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import json as _stdjson
 import re
-from decimal import Decimal
+from decimal import Decimal as _PyDecimal
 from urllib.parse import quote as _quote
 
 import orjson
 
 from sandbox import values as V
 from sandbox.bigint import checked, over_limit, text_int
+from sandbox.flowdecimal import FlowDecimal
 from sandbox.values import (
     ListView, JSON_VALUE, NONE, OPTION_ID, JSON_VALUE_ID, RESULT_ID, TOOL_PROBLEM_ID, FlowDict, FlowSet,
     Duration, Instant, Token, decimal_text, duration_text, instant_text, bytes_text, int_text,
@@ -262,10 +263,17 @@ def _write(o, out):
         out.append(int_text(o).encode("ascii"))
     elif o is None:
         out.append(b"null")
-    elif isinstance(o, Decimal):
-        if not o.is_finite():
-            raise EncodeError("$", f"not a finite number: {o}")
+    elif t is FlowDecimal:
         out.append(decimal_text(o).encode("ascii"))
+    elif t is _BigInt:
+        # Written as the number it is (a Decimal's text when it is one; else the integer's own
+        # digits, which decoding then reports as over the Int limit where an Int is expected).
+        try:
+            out.append(decimal_text(V.parse_decimal(o.text)).encode("ascii"))
+        except ValueError:
+            out.append(o.text.encode("ascii"))
+    elif isinstance(o, _PyDecimal):
+        out.append(decimal_text(_flow_decimal(o, EncodeError)).encode("ascii"))
     elif t is float:
         out.append(orjson.dumps(o))
     elif isinstance(o, str):
@@ -512,10 +520,22 @@ def _enc_int(v):
     return checked(v, "an Int")
 
 
+def _flow_decimal(v, fail):
+    """`v` as a FlowDecimal: Flow's own, or a finite `decimal.Decimal` a Python caller hands in
+    (converted exactly), else `fail`."""
+    if type(v) is FlowDecimal:
+        return v
+    if isinstance(v, _PyDecimal) and v.is_finite():
+        return FlowDecimal(v)
+    if fail is EncodeError:
+        raise EncodeError("$", f"not a finite number: {v!r:.80}")
+    raise fail(f"expected a finite Decimal, found {v!r:.80}")
+
+
 def _enc_decimal(v):
-    if type(v) is not Decimal or not v.is_finite():
-        raise _Fail(f"expected a finite Decimal, found {v!r:.80}")
-    return decimal_text(v)
+    if type(v) is FlowDecimal:
+        return decimal_text(v)
+    return decimal_text(_flow_decimal(v, _Fail))
 
 
 def _enc_bool(v):
@@ -573,12 +593,14 @@ def _enc_json(v):
             raise _Fail("json.String holds a str")
         return x
     if tag == "Number":
-        if type(x) is not Decimal or not x.is_finite():
-            raise _Fail("json.Number holds a finite Decimal")
-        text = decimal_text(x)
-        if "." in text or "E" in text:
-            return x
-        return int(x)
+        if type(x) is not FlowDecimal:
+            try:
+                x = _flow_decimal(x, _Fail)
+            except _Fail:
+                raise _Fail("json.Number holds a finite Decimal") from None
+        if x.exp < 0 or x.exp > V.DECIMAL_PLAIN_LIMIT:
+            return x  # written with a point or an exponent
+        return x.to_integral("down")
     if tag == "Bool":
         if type(x) is not bool:
             raise _Fail("json.Bool holds a bool")
@@ -619,11 +641,14 @@ _ENC_PRIM = {
 # Parsing JSON text
 
 
-class _BigInt(Decimal):
+class _BigInt:
     """Internal: an integer literal over the Int limit, kept (unconverted) so that decoding can
     say where it is, or take it as a json.Value number."""
 
-    __slots__ = ()
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def parse_int(s: str):
@@ -653,7 +678,7 @@ def _pairs(pairs):
     return d
 
 
-_DECODER = _stdjson.JSONDecoder(object_pairs_hook=_pairs, parse_float=Decimal,
+_DECODER = _stdjson.JSONDecoder(object_pairs_hook=_pairs, parse_float=V.parse_decimal,
                                 parse_int=parse_int, parse_constant=_parse_constant)
 
 
@@ -718,7 +743,7 @@ def _found(j) -> str:
         return f"the integer {j}" if -10**20 < j < 10**20 else "an integer"
     if t is _BigInt:
         return "an integer"
-    if t is float or isinstance(j, Decimal):
+    if t is float or t is FlowDecimal:
         return f"the number {j}" if len(str(j)) <= 40 else "a number"
     if t is str:
         return f"the string {V.json_string(j)}" if len(j) <= 40 else "a string"
@@ -961,7 +986,7 @@ def _dec_int(j):
         return j
     if t is _BigInt:
         raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
-    if t is float or isinstance(j, Decimal):
+    if t is float or t is FlowDecimal:
         raise _Fail(f"expected an integer, found {_found(j)}")
     raise _Fail(f"expected an integer, found {_found(j)}")
 
@@ -1041,7 +1066,7 @@ def _dec_json(j):
     if t is bool:
         return _new(JSON_VALUE, ("Bool", j))
     if t is int:
-        return _new(JSON_VALUE, ("Number", Decimal(j)))
+        return _new(JSON_VALUE, ("Number", FlowDecimal(j)))
     if t is dict:
         for key in j:
             if type(key) is not str:
@@ -1070,11 +1095,21 @@ def _dec_json(j):
     if t is float:
         if j != j or j in (float("inf"), float("-inf")):
             raise _Fail("NaN and infinities are not JSON numbers")
-        return _new(JSON_VALUE, ("Number", Decimal(repr(j))))
-    if isinstance(j, Decimal):
+        return _new(JSON_VALUE, ("Number", V.parse_decimal(repr(j))))
+    if t is FlowDecimal:
+        return _new(JSON_VALUE, ("Number", j))
+    if t is _BigInt:
+        try:
+            return _new(JSON_VALUE, ("Number", V.parse_decimal(j.text)))
+        except ValueError as e:
+            raise _Fail(str(e)) from None
+    if isinstance(j, _PyDecimal):
         if not j.is_finite():
             raise _Fail("NaN and infinities are not JSON numbers")
-        return _new(JSON_VALUE, ("Number", Decimal(j)))
+        try:
+            return _new(JSON_VALUE, ("Number", FlowDecimal(j)))
+        except ValueError as e:
+            raise _Fail(str(e)) from None
     raise _Fail(f"not JSON data: {t.__name__}")
 
 

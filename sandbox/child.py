@@ -41,7 +41,6 @@ interleaving, live and in replay.
 from __future__ import annotations
 
 import collections
-import decimal
 import os
 import sys
 from types import GeneratorType
@@ -227,10 +226,8 @@ class Scheduler:
             # Int arithmetic is Python's own; an Int over the limit is caught where it is turned
             # into text or leaves the evaluator (a result, a Tool's arguments, interpolation).
             self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", str(problem))}})
-        except (decimal.Overflow, decimal.Underflow) as problem:
-            self.send({"op": "end", "outcome": {"Faulted": self.fault_data(
-                problem, "limit", f"a Decimal result beyond the exponent range ({decimal.MIN_EMIN} to "
-                f"{decimal.MAX_EMAX} for its first digit)")}})
+        except V.DecimalOverLimit as problem:
+            self.send({"op": "end", "outcome": {"Faulted": self.fault_data(problem, "limit", str(problem))}})
         finally:
             try:
                 self.flush()
@@ -769,7 +766,6 @@ def main() -> None:
     except SandboxRefusal as refusal:
         channel.send(write_fd, {"op": "refused", "message": str(refusal)})
         return
-    decimal.setcontext(R.EXACT)
     lock_down(config, write_fd)
     if load["op"] == "test":
         channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces, counter)})

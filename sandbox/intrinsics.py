@@ -23,8 +23,8 @@ Faults (`sandbox.runtime.Fault(kind, message)`), see also docs/intrinsics.md:
 
 - `limit`: a result beyond the implementation's limits: an Int over `MAX_INT_DIGITS` decimal
   digits (`text.to_int`, `decimal.truncate/floor/ceil`, `duration.from_nanos`,
-  `duration.parse`), a Decimal whose exponent is beyond the runtime's range (`decimal.parse`,
-  `decimal.round`), an Instant outside years 0001 to 9999 (`instant.from_unix_nanos`), a list or
+  `duration.parse`), a Decimal whose exponent is beyond the signed 64-bit range or with more than
+  100,000 significant digits (`decimal.parse`, `decimal.round`), an Instant outside years 0001 to 9999 (`instant.from_unix_nanos`), a list or
   text over `MAX_BUILD_SIZE` items (`list.range`, `text.repeat`).
 - `invalid-argument`: an argument the docs say faults that is none of the above
   (`list.chunks` with a size of zero or less).
@@ -39,14 +39,13 @@ Unicode default (full, locale-independent) case conversion of the Unicode versio
 
 from __future__ import annotations
 
-import decimal
 import re
-from decimal import Decimal
 
 from flowrt import abi
 from sandbox import values as V
-from sandbox.bigint import over_limit
-from sandbox.runtime import EXACT, Fault, TypeArg, rt_fcall, to_json
+from sandbox.bigint import _pow10, over_limit
+from sandbox.flowdecimal import ZERO, FlowDecimal, _ndigits
+from sandbox.runtime import Fault, TypeArg, rt_fcall, to_json
 
 __all__ = ["INTRINSICS", "SCHEDULER_INTRINSICS", "MAX_BUILD_SIZE", "WHITESPACE", "missing"]
 
@@ -500,16 +499,12 @@ def i_set_difference(a, b):
 # =============================================================================================
 # std@v1/decimal
 
-_DECIMAL_TEXT = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?)([0-9]+))?")
-# EXACT's range, but refusing any rounding: a parsed text is either exact or beyond the limits.
-_PARSE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
-                         rounding=decimal.ROUND_HALF_EVEN,
-                         traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow,
-                                decimal.Inexact, decimal.Rounded])
+# What `decimal.parse` accepts: stricter than the ABI's text (no `+`, no `1.` or `.5`).
+_DECIMAL_TEXT = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
 def i_decimal_from_int(n):
-    return Decimal(n)
+    return FlowDecimal(n)
 
 
 def i_decimal_to_text(d):
@@ -517,61 +512,48 @@ def i_decimal_to_text(d):
 
 
 def i_decimal_parse(t):
-    m = _DECIMAL_TEXT.fullmatch(t)
-    if m is None:
+    if not t.isascii() or _DECIMAL_TEXT.fullmatch(t) is None:
         return _NONE
-    sign, whole, frac, esign, edigits = m.groups()
-    mantissa = sign + whole + ("." + frac if frac else "")
-    if edigits is None:
-        return _some(Decimal(mantissa))
-    if (whole + (frac or "")).strip("0") == "":
-        return _some(Decimal(mantissa))  # zero, whatever the exponent
-    edigits = edigits.lstrip("0") or "0"
-    if len(edigits) > 24:
-        raise Fault("limit", f"decimal.parse: the exponent of {t[:40]!r} is beyond the implementation's limits")
     try:
-        return _some(_PARSE.create_decimal(f"{mantissa}E{esign}{edigits}"))
-    except decimal.DecimalException:
-        raise Fault("limit", f"decimal.parse: {t[:40]!r} is beyond the implementation's limits") from None
+        return _some(V.parse_decimal(t))
+    except ValueError as e:  # a well-formed number beyond the limits: the program's own value
+        raise Fault("limit", f"decimal.parse: {e}") from None
 
 
 def i_decimal_round(d, places):
-    if not d:
-        return d
-    if places >= -d.as_tuple().exponent:
-        return d  # already has no more than `places` fractional digits
+    c, e = d.coef, d.exp
     p = -places  # round to a multiple of 10**p
-    if p > d.adjusted() + 1:
-        return Decimal(0)  # |d| < 10**(p-1), less than half of 10**p
+    if not c or e >= p:
+        return d  # already has no more than `places` fractional digits
+    drop = p - e
+    if drop > _ndigits(abs(c)):
+        return ZERO  # |d| < 10**(p-1), less than half of 10**p
+    unit = _pow10(drop)
+    q, rest = divmod(abs(c), unit)
+    if 2 * rest > unit or (2 * rest == unit and q % 2 == 1):
+        q += 1
     try:
-        return d.quantize(Decimal((0, (1,), p)), rounding=decimal.ROUND_HALF_EVEN, context=EXACT)
-    except decimal.DecimalException:
-        # 10**p itself is beyond the exponent range: fine when the result is 0 (a tie goes to 0,
-        # the even multiple), beyond the limits when it is 10**p.
-        if d.copy_abs() <= Decimal((0, (5,), p - 1)):
-            return Decimal(0)
-        raise Fault("limit", "decimal.round: the result is beyond the implementation's limits") from None
+        return FlowDecimal.of(-q if c < 0 else q, p)
+    except V.DecimalOverLimit:
+        raise Fault("limit", "decimal.round: the result's exponent is beyond the signed 64-bit range") from None
 
 
-def _to_int(d, rounding, what):
-    if d and d.adjusted() >= V.MAX_INT_DIGITS:
+def _to_int(d, mode, what):
+    if d.coef and d.adjusted() >= V.MAX_INT_DIGITS:
         raise Fault("limit", f"{what}: an Int over the limit of {V.MAX_INT_DIGITS} decimal digits")
-    r = d.to_integral_value(rounding=rounding, context=EXACT)
-    if r and r.adjusted() >= V.MAX_INT_DIGITS:
-        raise Fault("limit", f"{what}: an Int over the limit of {V.MAX_INT_DIGITS} decimal digits")
-    return int(r)
+    return _check_int(d.to_integral(mode), what)
 
 
 def i_decimal_truncate(d):
-    return _to_int(d, decimal.ROUND_DOWN, "decimal.truncate")
+    return _to_int(d, "down", "decimal.truncate")
 
 
 def i_decimal_floor(d):
-    return _to_int(d, decimal.ROUND_FLOOR, "decimal.floor")
+    return _to_int(d, "floor", "decimal.floor")
 
 
 def i_decimal_ceil(d):
-    return _to_int(d, decimal.ROUND_CEILING, "decimal.ceil")
+    return _to_int(d, "ceiling", "decimal.ceil")
 
 
 # =============================================================================================

@@ -8,22 +8,12 @@ generated code never talks to the host itself.
 from __future__ import annotations
 
 import base64
-import decimal
-from decimal import Decimal
 
 from sandbox import values as V
+from sandbox.flowdecimal import FlowDecimal
 
-# Exact arithmetic for + - * on Decimal; division rounds to 34 significant digits, half-even.
-# A result beyond the exponent range traps (Overflow, and Underflow: rounded to a subnormal or to
-# zero, it would be silently wrong); the child turns either into a `limit` fault.
-EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
-                        rounding=decimal.ROUND_HALF_EVEN,
-                        traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow,
-                               decimal.Underflow])
-DIVISION = decimal.Context(prec=34, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
-                           rounding=decimal.ROUND_HALF_EVEN,
-                           traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow,
-                                  decimal.Underflow])
+# Decimal `+ - *` are FlowDecimal's own operators (exact); `/` and `%` are below. A result beyond
+# the limits raises V.DecimalOverLimit, which the child turns into a `limit` fault.
 
 
 class Fault(Exception):
@@ -163,8 +153,8 @@ def rt_token(identity: str, token: str) -> V.Token:
     return V.Token(identity, token)
 
 
-def rt_dec(text: str) -> Decimal:
-    return Decimal(text)
+def rt_dec(text: str) -> FlowDecimal:
+    return V.parse_decimal(text)
 
 
 def rt_duration(nanos: str) -> V.Duration:
@@ -195,16 +185,16 @@ def rt_imod(a: int, b: int) -> int:
     return r
 
 
-def rt_ddiv(a: Decimal, b: Decimal) -> Decimal:
-    if b == 0:
+def rt_ddiv(a: FlowDecimal, b: FlowDecimal) -> FlowDecimal:
+    if not b.coef:
         raise Fault("division-by-zero", "division by zero")
-    return DIVISION.divide(a, b)
+    return a.divide(b)
 
 
-def rt_dmod(a: Decimal, b: Decimal) -> Decimal:
-    if b == 0:
+def rt_dmod(a: FlowDecimal, b: FlowDecimal) -> FlowDecimal:
+    if not b.coef:
         raise Fault("division-by-zero", "remainder of a division by zero")
-    return EXACT.remainder(a, b)
+    return a.remainder(b)
 
 
 def rt_show(value) -> str:
@@ -232,7 +222,7 @@ def to_json(value, option_nested: bool = False):
     kind = type(value)
     if kind is bool or kind is str or kind is int:
         return value
-    if kind is Decimal:
+    if kind is FlowDecimal:
         return V.decimal_text(value)
     if kind is bytes:
         return base64.b64encode(value).decode("ascii")

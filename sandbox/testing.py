@@ -15,7 +15,6 @@ Each test runs under the same deterministic scheduler as a run, with two differe
 
 from __future__ import annotations
 
-import decimal
 import time
 import traceback
 
@@ -171,9 +170,8 @@ def run_tests(load: dict, namespaces: dict, counter: StepCounter) -> list[dict]:
             result.update(outcome="failed", message="fault[limit]: the call depth limit was exceeded")
         except V.IntOverLimit as problem:
             result.update(outcome="failed", message=f"fault[limit]: {problem}", location=_location(load, problem))
-        except (decimal.Overflow, decimal.Underflow) as problem:
-            result.update(outcome="failed", message="fault[limit]: a Decimal result beyond the exponent range",
-                          location=_location(load, problem))
+        except V.DecimalOverLimit as problem:
+            result.update(outcome="failed", message=f"fault[limit]: {problem}", location=_location(load, problem))
         result["seconds"] = round(time.perf_counter() - started, 6)
         results.append(result)
     return results

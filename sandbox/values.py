@@ -5,7 +5,7 @@ Every Flow data value has exactly one Python representation here:
 | Flow            | Python                                                          |
 |-----------------|-----------------------------------------------------------------|
 | Int             | `int` (never `bool`)                                            |
-| Decimal         | `decimal.Decimal`, finite                                       |
+| Decimal         | `FlowDecimal` (sandbox/flowdecimal.py), any 64-bit exponent    |
 | Bool            | `bool`                                                          |
 | Text            | `str` (Unicode scalar values: no lone surrogates)               |
 | Bytes           | `bytes`                                                         |
@@ -32,7 +32,7 @@ be (Flow never compares them). Equal keys mean equal values.
 Determinism. Nothing here depends on hash seeds, `id()` or the iteration order of unordered
 Python containers: a FlowSet built from the same elements in any order iterates in the same order.
 
-This module is pure: no I/O, and only the standard library's decimal, datetime, base64, bisect, re and
+This module is pure: no I/O, and only the standard library's datetime, base64, bisect, re and
 functools (and sandbox.bigint, the Int's conversions to and from text).
 """
 
@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import base64
 import datetime
-import decimal
 import re
 from bisect import bisect_left
-from decimal import Decimal
 
 # Int <-> text of any size up to the Int limit (decoding refuses longer integers).
 from sandbox.bigint import MAX_INT_DIGITS, IntOverLimit, int_text, text_int
+# Flow's Decimal: exact, any signed 64-bit exponent (its own module; Python's decimal stops near 10^18).
+from sandbox.flowdecimal import DECIMAL_PLAIN_LIMIT, DecimalOverLimit, FlowDecimal, decimal_text, parse_decimal
 
 __all__ = [
     "Duration", "Instant", "Token", "FlowSet", "FlowDict", "MISSING",
@@ -56,6 +56,7 @@ __all__ = [
     "OPTION_ID", "RESULT_ID", "TOOL_PROBLEM_ID", "JSON_VALUE_ID",
     "EMPTY_SET", "EMPTY_DICT", "NANOS_PER_SECOND", "INSTANT_MIN_NANOS", "INSTANT_MAX_NANOS",
     "MAX_INT_DIGITS", "IntOverLimit", "int_text", "text_int", "decimal_text", "parse_decimal",
+    "FlowDecimal", "DecimalOverLimit",
     "duration_text", "parse_duration", "instant_text", "parse_instant", "bytes_text",
     "parse_bytes", "json_string", "has_surrogate",
 ]
@@ -66,8 +67,6 @@ _EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 #: The first and last representable Instants: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999999Z.
 INSTANT_MIN_NANOS = (datetime.date(1, 1, 1).toordinal() - _EPOCH_ORDINAL) * _NANOS_PER_DAY
 INSTANT_MAX_NANOS = (datetime.date(9999, 12, 31).toordinal() - _EPOCH_ORDINAL + 1) * _NANOS_PER_DAY - 1
-#: Canonical Decimal text switches to scientific notation beyond this many padding zeros.
-DECIMAL_PLAIN_LIMIT = 40
 
 OPTION_ID = "std@v1/prelude.Option"
 RESULT_ID = "std@v1/prelude.Result"
@@ -536,64 +535,6 @@ def is_json_value(v) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Canonical texts of the scalar types (shared with the ABI, so both sides write the same bytes)
 
-def decimal_text(d: Decimal) -> str:
-    """The canonical text of a finite Decimal.
-
-    No exponent and no trailing zeros after the point, `-0` written `0`: `1.5`, `100`, `-0.001`.
-    When that plain form would need more than 40 zeros of padding (the value has trailing zeros
-    beyond 10^40, or its first digit lies beyond 10^-40) it is written in normalized scientific
-    form instead: `1E+100`, `1.5E-41`. Every text is also a valid JSON number.
-    """
-    if not d.is_finite():
-        raise ValueError(f"not a finite Decimal: {d}")
-    sign, digits, exp = d.as_tuple()
-    ds = "".join(map(str, digits)).rstrip("0")
-    if not ds:
-        return "0"
-    exp += len(digits) - len(ds)
-    n = len(ds)
-    adjusted = exp + n - 1
-    neg = "-" if sign else ""
-    if exp > DECIMAL_PLAIN_LIMIT or adjusted < -DECIMAL_PLAIN_LIMIT:
-        mant = ds[0] + ("." + ds[1:] if n > 1 else "")
-        return f"{neg}{mant}E{'+' if adjusted >= 0 else '-'}{abs(adjusted)}"
-    if exp >= 0:
-        return neg + ds + "0" * exp
-    point = n + exp
-    if point > 0:
-        return f"{neg}{ds[:point]}.{ds[point:]}"
-    return f"{neg}0.{'0' * -point}{ds}"
-
-
-_DECIMAL_CHARS = frozenset("0123456789+-.eE")
-_PARSE_CONTEXT = decimal.Context(traps=[decimal.InvalidOperation])
-# A number in the accepted form, whose only possible problem is its exponent's size: Python's
-# decimal (libmpdec) holds exponents up to about 10^18, not all of 64 bits (docs/abi.md).
-_DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-def parse_decimal(text: str) -> Decimal:
-    """The Decimal that `text` writes, or ValueError.
-
-    Accepted: an optional sign, digits with an optional point (`1`, `1.5`, `1.`, `.5`) and an
-    optional exponent (`1e5`, `1.5E-3`), in ASCII, without spaces. Non-canonical texts (`1.50`,
-    `+1`, `1e2`) are accepted; NaN, infinities and anything else are not.
-    """
-    if not text or not _DECIMAL_CHARS.issuperset(text):
-        raise ValueError(f"not a decimal number: {text!r}")
-    try:
-        d = Decimal(text, _PARSE_CONTEXT)
-    except (decimal.InvalidOperation, ValueError):
-        shown = repr(text) if len(text) <= 60 else repr(text[:60]) + "..."
-        if _DECIMAL_FORM.fullmatch(text):
-            raise ValueError(f"a Decimal whose exponent is beyond this implementation's range (the power of ten "
-                             f"of its first digit from {decimal.MIN_EMIN} to {decimal.MAX_EMAX}): {shown}") from None
-        raise ValueError(f"not a decimal number: {shown}") from None
-    if not d.is_finite():  # pragma: no cover - excluded by the character check
-        raise ValueError(f"not a finite decimal number: {text!r}")
-    return d
-
-
 def duration_text(d: Duration) -> str:
     """ISO 8601 `PT<seconds>S`: `PT0.25S`, `PT3600S`, `-PT5S`, `PT0S` (fraction only when
     non-zero, up to 9 digits, no trailing zeros)."""
@@ -784,7 +725,7 @@ def _vj(v, out):
         out.append(int_text(v))
     elif v is None:
         out.append("null")
-    elif t is Decimal:
+    elif t is FlowDecimal:
         out.append('"' + decimal_text(v) + '"')
     elif t is tuple or t is ListView:
         out.append("[")
@@ -915,7 +856,7 @@ def order_key(v):
     mean equal values.
     """
     t = type(v)
-    if t is str or t is int or t is Decimal or t is bool or t is bytes:
+    if t is str or t is int or t is FlowDecimal or t is bool or t is bytes:
         return v
     if t is tuple or t is ListView:
         return tuple(map(order_key, v))

@@ -10,7 +10,10 @@ models with hypothesis.
 from __future__ import annotations
 
 import inspect
-from decimal import Decimal as D
+import decimal
+from decimal import Decimal as PyD
+
+from sandbox.flowdecimal import FlowDecimal as D  # the Python value of a Flow Decimal
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,10 @@ from flowrt import abi
 from sandbox import intrinsics as I
 from sandbox import values as V
 from sandbox.intrinsics import INTRINSICS, SCHEDULER_INTRINSICS, missing
-from sandbox.runtime import DIVISION, EXACT, Fault, TypeArg
+from sandbox.runtime import Fault, TypeArg
+
+# Python's decimal as the oracle for exponents within its range.
+EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 from sandbox.values import NONE, Duration, FlowDict, FlowSet, Instant, err, ok, some
 
 STD = Path(__file__).resolve().parent.parent / "flowc" / "std" / "v1"
@@ -547,7 +553,7 @@ def test_decimal_examples():
     assert I.i_decimal_to_text(D("1.50")) == "1.5" and I.i_decimal_to_text(D("-0.25")) == "-0.25"
     assert I.i_decimal_to_text(D("100.0")) == "100" and I.i_decimal_to_text(D("0.0")) == "0"
     assert I.i_decimal_to_text(D("-0")) == "0" and I.i_decimal_to_text(D("1E+3")) == "1000"
-    third = DIVISION.divide(D(2), D(3))
+    third = D(2).divide(D(3))
     assert I.i_decimal_to_text(I.i_decimal_round(third, 2)) == "0.67"
     assert I.i_decimal_parse("12.50") == some(D("12.5")) and I.i_decimal_parse("-3") == some(D("-3.0"))
     assert I.i_decimal_parse("1e-2") == some(D("0.01")) and I.i_decimal_parse("1E+2") == some(D("100"))
@@ -578,18 +584,18 @@ def test_decimal_faults():
     """Results beyond the implementation's limits fault (limit)."""
     cases = [
         lambda: I.i_decimal_floor(D("1E+100000")),
-        lambda: I.i_decimal_ceil(D("9" * 100_000 + ".5")),
+        lambda: I.i_decimal_ceil(D("9" * 99_999 + "5E+1")),
         lambda: I.i_decimal_truncate(D("-1E+999999999999999999")),
         lambda: I.i_decimal_parse("1e99999999999999999999999"),
-        lambda: I.i_decimal_parse("1e1000000000000000000"),
+        lambda: I.i_decimal_parse("1e9223372036854775808"),
         lambda: I.i_decimal_parse("1e-99999999999999999999999"),
-        lambda: I.i_decimal_round(D("9E+999999999999999999"), -1000000000000000000),
+        lambda: I.i_decimal_round(D("95E+9223372036854775806"), -(2 ** 63 - 1)),
     ]
     for case in cases:
         with pytest.raises(Fault) as info:
             case()
         assert info.value.kind == "limit"
-    assert I.i_decimal_floor(D("9" * 100_000 + ".5")) == 10**100_000 - 1
+    assert I.i_decimal_floor(D("9" * 99_999 + ".5")) == 10**99_999 - 1
     assert I.i_decimal_round(D("4E+999999999999999999"), -1000000000000000000) == D(0)
 
 
@@ -598,21 +604,22 @@ def test_decimal_faults():
        st.integers(-14, 14))
 def test_round_matches_quantize_half_even(d, places):
     """round(d, places) == d.quantize(10**-places, ROUND_HALF_EVEN) (as values)."""
-    expected = d.quantize(D((0, (1,), -places)), rounding="ROUND_HALF_EVEN", context=EXACT)
-    assert I.i_decimal_round(d, places) == expected
+    expected = d.quantize(PyD((0, (1,), -places)), rounding="ROUND_HALF_EVEN", context=EXACT)
+    assert I.i_decimal_round(D(d), places) == D(expected)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.decimals(allow_nan=False, allow_infinity=False))
 def test_decimal_text_parse_round_trip(d):
     """parse(to_text(d)) == Some(d); truncate/floor/ceil agree with Python's rounding of the value."""
-    assert I.i_decimal_parse(I.i_decimal_to_text(d)) == some(d)
+    fd = D(d)
+    assert I.i_decimal_parse(I.i_decimal_to_text(fd)) == some(fd)
     if d.is_finite() and abs(d.adjusted()) < 50:
         import math
-        f = I.i_decimal_floor(d)
+        f = I.i_decimal_floor(fd)
         assert f <= d < f + 1 and f == math.floor(d)
-        assert I.i_decimal_ceil(d) == math.ceil(d)
-        assert I.i_decimal_truncate(d) == int(d)
+        assert I.i_decimal_ceil(fd) == math.ceil(d)
+        assert I.i_decimal_truncate(fd) == int(d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -795,7 +802,7 @@ _SIMPLE = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers()), st.dictionaries(st.text(), st.lists(st.text(), max_size=3)),
-       st.lists(st.one_of(st.none(), st.decimals(allow_nan=False, allow_infinity=False))),
+       st.lists(st.one_of(st.none(), st.decimals(allow_nan=False, allow_infinity=False).map(D))),
        st.sets(st.integers()), st.dictionaries(st.integers(), st.booleans(), min_size=1))
 def test_json_round_trip(ints, texts, decs, aset, idict):
     """decode(encode(v)) == Ok(v) for simple types, and render(to_value(v)) == encode(v)."""
@@ -871,7 +878,6 @@ def test_through_the_compiler():
 
     ns = compile_program({"main.flow": E2E}, "main.flow").load()
     saved = decimal.getcontext()
-    decimal.setcontext(R.EXACT)
     try:
         assert R.rt_bounce(ns.pure_main()) == 'A+B {"Ok":{"x":1,"y":2}} {"Ok":[1,2]} 0.67'
         gen = R.rt_run(ns.tool_main())
@@ -892,3 +898,50 @@ def test_through_the_compiler():
         decimal.setcontext(saved)
     assert result == ((10, 20, 30), 30, some(2), (3, 2, 1), FlowDict([("a", 10), ("b", 20)]))
     assert calls == [1, 2, 3, 1, 2, 1, 2, 3, 1, 2, 1, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# FlowDecimal against Python's decimal, where libmpdec's exponents reach
+
+
+_FINITE = st.decimals(allow_nan=False, allow_infinity=False, min_value=-10**30, max_value=10**30) | \
+    st.builds(lambda c, e: PyD(c).scaleb(e, EXACT), st.integers(-10**40, 10**40), st.integers(-400, 400))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_FINITE, _FINITE)
+def test_flowdecimal_arithmetic_matches_python_decimal(a, b):
+    """+ - * exact, / to 34 digits half-even, % with the dividend's sign, order and text: the
+    same values as Python's decimal gives."""
+    fa, fb = D(a), D(b)
+    assert fa + fb == D(EXACT.add(a, b)) and fa - fb == D(EXACT.subtract(a, b))
+    assert fa * fb == D(EXACT.multiply(a, b)) and -fa == D(EXACT.minus(a))
+    assert (fa < fb, fa <= fb, fa == fb, fa > fb) == (a < b, a <= b, a == b, a > b)
+    assert hash(fa) == hash(a)  # Python's numeric hash: equal values hash alike
+    assert str(fa) == I.i_decimal_to_text(fa) and D(str(a)) == fa
+    if b:
+        division = decimal.Context(prec=34, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
+                                   rounding=decimal.ROUND_HALF_EVEN)
+        assert fa.divide(fb) == D(division.divide(a, b))
+        assert fa.remainder(fb) == D(EXACT.remainder(a, b))
+
+
+def test_flowdecimal_at_the_64_bit_exponent_ends():
+    """Exact at 2^63-1 and -2^63 (the last significant digit's power of ten); one step past is
+    a limit error, whatever the operation."""
+    top, bottom = D.of(1, 2 ** 63 - 1), D.of(1, -(2 ** 63))
+    assert str(top) == "1E+9223372036854775807" and str(bottom) == "1E-9223372036854775808"
+    assert top * D(1) == top and (top + top) == D.of(2, 2 ** 63 - 1) and top.divide(D(2)) == D.of(5, 2 ** 63 - 2)
+    assert D.of(10, 2 ** 63 - 2) == top and bottom < top and -top < bottom and bottom > D(0)
+    assert D("-5E-9223372036854775808").remainder(D("2E-9223372036854775808")) == D("-1E-9223372036854775808")
+    assert D("1E+9223372036854775807").remainder(D(7)) == D(10 ** ((2 ** 63 - 1) % 6) % 7)  # 10^6 = 1 (mod 7)
+    for make in (lambda: top * D(10), lambda: bottom * D("0.1"), lambda: bottom.divide(D(10)),
+                 lambda: top.divide(D("0.1")), lambda: D.of(1, 2 ** 63), lambda: top + D(1)):
+        with pytest.raises(V.DecimalOverLimit):
+            make()
+    with pytest.raises(ValueError):
+        V.parse_decimal("1E+9223372036854775808")
+    assert I.i_decimal_round(top, 0) == top and I.i_decimal_round(bottom, 0) == D(0)
+    with pytest.raises(Fault) as info:
+        I.i_decimal_parse("10E+9223372036854775807")
+    assert info.value.kind == "limit"

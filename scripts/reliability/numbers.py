@@ -82,19 +82,25 @@ def _cases(sizes: list[int], decimals: bool):
                (lambda out, err, d=d: text_int(out.strip()[6:-1]) == _sevens(d)) if ok else
                (lambda out, err: "over the limit of 100000 digits" in out))
     if decimals:
-        for d, e, expected in (("1E+999999999999999998", "10", "1E+999999999999999999"),
+        top, bottom = 2 ** 63 - 1, -(2 ** 63)
+        for d, e, expected in ((f"1E+{top - 1}", "10", f"1E+{top}"), (f"1E{bottom + 1}", "0.1", f"1E{bottom}"),
                                ("1E-900000000000000000", "1E-900000000000000000", "1E-1800000000000000000"),
                                ("-1.5E+999999999999999990", "1", "-1.5E+999999999999999990")):
             yield ("decimal exponent", f"{d}*{e}", ["run", "scale.flow", "--input", json.dumps({"d": d, "e": e})],
                    None, 0, lambda out, err, expected=expected: json.loads(out) == expected)
-        for d, e in (("1E+999999999999999999", "10"), ("1E-1000000000000000000", "1E-1000000000000000000")):
+        for d, e in ((f"1E+{top}", "10"), (f"1E{bottom}", "0.1")):
             yield ("decimal exponent", f"{d}*{e} (beyond: limit)",
                    ["run", "scale.flow", "--input", json.dumps({"d": d, "e": e})], None, 1,
                    lambda out, err: "fault[limit]" in err)
-        # The seed allows any 64-bit exponent; Python's decimal holds about +-10^18: refused (a failure here).
+        # The seed allows any 64-bit exponent: beyond libmpdec's +-10^18, inside 64 bits, exact;
+        # one past 64 bits is refused (exit 2) naming the range.
         for d in ("1E+4000000000000000000", "1E-9223372036854775807"):
             yield ("decimal 64-bit exponent", d, ["run", "scale.flow", "--input", json.dumps({"d": d, "e": "1"})],
                    None, 0, lambda out, err, d=d: json.loads(out) == d)
+        for d in ("1E+9223372036854775808", "10E+9223372036854775807"):
+            yield ("decimal 64-bit exponent", f"{d} (refused)",
+                   ["run", "scale.flow", "--input", json.dumps({"d": d, "e": "1"})], None, 2,
+                   lambda out, err: "signed 64-bit range" in err)
 
 
 def measure(quick: bool) -> list[dict]:
@@ -134,7 +140,7 @@ def measure(quick: bool) -> list[dict]:
     for row in rows.values():
         bad = row.pop("bad")
         row["detail"] = "; ".join(bad) if bad else ("sizes " + ", ".join(map(str, sizes)) + " digits"
-                                                    if "decimal" not in row["check"] else "exponents near +-10^18")
+                                                    if "decimal" not in row["check"] else "exponents at the signed 64-bit ends and past them")
         out.append(row)
     return out
 
