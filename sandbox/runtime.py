@@ -11,7 +11,8 @@ import base64
 import decimal
 from decimal import Decimal
 
-from sandbox import values as V
+from flowdata import canonical
+from flowdata import values as V
 
 # Exact arithmetic for + - * on Decimal; division rounds to 34 significant digits, half-even.
 # A result beyond the exponent range traps (Overflow, and Underflow: rounded to a subnormal or to
@@ -219,9 +220,7 @@ def rt_show(value) -> str:
     plain = to_json(value)
     if isinstance(plain, str):
         return plain
-    from flowrt.abi import canonical_json
-
-    return canonical_json(plain).decode("utf-8")
+    return canonical.dumps(plain).decode("utf-8")
 
 
 def to_json(value, option_nested: bool = False):
@@ -243,17 +242,13 @@ def to_json(value, option_nested: bool = False):
     if kind is V.Token:
         return value.token
     if kind is V.FlowSet:
-        from flowrt.abi import canonical_json
-
         items = [to_json(x) for x in value]
-        return sorted(items, key=canonical_json)
+        return sorted(items, key=canonical.dumps)
     if kind is V.FlowDict:
         if all(type(k) is str for k in value.keys()):
             return {k: to_json(v) for k, v in value.items()}
-        from flowrt.abi import canonical_json
-
         pairs = [[to_json(k), to_json(v)] for k, v in value.items()]
-        return sorted(pairs, key=lambda p: canonical_json(p[0]))
+        return sorted(pairs, key=lambda p: canonical.dumps(p[0]))
     flow_kind = getattr(kind, "flow_kind", None)
     if flow_kind == "record":
         return {name: to_json(v) for name, v in zip(kind.flow_fields, value)}
