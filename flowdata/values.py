@@ -32,6 +32,9 @@ be (Flow never compares them). Equal keys mean equal values.
 Determinism. Nothing here depends on hash seeds, `id()` or the iteration order of unordered
 Python containers: a FlowSet built from the same elements in any order iterates in the same order.
 
+Over 800 lines, on purpose: each kind of value's representation, text form and order key are
+written together here, and must agree (the order of sets and dicts is derived from them).
+
 This module is pure: no I/O, and only the standard library's decimal, datetime, base64, bisect, re and
 functools (and flowdata.bigint, the Int's conversions to and from text).
 """
