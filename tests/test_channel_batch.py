@@ -46,7 +46,7 @@ def test_the_blocking_reader_hands_out_one_message_at_a_time():
 
 
 def test_a_batch_over_the_frame_limit_goes_as_single_frames(monkeypatch):
-    monkeypatch.setattr(channel, "MAX_FRAME", 200)
+    monkeypatch.setattr(framing, "MAX_FRAME", 200)
     read_fd, write_fd = os.pipe()
     try:
         messages = [{"op": "x", "v": "y" * 120}, {"op": "z", "v": "w" * 120}]
