@@ -1,14 +1,18 @@
-"""The `flowc` command: the compiler alone (check now; `flowc build` comes with code generation)."""
+"""The `flowc` command: the compiler alone (`flowc check`, `flowc build`), which runs nothing.
+
+`check_command` is also `flow check` (flowrt/commands.py adds it to the `flow` group): checking
+is the compiler's work over files, so the host's CLI takes it from here, not the other way round.
+"""
 
 from __future__ import annotations
 
 import click
 
-from flowrt.commands import check_command
+COLOR_CHOICES = click.Choice(["auto", "always", "never"])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto")
+@click.option("--color", "color", type=COLOR_CHOICES, default="auto")
 @click.pass_context
 def main(ctx: click.Context, color: str) -> None:
     """flowc: the Flow compiler."""
@@ -16,13 +20,23 @@ def main(ctx: click.Context, color: str) -> None:
     ctx.obj["color"] = color
 
 
-main.add_command(check_command)
+@main.command("check")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the diagnostics and checkpoint places as JSON.")
+@click.option("--color", "color", type=COLOR_CHOICES, default=None,
+              help="Style diagnostic labels, locations and markers: auto, always or never.")
+@click.pass_context
+def check_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, color: str | None) -> None:
+    """Check Flow programs (files, or directories searched for .flow files)."""
+    from flowc.check_cmd import check_and_print
+
+    ctx.exit(check_and_print(list(paths), as_json, color or (ctx.obj or {}).get("color", "auto")))
 
 
 @main.command("build")
 @click.argument("file", type=click.Path())
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(), help="Directory for the generated modules.")
-@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default=None,
+@click.option("--color", "color", type=COLOR_CHOICES, default=None,
               help="Style diagnostic labels, locations and markers.")
 @click.pass_context
 def build_command(ctx: click.Context, file: str, out_dir: str, color: str | None) -> None:
@@ -35,7 +49,7 @@ def build_command(ctx: click.Context, file: str, out_dir: str, color: str | None
     from flowc.diagnostics.render import render, use_color
     from flowc.emit import generate, module_digest
     from flowc.frontend import check_program
-    from flowrt.files import read_text
+    from flowc.files import read_text
 
     checked = check_program(file, read_text)
     if not checked.ok:

@@ -34,12 +34,14 @@ from flowc import types as T
 from flowc.check import CallFact, Facts, Local
 from flowc.loops import carry_records, sequential_rounds, walk_lists
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
+from flowdata.names import FORBIDDEN_NAMES, INJECTED_PREFIXES
 
 PRELUDE = "std@v1/prelude"
 #: Intrinsics that need their type arguments at run time (they decode into a type).
 TYPED_INTRINSICS = {"std@v1/json.decode", "std@v1/json.from_value", "std@v1/json.encode",
                     "std@v1/json.to_value"}
-_RESERVED_PREFIXES = ("rt_", "i_", "m_", "k_", "u_")
+# The loader's injected prefixes, and two of the lowering's own (`k_` constants, `u_` renames).
+_RESERVED_PREFIXES = INJECTED_PREFIXES + ("k_", "u_")
 
 
 def py_name(name: str) -> str:
@@ -48,17 +50,9 @@ def py_name(name: str) -> str:
     if name.startswith("_"):
         return "u_" + name
     if name.startswith(_RESERVED_PREFIXES) or keyword.iskeyword(name) or keyword.issoftkeyword(name) \
-            or name in ("None", "True", "False") or name in _sandbox_forbidden():
+            or name in ("None", "True", "False") or name in FORBIDDEN_NAMES:
         return "u_" + name
     return name
-
-
-def _sandbox_forbidden() -> frozenset[str]:
-    """Names the sandbox's verifier refuses (builtins such as `open`): a Flow function may be
-    called that, its Python name may not."""
-    from sandbox.policy import POLICY
-
-    return POLICY.forbidden_names
 
 
 _PLAIN_IDENTITY = re.compile(r"std@[A-Za-z0-9]+(?:/[A-Za-z0-9]+)+|(?!std/)[A-Za-z][A-Za-z0-9]*(?:/[A-Za-z0-9]+)*")

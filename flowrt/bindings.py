@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flowrt.abi import canonical_json
+from flowdata.canonical import dumps as canonical_json
 from flowrt.tool_lines import LINE_LIMIT, REPLY_LIMIT, drain_tail, nesting, tail_text, top_level_id
 
 PENDING = object()
@@ -327,15 +327,15 @@ class CommandTools(Implementation):
             deliver(call_id, {"Err": {"Unknown": f"the implementation {ended} with the call out"}})
 
     def _line(self, number: int, line: bytes, cut: bool) -> None:
-        from flowrt import abi
+        from flowdata import codec
 
         if not cut and not line.strip():
             return  # a blank line says nothing
         message = None
         if not cut:
             try:
-                message = abi.parse_json(line)
-            except abi.DecodeError as problem:
+                message = codec.parse_json(line)
+            except codec.DecodeError as problem:
                 reason = problem.message
             else:
                 reason = None

@@ -8,7 +8,7 @@ process that shares nothing it does not need with the host:
   minus `-E`, plus `-S`: no `site`, no `.pth` files run; see `policy.CHILD_PYTHON_FLAGS` and
   `child_path()`);
 - working directory: a fresh empty temporary directory, removed when the child is reaped;
-- file descriptors: fd 0 and 1 are the two ends of the framed channel (`sandbox.channel`), fd 2
+- file descriptors: fd 0 and 1 are the two ends of the framed channel (`flowdata.framing`), fd 2
   is a pipe the host drains into a bounded tail (`policy.STDERR_TAIL_BYTES`); nothing else is
   inherited (`close_fds`);
 - its own session and process group, so `kill()` takes every process the child started;
@@ -52,19 +52,20 @@ import time
 import weakref
 from typing import Callable
 
-import sandbox
-from sandbox import channel
-from sandbox.policy import (
+import flowdata
+from flowdata import framing as channel
+from flowdata.policy import (
     CHILD_ENV,
     CHILD_PACKAGES,
     CHILD_PYTHON_FLAGS,
+    CHILD_SOURCE_PACKAGES,
     CHILD_UID,
     LIMITS,
     STDERR_TAIL_BYTES,
     Limits,
 )
 
-SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sandbox.__file__)))
+SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(flowdata.__file__)))
 CLONE_NEWNET = 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
@@ -371,14 +372,16 @@ _COMPILED = False
 
 def _child_sources() -> list[str]:
     """The modules of this checkout the child imports, whose bytecode only the host can write
-    (`-B`): all of `sandbox/`, and `flowrt`'s package and its `abi`."""
-    folder = os.path.join(SOURCE_ROOT, "sandbox")
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
-    except OSError:
-        names = []
-    return [os.path.join(folder, n) for n in names] + \
-        [os.path.join(SOURCE_ROOT, "flowrt", n) for n in ("__init__.py", "abi.py")]
+    (`-B`): all of `sandbox/` and of `flowdata/` (nothing of `flowrt`: the child imports none)."""
+    sources = []
+    for package in CHILD_SOURCE_PACKAGES:
+        folder = os.path.join(SOURCE_ROOT, package)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+        except OSError:
+            names = []
+        sources.extend(os.path.join(folder, n) for n in names)
+    return sources
 
 
 def _compile_for_child() -> None:

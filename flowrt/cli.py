@@ -245,7 +245,7 @@ def _run_plain_check(paths: list[str], as_json: bool, color: str) -> NoReturn:
     """What click's `main` does around the `check` command, in standalone mode."""
 
     def check() -> int:
-        from flowrt.check_cmd import check_and_print
+        from flowc.check_cmd import check_and_print
 
         return check_and_print(paths, as_json, color)
 

@@ -11,13 +11,12 @@ import sys
 
 import click
 
+from flowc.cli import COLOR_CHOICES, check_command
 from flowrt.cli import ask_on_terminal as _ask_on_terminal
 from flowrt.cli import render_refusal, report_outcome, run_program
 
 # orjson and the diagnostics renderer are imported where they are used: most runs of a command
 # need neither (no `--json`, nothing to report), and every import is start-up time.
-
-COLOR_CHOICES = click.Choice(["auto", "always", "never"])
 
 
 def _color_option(func):
@@ -41,16 +40,8 @@ def _color(ctx: click.Context, local: str | None) -> str:
     return local or (ctx.obj or {}).get("color", "auto")
 
 
-@main.command("check")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print the diagnostics and checkpoint places as JSON.")
-@_color_option
-@click.pass_context
-def check_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, color: str | None) -> None:
-    """Check Flow programs (files, or directories searched for .flow files)."""
-    from flowrt.check_cmd import check_and_print
-
-    ctx.exit(check_and_print(list(paths), as_json, _color(ctx, color)))
+# `flow check` is the compiler's own command (`flowc check`): checking runs nothing.
+main.add_command(check_command)
 
 
 @main.command("tools")
@@ -64,7 +55,7 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
 
     import flowc
     from flowc.typeterms import DATA_VERSION
-    from flowrt.files import read_text
+    from flowc.files import read_text
 
     compiled = flowc.compile(file, read_text, generate=False)
     program: dict = {"root": file, "diagnostics": [d.to_json() for d in compiled.diagnostics], "tools": [],
@@ -278,7 +269,7 @@ def fork_command(ctx: click.Context, run_id: str, checkpoint: int, input_text: s
 def fmt_command(ctx: click.Context, paths: tuple[str, ...], check: bool, color: str | None) -> None:
     """Lay out Flow source canonically: files in place, directories searched, stdin to stdout."""
     from flowc.fmt import format_source
-    from flowrt.files import find_flow_files, read_text
+    from flowc.files import find_flow_files, read_text
 
     if not paths:
         result = format_source(sys.stdin.read(), "<stdin>")
@@ -340,7 +331,7 @@ def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: boo
 
     import flowc
     from flowc.doc import index, page_filename, pages, to_html
-    from flowrt.files import read_text
+    from flowc.files import read_text
 
     checked = flowc.check_program(file, read_text)
     errors = [d for d in checked.diagnostics if d.severity == "error"]

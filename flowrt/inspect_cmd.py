@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowrt import abi
+from flowdata import canonical, codec
 from flowrt.run_state import STATUS_TEXT, run_state
 from flowrt.store import Hole, RunStore, scan_runs
 
@@ -27,7 +27,7 @@ def _value(store: RunStore, fact: dict, field: str) -> Any:
 
 
 def _short_value(value: Any, width: int | None = SUMMARY_WIDTH) -> str:
-    text = abi.canonical_json(value).decode("utf-8") if value is not None else ""
+    text = canonical.dumps(value).decode("utf-8") if value is not None else ""
     return text if width is None or len(text) <= width else text[:width - 1] + "…"
 
 

@@ -34,7 +34,7 @@ import orjson
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from flowrt.abi import canonical_json
+from flowdata.canonical import dumps as canonical_json
 from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunStore, StorageError
 
 PAGE_DEFAULT, PAGE_MAX = 50, 200
@@ -67,7 +67,7 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
     async def check(paths: list[str]) -> dict[str, Any]:
         """Check Flow programs (files, or directories searched for .flow files): every diagnostic,
         and the places a checkpoint can be taken. `ok` is false when any error was found."""
-        from flowrt.check_cmd import run_check
+        from flowc.check_cmd import run_check
 
         if not paths:
             raise ToolError("give at least one path")

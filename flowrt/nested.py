@@ -168,7 +168,7 @@ class RunnerTools(B.Implementation):
     def _ended(self, store: RunStore, end: dict):
         outcome = store.value(end, "outcome")
         if "Completed" in outcome:
-            from flowrt.abi import canonical_json
+            from flowdata.canonical import dumps as canonical_json
 
             return {"Ok": {"Completed": canonical_json(outcome["Completed"]).decode("utf-8")}}
         return {"Ok": {"Faulted": fault_text(outcome.get("Faulted") or {})}}
@@ -176,7 +176,7 @@ class RunnerTools(B.Implementation):
 
 def _pending(runs_dir: str, run_id: str, pending: list[str]) -> list[dict]:
     """Each open call of a paused run: its id, its declaration and its arguments as canonical JSON."""
-    from flowrt.abi import canonical_json
+    from flowdata.canonical import dumps as canonical_json
 
     with RunStore.open(runs_dir, run_id, for_append=False) as store:
         calls = {f["call"]: f for f in store.facts() if f["kind"] == "Call"}

@@ -22,11 +22,9 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 import flowc
 from flowc.compiled import Compiled
-from flowrt import abi
+from flowdata import canonical, codec
 from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admit, bind, halt_reason
 from flowrt.store import Hole, RunStore, StorageError
 
@@ -210,7 +208,7 @@ class ReplayDriver(Driver):
         the end of the record and the policy for what follows. Nothing is decided here: a
         Reply whose outcome cannot be had or sent goes without it, and the check of the wait
         that reaches it (in order, like every check) reports why."""
-        from sandbox import channel
+        from flowdata import framing
 
         store = self.store
         start = self.base
@@ -233,19 +231,19 @@ class ReplayDriver(Driver):
                         continue
                 items.append(["Reply", fact.get("call"), outcome])
             try:
-                frame = channel.encode({"op": "record", "facts": items})
-            except channel.ChannelError:  # not JSON the channel carries, or too large together
+                frame = framing.encode({"op": "record", "facts": items})
+            except framing.ChannelError:  # not JSON the channel carries, or too large together
                 for index, item in enumerate(items):
                     try:
-                        frame = channel.encode({"op": "record", "facts": [item]})
-                    except channel.ChannelError:
+                        frame = framing.encode({"op": "record", "facts": [item]})
+                    except framing.ChannelError:
                         self.unsent.add(facts[index]["n"])
-                        frame = channel.encode({"op": "record", "facts": [item[:2]]})
+                        frame = framing.encode({"op": "record", "facts": [item[:2]]})
                     yield frame
             else:
                 yield frame
             start += len(facts)
-        yield channel.encode({"op": "record-end", "checkpoints": self.policy if self.live else "off"})
+        yield framing.encode({"op": "record-end", "checkpoints": self.policy if self.live else "off"})
 
     def replaying(self) -> bool:
         return self.next_fact() is not None
@@ -267,11 +265,7 @@ class ReplayDriver(Driver):
                                f"{fact['tool']} as {fact['call']}")
         recorded = fact["arguments"] if "arguments" in fact else self.value(fact, "arguments")
         arguments = message["arguments"]
-        try:
-            same = _dumps(recorded, option=_ORJSON_OPT) == _dumps(arguments, option=_ORJSON_OPT)
-        except TypeError:  # beyond what orjson writes: the exact writer decides
-            same = _canonical(recorded) == _canonical(arguments)
-        if not same:
+        if canonical.dumps(recorded) != canonical.dumps(arguments):
             raise _Diverged(n, f"the program calls {fact['tool']} ({fact['call']}) with other arguments than "
                                f"fact {n} records")
         types = message.get("types")
@@ -296,9 +290,9 @@ class ReplayDriver(Driver):
             raise _Diverged(n, f"fact {n} replies to {call}, which the program has not called")
         outcome = fact["outcome"] if "outcome" in fact else self.value(fact, "outcome")
         if n in self.unsent:
-            from sandbox import channel
+            from flowdata import framing
 
-            channel.encode({"op": "reply", "id": call, "outcome": outcome})  # raises why
+            framing.encode({"op": "reply", "id": call, "outcome": outcome})  # raises why
         self.position += 1
         del self.recorded_open[call]
         return None  # the child has the reply from the record stream
@@ -336,7 +330,7 @@ class ReplayDriver(Driver):
             raise _Diverged(n, f"the program reaches {message['function']['name']}, but checkpoint {n} records "
                                f"{fact['function']['name']}")
         recorded = self.value(fact, "arguments")
-        if _canonical(recorded) != _canonical(message["arguments"]):
+        if canonical.dumps(recorded) != canonical.dumps(message["arguments"]):
             raise _Diverged(n, f"checkpoint {n} holds other arguments than the program computes")
         self.position += 1
         _expect_taken(message, True)
@@ -392,7 +386,7 @@ class ReplayDriver(Driver):
         if fact["kind"] != "End":
             raise _Diverged(n, f"the program ends, but fact {n} ({fact['kind']}) is unused")
         recorded = self.value(fact, "outcome")
-        if abi.canonical_json(_comparable(recorded)) != abi.canonical_json(_comparable(outcome)):
+        if canonical.dumps(_comparable(recorded)) != canonical.dumps(_comparable(outcome)):
             raise _Diverged(n, "the program ends otherwise than fact n records".replace("fact n", f"fact {n}"))
         self.position += 1
         following = self.next_fact()
@@ -410,7 +404,7 @@ class ReplayDriver(Driver):
             self.settle()
             return super().on_died(fault)
         if fact is not None and fact["kind"] == "End" and \
-                abi.canonical_json(self.value(fact, "outcome")) == abi.canonical_json({"Faulted": fault}):
+                canonical.dumps(self.value(fact, "outcome")) == canonical.dumps({"Faulted": fault}):
             return self.on_end({"Faulted": fault})
         raise _Incomplete(f"the re-run could not go on: {fault['message']}", fact["n"] if fact else None)
 
@@ -452,16 +446,6 @@ class ReplayDriver(Driver):
 
 STREAM_BATCH = 2048  # recorded facts per frame of the record stream
 _ABSENT = object()
-_ORJSON_OPT = orjson.OPT_SORT_KEYS
-_dumps = orjson.dumps
-
-
-def _canonical(data: Any) -> bytes:
-    """Canonical JSON of JSON data, as `abi.canonical_json` (orjson first, for speed)."""
-    try:
-        return orjson.dumps(data, option=_ORJSON_OPT)
-    except TypeError:
-        return abi.canonical_json(data)
 
 
 def _expect_taken(message: dict, taken: bool) -> None:
@@ -666,7 +650,7 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
                 return RunOutcome(2, run_id, message=f"call {call} is not open in run {run_id} "
                                                     f"(open: {', '.join(outstanding) or 'none'})")
             try:
-                supplied = (call, abi.parse_json(reply_text or ""))
+                supplied = (call, codec.parse_json(reply_text or ""))
             except Exception as problem:
                 return RunOutcome(2, run_id, message=f"the reply is not JSON: {problem}")
             if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
@@ -727,7 +711,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
          durability: str = "fsync") -> RunOutcome:
     """A new run from a checkpoint of another: the same program or a newer one, with the
     checkpoint's arguments or some of them replaced. The parent is never changed."""
-    from flowrt.files import read_text
+    from flowc.files import read_text
     from flowrt.run import new_run_id, recorded_modules
 
     try:
@@ -767,7 +751,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
         replacement = None
         if input_text is not None:
             try:
-                replacement = abi.parse_json(input_text)
+                replacement = codec.parse_json(input_text)
             except Exception as problem:
                 return RunOutcome(2, message=f"the input is not JSON: {problem}")
             if not isinstance(replacement, dict):
@@ -791,8 +775,8 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
             if p.type is None:
                 return RunOutcome(2, message=f"`{fn.name}` cannot continue a checkpoint: `{p.name}` is not data")
             try:
-                fitted[p.name] = abi.encode(abi.decode(arguments[p.name], p.type, fn.defs), p.type, fn.defs)
-            except abi.DecodeError as problem:
+                fitted[p.name] = codec.encode(codec.decode(arguments[p.name], p.type, fn.defs), p.type, fn.defs)
+            except codec.DecodeError as problem:
                 return RunOutcome(2, message=f"argument `{p.name}` does not fit `{fn.name}`: {problem}")
         entry = start["entry"]
         if entry["module"] != compiled.root or compiled.entry(entry["function"]) is None:

@@ -24,11 +24,11 @@ from flowc.compiled import Compiled, Function
 from flowc.diagnostics import Diagnostic, Location, error
 from flowc.emit import Generated
 from flowc.disk import DiskChecks
-from flowrt import abi
+from flowdata import canonical, codec
 from flowrt import bindings as B
-from flowrt.files import read_text
+from flowc.files import read_text
 from flowrt.store import RunStore, StorageError
-from sandbox.bigint import IntOverLimit
+from flowdata.bigint import IntOverLimit
 from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
@@ -104,7 +104,7 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
 def decode_input(fn: Function, input_text: str) -> dict[str, Any]:
     """The input as canonical JSON values per parameter; refuses anything that does not decode."""
     try:
-        data = abi.parse_json(input_text)
+        data = codec.parse_json(input_text)
     except Exception as problem:
         raise refuse("input-invalid", f"the input is not JSON: {problem}") from None
     if not isinstance(data, dict):
@@ -121,10 +121,10 @@ def decode_input(fn: Function, input_text: str) -> dict[str, Any]:
             raise refuse("input-invalid", f"the input has no `{p.name}`")
         term = p.type
         try:
-            value = abi.decode(data[p.name], term, defs)
-        except abi.DecodeError as problem:
+            value = codec.decode(data[p.name], term, defs)
+        except codec.DecodeError as problem:
             raise refuse("input-invalid", f"`{p.name}`: {problem}") from None
-        out[p.name] = abi.encode(value, term, defs)
+        out[p.name] = codec.encode(value, term, defs)
     return out
 
 
@@ -566,7 +566,7 @@ class Driver:
             code = 0
             if self.prepared.entry.returns_result and isinstance(value, dict) and "Err" in value:
                 code = 4
-            return RunOutcome(code, self.run_id, output=abi.canonical_json(value))
+            return RunOutcome(code, self.run_id, output=canonical.dumps(value))
         return RunOutcome(1, self.run_id, fault=outcome.get("Faulted"))
 
 
@@ -594,13 +594,13 @@ def admit(description: dict, outcome: Any) -> dict:
 def admitter(description: dict):
     """`admit` for one Tool, its decoder and encoder made once (a run admits every reply)."""
     defs = description.get("types", {})
-    decode = abi.outcome_decoder(description["ok"], description["err"], defs)
-    encode = abi.outcome_encoder(description["ok"], description["err"] if description["err"] is not None
+    decode = codec.outcome_decoder(description["ok"], description["err"], defs)
+    encode = codec.outcome_encoder(description["ok"], description["err"] if description["err"] is not None
                                  else "Never", defs)
 
     def admit_one(outcome: Any) -> dict:
         try:
-            size = len(abi.canonical_json(outcome))
+            size = len(canonical.dumps(outcome))
         except IntOverLimit as problem:
             return {"Err": {"BadReply": f"$: {problem}"}}
         except Exception:
@@ -609,7 +609,7 @@ def admitter(description: dict):
             return {"Err": {"BadReply": f"the reply is {size} bytes, over the {REPLY_LIMIT}-byte limit"}}
         try:
             result = decode(outcome)
-        except abi.NotAnOutcome as problem:
+        except codec.NotAnOutcome as problem:
             return {"Err": {"BadReply": f"not an outcome: {problem}"}}
         return encode(result)
 

@@ -20,8 +20,8 @@ import os
 import platform
 import sys
 
-import sandbox
-from sandbox.policy import ALLOWED_SYSCALLS
+import flowdata
+from flowdata.policy import ALLOWED_SYSCALLS
 
 _PROGRAM: bytes | None = None
 _PROBLEM: str | None = None
@@ -31,7 +31,7 @@ _FORMAT = "1"
 
 def _cache_path(allowed: tuple[str, ...]) -> str:
     digest = hashlib.sha256("\n".join((_FORMAT, platform.machine(), *allowed)).encode()).hexdigest()[:16]
-    return os.path.join(os.path.dirname(os.path.abspath(sandbox.__file__)), "__pycache__",
+    return os.path.join(os.path.dirname(os.path.abspath(flowdata.__file__)), "__pycache__",
                         f"syscall-filter.{platform.machine()}.{digest}.bpf")
 
 

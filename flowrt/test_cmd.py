@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import flowc
 from flowc.compiled import Compiled
 from flowc.diagnostics import Diagnostic, Location, error
-from flowrt.files import program_roots, read_text
+from flowc.files import program_roots, read_text
 
 CLOCK_TOOLS = {"std@v1/clock.now", "std@v1/clock.sleep"}
 

@@ -15,14 +15,14 @@ import sys
 import threading
 from collections.abc import Callable
 
-from flowrt.abi import canonical_json
+from flowdata.canonical import dumps as canonical_json
 from flowrt.bindings import PENDING, Problem, _as_outcome
-from sandbox.bigint import text_int
+from flowdata.bigint import text_int
 
 
 def describe(declared_in: str, tools: list[str]) -> list[dict]:
     import flowc
-    from flowrt.files import read_text
+    from flowc.files import read_text
 
     compiled = flowc.compile(declared_in, read_text, generate=False)
     if not compiled.ok:
@@ -44,7 +44,7 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
     out = sys.stdout.buffer
 
     def send(message: dict) -> None:
-        # abi's writer, not json.dumps: an Int of any size up to the limit (json.dumps stops at
+        # the canonical writer, not json.dumps: an Int of any size up to the limit (json.dumps stops at
         # CPython's 4,300 digits). What it cannot write is answered, so the call never hangs.
         try:
             line = canonical_json(message)

@@ -45,10 +45,11 @@ import os
 import sys
 from types import GeneratorType
 
-from flowrt import abi
-from sandbox import channel, lockdown
+from flowdata import codec as abi
+from flowdata import framing as channel
+from sandbox import lockdown
 from sandbox import runtime as R
-from sandbox import values as V
+from flowdata import values as V
 
 
 class Task:

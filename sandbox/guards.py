@@ -3,7 +3,7 @@
 RestrictedPython turns `a.b` into `_getattr_(a, "b")`, `a[i]` into `_getitem_(a, i)`, tuple
 targets into `_unpack_sequence_(value, spec, _getiter_)`, `n += 1` into
 `n = _inplacevar_("+=", n, 1)`, and stores into `_write_(a).b = c`. The loader injects exactly
-the functions in `GUARDS` (their names are `sandbox.policy.GUARD_NAMES`).
+the functions in `GUARDS` (their names are `flowdata.policy.GUARD_NAMES`).
 
 Because `sandbox.verify` has already refused every `_` name, every forbidden attribute, every
 store into an attribute or item, and every dynamic attribute access (there is no `getattr`),
@@ -28,7 +28,7 @@ from __future__ import annotations
 import operator
 from types import MappingProxyType
 
-from sandbox.policy import FORBIDDEN_ATTRIBUTES
+from flowdata.policy import FORBIDDEN_ATTRIBUTES
 
 ALTERED = (
     "generated code never does this; the compiler or the generated file was altered: rebuild "

@@ -3,7 +3,7 @@
 One Python function per intrinsic, named `i_<module>_<name>` (`i_list_map`, `i_text_join`,
 `i_json_decode`); the compiler emits calls to these names and the child injects `INTRINSICS`
 into every generated module. Arguments arrive in declaration order as runtime values
-(`sandbox.values`); results are runtime values (Option as `values.some(x)` / `values.NONE`,
+(`flowdata.values`); results are runtime values (Option as `values.some(x)` / `values.NONE`,
 Result as `values.ok` / `values.err`).
 
 Effect-polymorphic intrinsics (a parameter typed `flow(...) -> U !e`) come twice:
@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import re
 
-from flowrt import abi
-from sandbox import values as V
-from sandbox.bigint import _pow10, over_limit
-from sandbox.flowdecimal import ZERO, FlowDecimal, _ndigits
+from flowdata import codec
+from flowdata import values as V
+from flowdata.bigint import _pow10, over_limit
+from flowdata.flowdecimal import ZERO, FlowDecimal, _ndigits
 from sandbox.runtime import Fault, TypeArg, rt_fcall, to_json
 
 __all__ = ["INTRINSICS", "SCHEDULER_INTRINSICS", "MAX_BUILD_SIZE", "WHITESPACE", "missing"]
@@ -620,23 +620,23 @@ def _internal(what, e):
 
 def i_json_encode(value, *typed):
     """`encode(value)`. Value-directed (`values.value_json`); if the compiler passes the type
-    argument first (`i_json_encode(type_arg, value)`), type-directed (`abi.canonical`), which
+    argument first (`i_json_encode(type_arg, value)`), type-directed (`codec.canonical`), which
     also writes an empty `Dict` whose keys are not Text as `[]` as the ABI does."""
     if typed and type(value) is TypeArg:
         ta, value = value, typed[0]
         try:
-            return abi.canonical(value, ta.term, ta.defs).decode("utf-8")
-        except (abi.TermError, abi.EncodeError) as e:
+            return codec.canonical(value, ta.term, ta.defs).decode("utf-8")
+        except (codec.TermError, codec.EncodeError) as e:
             raise _internal("json.encode", e) from None
     return V.value_json(value)
 
 
 def i_json_decode(type_arg, text):
     try:
-        return _ok(abi.decode_text(text, type_arg.term, type_arg.defs))
-    except abi.DecodeError as e:
+        return _ok(codec.decode_text(text, type_arg.term, type_arg.defs))
+    except codec.DecodeError as e:
         return _err(str(e))
-    except abi.TermError as e:
+    except codec.TermError as e:
         raise _internal("json.decode", e) from None
 
 
@@ -646,31 +646,31 @@ def i_json_to_value(value, *typed):
     if typed and type(value) is TypeArg:
         ta, value = value, typed[0]
         try:
-            data = abi.encode(value, ta.term, ta.defs)
-        except (abi.TermError, abi.EncodeError) as e:
+            data = codec.encode(value, ta.term, ta.defs)
+        except (codec.TermError, codec.EncodeError) as e:
             raise _internal("json.to_value", e) from None
     else:
         data = to_json(value)
-    return abi.decode(data, "json.Value")
+    return codec.decode(data, "json.Value")
 
 
 def i_json_from_value(type_arg, value):
     try:
-        data = abi.encode(value, "json.Value")
-    except abi.EncodeError as e:  # pragma: no cover - a json.Value built by Flow code is well formed
+        data = codec.encode(value, "json.Value")
+    except codec.EncodeError as e:  # pragma: no cover - a json.Value built by Flow code is well formed
         raise Fault("internal", f"json.from_value: not a json.Value: {e}") from None
     try:
-        return _ok(abi.decode(data, type_arg.term, type_arg.defs))
-    except abi.DecodeError as e:
+        return _ok(codec.decode(data, type_arg.term, type_arg.defs))
+    except codec.DecodeError as e:
         return _err(str(e))
-    except abi.TermError as e:
+    except codec.TermError as e:
         raise _internal("json.from_value", e) from None
 
 
 def i_json_parse(text):
     try:
-        return _ok(abi.decode(abi.parse_json(text), "json.Value"))
-    except abi.DecodeError as e:
+        return _ok(codec.decode(codec.parse_json(text), "json.Value"))
+    except codec.DecodeError as e:
         return _err(str(e))
 
 

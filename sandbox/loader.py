@@ -36,13 +36,13 @@ from RestrictedPython import compile_restricted_exec
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
 from sandbox.guards import GUARDS
-from sandbox.policy import MODULE_PREFIX, POLICY, SAFE_BUILTINS, Policy
+from flowdata.policy import MODULE_PREFIX, POLICY, SAFE_BUILTINS, Policy
 from sandbox.verify import Refusal, SandboxRefusal, parse_and_verify
 
 __all__ = ["SandboxRefusal", "compile_module", "load"]
 
 RESTRICTED_HINT = (
-    "RestrictedPython refused what sandbox.verify accepted: sandbox/policy.py allows something "
+    "RestrictedPython refused what sandbox.verify accepted: flowdata/policy.py allows something "
     "it should not; report this as a sandbox bug (the module itself was also altered or "
     "miscompiled)"
 )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import base64
 
-from sandbox import values as V
-from sandbox.flowdecimal import FlowDecimal
+from flowdata import canonical
+from flowdata import values as V
+from flowdata.flowdecimal import FlowDecimal
 
 # Decimal `+ - *` are FlowDecimal's own operators (exact); `/` and `%` are below. A result beyond
 # the limits raises V.DecimalOverLimit, which the child turns into a `limit` fault.
@@ -209,9 +210,7 @@ def rt_show(value) -> str:
     plain = to_json(value)
     if isinstance(plain, str):
         return plain
-    from flowrt.abi import canonical_json
-
-    return canonical_json(plain).decode("utf-8")
+    return canonical.dumps(plain).decode("utf-8")
 
 
 def to_json(value, option_nested: bool = False):
@@ -233,17 +232,13 @@ def to_json(value, option_nested: bool = False):
     if kind is V.Token:
         return value.token
     if kind is V.FlowSet:
-        from flowrt.abi import canonical_json
-
         items = [to_json(x) for x in value]
-        return sorted(items, key=canonical_json)
+        return sorted(items, key=canonical.dumps)
     if kind is V.FlowDict:
         if all(type(k) is str for k in value.keys()):
             return {k: to_json(v) for k, v in value.items()}
-        from flowrt.abi import canonical_json
-
         pairs = [[to_json(k), to_json(v)] for k, v in value.items()]
-        return sorted(pairs, key=lambda p: canonical_json(p[0]))
+        return sorted(pairs, key=lambda p: canonical.dumps(p[0]))
     flow_kind = getattr(kind, "flow_kind", None)
     if flow_kind == "record":
         return {name: to_json(v) for name, v in zip(kind.flow_fields, value)}

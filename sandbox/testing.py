@@ -19,7 +19,7 @@ import time
 import traceback
 
 from sandbox import runtime as R
-from sandbox import values as V
+from flowdata import values as V
 from sandbox.child import BLOCKED, Scheduler, Task, _Throw
 
 CLOCK_NOW = "std@v1/clock.now"

@@ -1,7 +1,7 @@
 """Static verification of generated modules, before RestrictedPython sees them.
 
 `verify(source, filename)` parses the module and walks every node once, against the frozen
-`sandbox.policy.POLICY`. It returns a list of `Refusal` facts (empty when the module is
+`flowdata.policy.POLICY`. It returns a list of `Refusal` facts (empty when the module is
 acceptable); it never raises for bad input and never runs anything.
 
 The walk checks, in this order for each node:
@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from sandbox.policy import POLICY, Policy
+from flowdata.policy import POLICY, Policy
 
 # Messages (kept here as constants; the walk only picks one and fills it in).
 ALTERED = (

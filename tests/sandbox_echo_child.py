@@ -9,20 +9,20 @@ import signal
 import sys
 import time
 
-from sandbox import channel
+from flowdata import framing
 
 
 def main() -> None:
-    read_fd, write_fd = channel.claim_stdio()
+    read_fd, write_fd = framing.claim_stdio()
     while True:
-        message = channel.recv(read_fd)
+        message = framing.recv(read_fd)
         if message is None:
             return
         op = message.get("op")
         if op == "echo":
-            channel.send(write_fd, {"echo": message.get("value")})
+            framing.send(write_fd, {"echo": message.get("value")})
         elif op == "env":
-            channel.send(write_fd, {
+            framing.send(write_fd, {
                 "environ": dict(os.environ),
                 "cwd": os.getcwd(),
                 "listing": sorted(os.listdir(".")),
@@ -36,19 +36,19 @@ def main() -> None:
             import socket
             try:
                 socket.create_connection((message["host"], message["port"]), timeout=2).close()
-                channel.send(write_fd, {"connected": True})
+                framing.send(write_fd, {"connected": True})
             except OSError as exc:
-                channel.send(write_fd, {"connected": False, "errno": exc.errno})
+                framing.send(write_fd, {"connected": False, "errno": exc.errno})
         elif op == "print":
             print("stray output on stdout", flush=True)
-            channel.send(write_fd, {"printed": True})
+            framing.send(write_fd, {"printed": True})
         elif op == "write_file":
             try:
                 with open("out.txt", "w") as handle:
                     handle.write("x")
-                channel.send(write_fd, {"wrote": True})
+                framing.send(write_fd, {"wrote": True})
             except OSError as exc:
-                channel.send(write_fd, {"wrote": False, "error": exc.errno})
+                framing.send(write_fd, {"wrote": False, "error": exc.errno})
         elif op == "alloc":
             hoard = []
             while True:
@@ -71,28 +71,28 @@ def main() -> None:
             if pid == 0:
                 while True:
                     time.sleep(1)
-            channel.send(write_fd, {"grandchild": pid})
+            framing.send(write_fd, {"grandchild": pid})
         elif op == "huge_header":
-            os.write(write_fd, channel.HEADER.pack(channel.MAX_FRAME + 1))
+            os.write(write_fd, framing.HEADER.pack(framing.MAX_FRAME + 1))
             time.sleep(30)
         elif op == "partial":
-            os.write(write_fd, channel.HEADER.pack(100) + b'{"a"')
+            os.write(write_fd, framing.HEADER.pack(100) + b'{"a"')
             os._exit(3)
         elif op == "last_words":
-            channel.send(write_fd, {"bye": True})
+            framing.send(write_fd, {"bye": True})
             os._exit(0)
         elif op == "sleep":
             time.sleep(message["seconds"])
-            channel.send(write_fd, {"slept": True})
+            framing.send(write_fd, {"slept": True})
         elif op == "stderr_flood":
             chunk = "e" * 1023 + "\n"
             for _ in range(message["kib"]):
                 sys.stderr.write(chunk)
             sys.stderr.write("THE END\n")
             sys.stderr.flush()
-            channel.send(write_fd, {"flooded": True})
+            framing.send(write_fd, {"flooded": True})
         else:
-            channel.send(write_fd, {"error": f"unknown op {op!r}"})
+            framing.send(write_fd, {"error": f"unknown op {op!r}"})
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ import os
 import socket
 import sys
 
-from sandbox import channel, lockdown
+from flowdata import framing
+from sandbox import lockdown
 
 libc = ctypes.CDLL(None, use_errno=True)
 PTRACE_ATTACH = 16
@@ -52,18 +53,18 @@ def attempt(op: str, message: dict) -> None:
 
 
 def main() -> None:
-    read_fd, write_fd = channel.claim_stdio()
+    read_fd, write_fd = framing.claim_stdio()
     config = lockdown.parse_argv(sys.argv[1:])
     layers = lockdown.lock(**config)
     lockdown.install_excepthook()
-    channel.send(write_fd, {"op": "sandbox", "layers": layers})
+    framing.send(write_fd, {"op": "sandbox", "layers": layers})
     while True:
-        message = channel.recv(read_fd)
+        message = framing.recv(read_fd)
         if message is None:
             return
         op = message["op"]
         if op == "hello":
-            channel.send(write_fd, {"hello": True})
+            framing.send(write_fd, {"hello": True})
             continue
         if op == "compute":  # what the real child still does: allocate, collect, time
             import gc
@@ -71,13 +72,13 @@ def main() -> None:
             hoard = [bytearray(1 << 20) for _ in range(64)]
             del hoard
             gc.collect()
-            channel.send(write_fd, {"sum": sum(range(message["n"]))})
+            framing.send(write_fd, {"sum": sum(range(message["n"]))})
             continue
         try:
             attempt(op, message)
-            channel.send(write_fd, {"done": True})
+            framing.send(write_fd, {"done": True})
         except OSError as problem:
-            channel.send(write_fd, {"done": False, "errno": problem.errno})
+            framing.send(write_fd, {"done": False, "errno": problem.errno})
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Ints up to 100,000 digits and Decimals at the exponent's limits on every path: conversion
-(sandbox.bigint), canonical JSON (abi, store), the channel, `--input`, output, Tool replies
+(flowdata.bigint), canonical JSON (flowdata.canonical, as the ABI and the store write it), the channel, `--input`, output, Tool replies
 (a command Tool and a Python callable), Text interpolation, replay; and the limit itself."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from flowrt import abi
+from flowdata import canonical, codec
 from flowrt.run import run
 from flowrt.store import canonical_bytes, loads_canonical
-from sandbox import channel
-from sandbox.bigint import MAX_INT_DIGITS, IntOverLimit, int_text, over_limit, text_int
-from sandbox.values import decimal_text, parse_decimal
+from flowdata import framing
+from flowdata.bigint import MAX_INT_DIGITS, IntOverLimit, int_text, over_limit, text_int
+from flowdata.values import decimal_text, parse_decimal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,15 +58,15 @@ def test_int_text_round_trips_up_to_the_limit(n):
 @given(big_ints())
 def test_big_ints_through_canonical_json_store_and_channel(n):
     data = {"v": [n, "x", {"n": n}]}
-    text = abi.canonical_json(data)
+    text = canonical.dumps(data)
     assert text == canonical_bytes(data)
-    assert abi.decode(abi.parse_json(text), {"Dict": ["Text", {"List": "json.Value"}]}) is not None
-    assert abi.decode(abi.parse_json(int_text(n)), "Int") == n
+    assert codec.decode(codec.parse_json(text), {"Dict": ["Text", {"List": "json.Value"}]}) is not None
+    assert codec.decode(codec.parse_json(int_text(n)), "Int") == n
     assert loads_canonical(text) == data
-    frame = channel.encode(data)
-    exact = bool(int.from_bytes(frame[:4], "big") & channel.EXACT)
+    frame = framing.encode(data)
+    exact = bool(int.from_bytes(frame[:4], "big") & framing.EXACT)
     assert exact == (n >= 2 ** 64 or n < -2 ** 63)  # orjson's own range: unsigned 64 bits up
-    assert channel.decode_body(frame[4:], exact) == data
+    assert framing.decode_body(frame[4:], exact) == data
 
 
 @settings(max_examples=80, deadline=None)
@@ -78,10 +78,10 @@ def test_decimals_with_extreme_exponents_round_trip(coefficient, exponent, negat
         assume(False)
     text = decimal_text(d)
     assert parse_decimal(text) == d
-    assert abi.decode(abi.parse_json(abi.canonical_json({"d": abi.encode(d, "Decimal")})), {"Dict": ["Text", "Decimal"]}) \
+    assert codec.decode(codec.parse_json(canonical.dumps({"d": codec.encode(d, "Decimal")})), {"Dict": ["Text", "Decimal"]}) \
         .get("d") == d
-    frame = channel.encode({"d": text})
-    assert parse_decimal(channel.decode_body(frame[4:])["d"]) == d
+    frame = framing.encode({"d": text})
+    assert parse_decimal(framing.decode_body(frame[4:])["d"]) == d
 
 
 def test_the_limit_is_exact_and_checked_before_converting():
@@ -102,8 +102,8 @@ def test_the_limit_is_exact_and_checked_before_converting():
         text_int("1" * 700 + "x")
     # The channel refuses a frame holding an over-limit Int (a child could only send one by a bug).
     body = b'{"v":' + b"9" * (MAX_INT_DIGITS + 1) + b"}"
-    with pytest.raises(channel.ChannelError):
-        channel.decode_body(body, exact=True)
+    with pytest.raises(framing.ChannelError):
+        framing.decode_body(body, exact=True)
 
 
 # ---- end to end through `flow` ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Batch frames on the host/child channel (sandbox/channel.py): several messages in one frame,
+"""Batch frames on the host/child channel (flowdata/framing.py): several messages in one frame,
 handed out one at a time by every reader, in order, however the bytes are cut."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from sandbox import channel
+from flowdata import framing
 
 
 def frames() -> bytes:
-    return (channel.encode_batch([{"op": "a", "i": i} for i in range(3)]) + channel.encode({"op": "b"})
-            + channel.encode_batch([{"op": "c", "s": "é" * 50}, {"op": "d"}]))
+    return (framing.encode_batch([{"op": "a", "i": i} for i in range(3)]) + framing.encode({"op": "b"})
+            + framing.encode_batch([{"op": "c", "s": "é" * 50}, {"op": "d"}]))
 
 
 EXPECTED = [{"op": "a", "i": 0}, {"op": "a", "i": 1}, {"op": "a", "i": 2}, {"op": "b"},
@@ -22,7 +22,7 @@ EXPECTED = [{"op": "a", "i": 0}, {"op": "a", "i": 1}, {"op": "a", "i": 2}, {"op"
 @pytest.mark.parametrize("step", [1, 2, 3, 5, 17, 10_000])
 def test_the_incremental_reader_unpacks_batches_wherever_the_bytes_are_cut(step):
     data = frames()
-    reader = channel.FrameReader()
+    reader = framing.FrameReader()
     got = []
     for i in range(0, len(data), step):
         got += reader.feed(data[i:i + step])
@@ -33,10 +33,10 @@ def test_the_blocking_reader_hands_out_one_message_at_a_time():
     read_fd, write_fd = os.pipe()
     try:
         os.write(write_fd, frames())
-        channel.send_many(write_fd, [{"op": "e"}])
-        channel.send_many(write_fd, [{"op": "f"}, {"op": "g"}])
+        framing.send_many(write_fd, [{"op": "e"}])
+        framing.send_many(write_fd, [{"op": "f"}, {"op": "g"}])
         os.close(write_fd)
-        receiver = channel.Receiver(read_fd)
+        receiver = framing.Receiver(read_fd)
         got = []
         while (message := receiver.recv()) is not None:
             got.append(message)
@@ -46,47 +46,47 @@ def test_the_blocking_reader_hands_out_one_message_at_a_time():
 
 
 def test_a_batch_over_the_frame_limit_goes_as_single_frames(monkeypatch):
-    monkeypatch.setattr(channel, "MAX_FRAME", 200)
+    monkeypatch.setattr(framing, "MAX_FRAME", 200)
     read_fd, write_fd = os.pipe()
     try:
         messages = [{"op": "x", "v": "y" * 120}, {"op": "z", "v": "w" * 120}]
-        channel.send_many(write_fd, messages)
+        framing.send_many(write_fd, messages)
         os.close(write_fd)
-        receiver = channel.Receiver(read_fd)
+        receiver = framing.Receiver(read_fd)
         assert [receiver.recv(), receiver.recv(), receiver.recv()] == messages + [None]
-        with pytest.raises(channel.FrameTooLarge):
-            channel.send_many(os.open(os.devnull, os.O_WRONLY), [{"v": "y" * 300}, {"v": 1}])
+        with pytest.raises(framing.FrameTooLarge):
+            framing.send_many(os.open(os.devnull, os.O_WRONLY), [{"v": "y" * 300}, {"v": 1}])
     finally:
         os.close(read_fd)
 
 
 @pytest.mark.parametrize("body", [b"[]", b"[1]", b'[{"a":1},2]', b"[[]]", b'"x"', b"7"])
 def test_a_frame_is_an_object_or_a_nonempty_array_of_objects(body):
-    with pytest.raises(channel.ChannelError):
-        channel.decode_body(body)
+    with pytest.raises(framing.ChannelError):
+        framing.decode_body(body)
 
 
 def test_batches_are_refused_unless_they_are_lists_of_objects():
     for bad in ([], [1], ({"a": 1},), [{"a": 1}, "b"]):
-        with pytest.raises(channel.ChannelError):
-            channel.encode_batch(bad)
+        with pytest.raises(framing.ChannelError):
+            framing.encode_batch(bad)
 
 
 def test_the_unbuffered_reader_refuses_a_batch():
     read_fd, write_fd = os.pipe()
     try:
-        channel.send_many(write_fd, [{"a": 1}, {"b": 2}])
-        with pytest.raises(channel.ChannelError, match="batch"):
-            channel.recv(read_fd)
+        framing.send_many(write_fd, [{"a": 1}, {"b": 2}])
+        with pytest.raises(framing.ChannelError, match="batch"):
+            framing.recv(read_fd)
     finally:
         os.close(read_fd)
         os.close(write_fd)
 
 
 def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
-    spin = channel.Spin()
+    spin = framing.Spin()
     assert spin.wanted()
-    slow = channel.SPIN_SLOW_WAIT * 2
+    slow = framing.SPIN_SLOW_WAIT * 2
     skipped = []
     for _ in range(8):  # every poll misses and the answer is slow: sleep at once for 1, 2, 4, ... waits
         spin.missed(0.0)
@@ -103,11 +103,11 @@ def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
 
 
 def test_an_answer_just_after_the_poll_is_no_reason_to_stop_polling():
-    spin = channel.Spin()
+    spin = framing.Spin()
     for _ in range(10):
         assert spin.wanted()
         spin.missed(1.0)
-        spin.woke(1.0 + channel.SPIN_SLOW_WAIT / 2)
+        spin.woke(1.0 + framing.SPIN_SLOW_WAIT / 2)
     spin.woke(99.0)  # a wake without a missed poll before it changes nothing
     assert spin.wanted()
 
@@ -118,12 +118,12 @@ def test_a_reader_woken_by_a_slow_writer_still_gets_every_message():
     import time
 
     read_fd, write_fd = os.pipe()
-    receiver = channel.Receiver(read_fd)
+    receiver = framing.Receiver(read_fd)
 
     def late_writer():
         for i in range(3):
-            time.sleep(channel.SPIN_SECONDS * 4)
-            channel.send(write_fd, {"op": "late", "i": i})
+            time.sleep(framing.SPIN_SECONDS * 4)
+            framing.send(write_fd, {"op": "late", "i": i})
         os.close(write_fd)
 
     writer = threading.Thread(target=late_writer)
@@ -144,23 +144,23 @@ BIG = {"op": "reply", "outcome": {"Ok": [2 ** 64, -(2 ** 200), 10 ** 400, 7]}, "
 
 
 def test_a_frame_with_integers_beyond_64_bits_is_read_exactly_by_every_reader():
-    frame = channel.encode(BIG)
-    assert channel.HEADER.unpack(frame[:4])[0] & channel.EXACT  # said in the length's top bit
-    data = channel.encode({"op": "a"}) + frame + channel.encode_batch([BIG, {"op": "b"}])
+    frame = framing.encode(BIG)
+    assert framing.HEADER.unpack(frame[:4])[0] & framing.EXACT  # said in the length's top bit
+    data = framing.encode({"op": "a"}) + frame + framing.encode_batch([BIG, {"op": "b"}])
     for step in (1, 3, 7, len(data)):
-        reader = channel.FrameReader()
+        reader = framing.FrameReader()
         got = []
         for i in range(0, len(data), step):
             got += reader.feed(data[i:i + step])
         assert got == [{"op": "a"}, BIG, BIG, {"op": "b"}] and not reader.mid_frame
     read_fd, write_fd = os.pipe()
     try:
-        channel.send(write_fd, BIG)
-        assert channel.recv(read_fd) == BIG
+        framing.send(write_fd, BIG)
+        assert framing.recv(read_fd) == BIG
         os.write(write_fd, data)
         os.close(write_fd)
         write_fd = None
-        receiver = channel.Receiver(read_fd)
+        receiver = framing.Receiver(read_fd)
         assert [receiver.recv() for _ in range(4)] == [{"op": "a"}, BIG, BIG, {"op": "b"}]
         assert receiver.recv() is None
     finally:
@@ -170,8 +170,8 @@ def test_a_frame_with_integers_beyond_64_bits_is_read_exactly_by_every_reader():
 
 
 def test_frames_within_64_bits_stay_orjson_frames():
-    frame = channel.encode({"n": 2 ** 63 - 1, "m": -(2 ** 63), "u": 2 ** 64 - 1})
-    assert not channel.HEADER.unpack(frame[:4])[0] & channel.EXACT
+    frame = framing.encode({"n": 2 ** 63 - 1, "m": -(2 ** 63), "u": 2 ** 64 - 1})
+    assert not framing.HEADER.unpack(frame[:4])[0] & framing.EXACT
 
 
 json_values = st.recursive(
@@ -184,5 +184,5 @@ json_values = st.recursive(
 @given(json_values)
 def test_any_json_value_crosses_the_channel_unchanged(value):
     message = {"value": value}
-    frame = channel.encode(message)
-    assert channel.FrameReader().feed(frame) == [message]
+    frame = framing.encode(message)
+    assert framing.FrameReader().feed(frame) == [message]

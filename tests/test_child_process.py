@@ -19,8 +19,8 @@ import pytest
 
 import flowrt.child as child_module
 from flowrt.child import Child, ChildDied, ChildTimeout
-from sandbox import channel
-from sandbox.policy import LIMITS, STDERR_TAIL_BYTES
+from flowdata import framing
+from flowdata.policy import LIMITS, STDERR_TAIL_BYTES
 
 ECHO_CHILD = str(Path(__file__).resolve().with_name("sandbox_echo_child.py"))
 
@@ -81,7 +81,7 @@ def test_last_message_before_exit_is_delivered_then_death_reported():
 
 
 def test_stray_print_goes_to_stderr_not_into_the_channel():
-    """`channel.claim_stdio()` moves the pipe off fd 1, so print() cannot corrupt frames."""
+    """`framing.claim_stdio()` moves the pipe off fd 1, so print() cannot corrupt frames."""
     with start() as child:
         assert ask(child, {"op": "print"}) == {"printed": True}
         assert ask(child, {"op": "echo", "value": 1}) == {"echo": 1}
@@ -287,22 +287,22 @@ def test_close_lets_the_child_exit_on_end_of_input():
 def test_incoming_frame_over_the_limit_is_refused_and_the_child_killed():
     with start() as child:
         child.send({"op": "huge_header"})
-        with pytest.raises(channel.FrameTooLarge, match="over the 67108864-byte limit"):
+        with pytest.raises(framing.FrameTooLarge, match="over the 67108864-byte limit"):
             child.recv(timeout=5)
         assert child.returncode == -signal.SIGKILL
 
 
 def test_outgoing_frame_over_the_limit_is_refused_before_writing():
     with start() as child:
-        with pytest.raises(channel.FrameTooLarge, match="exceeds the 67108864-byte frame limit"):
-            child.send({"v": "x" * channel.MAX_FRAME})
+        with pytest.raises(framing.FrameTooLarge, match="exceeds the 67108864-byte frame limit"):
+            child.send({"v": "x" * framing.MAX_FRAME})
         assert ask(child, {"op": "echo", "value": 1}) == {"echo": 1}
 
 
 # -- the channel alone ----------------------------------------------------------------------------
 
 def test_encoding_is_canonical_json_with_a_length_header():
-    frame = channel.encode({"b": [1, 2], "a": {"d": None, "c": "é"}})
+    frame = framing.encode({"b": [1, 2], "a": {"d": None, "c": "é"}})
     body = '{"a":{"c":"é","d":null},"b":[1,2]}'.encode()
     assert frame == len(body).to_bytes(4, "big") + body
 
@@ -314,30 +314,30 @@ def test_encoding_is_canonical_json_with_a_length_header():
     {"big": -2**64, "sub": type("Text", (str,), {})("x")},
 ])
 def test_encoding_refuses_what_is_not_a_json_object(value):
-    with pytest.raises(channel.ChannelError):
-        channel.encode(value)
+    with pytest.raises(framing.ChannelError):
+        framing.encode(value)
 
 
 def test_blocking_recv_returns_none_at_eof_and_refuses_truncation():
     read_fd, write_fd = os.pipe()
     try:
-        channel.send(write_fd, {"k": 1})
-        os.write(write_fd, channel.HEADER.pack(10) + b"{")
+        framing.send(write_fd, {"k": 1})
+        os.write(write_fd, framing.HEADER.pack(10) + b"{")
         os.close(write_fd)
-        assert channel.recv(read_fd) == {"k": 1}
-        with pytest.raises(channel.ChannelError, match="inside a frame"):
-            channel.recv(read_fd)
+        assert framing.recv(read_fd) == {"k": 1}
+        with pytest.raises(framing.ChannelError, match="inside a frame"):
+            framing.recv(read_fd)
     finally:
         os.close(read_fd)
     read_fd, write_fd = os.pipe()
     os.close(write_fd)
-    assert channel.recv(read_fd) is None
+    assert framing.recv(read_fd) is None
     os.close(read_fd)
 
 
 def test_frame_reader_decodes_byte_by_byte():
-    data = channel.encode({"a": 1}) + channel.encode({"b": [2]})
-    reader = channel.FrameReader()
+    data = framing.encode({"a": 1}) + framing.encode({"b": [2]})
+    reader = framing.FrameReader()
     messages = []
     for i in range(len(data)):
         messages += reader.feed(data[i:i + 1])
@@ -345,5 +345,5 @@ def test_frame_reader_decodes_byte_by_byte():
 
 
 def test_frame_reader_refuses_an_oversized_header_at_once():
-    with pytest.raises(channel.FrameTooLarge):
-        channel.FrameReader().feed(channel.HEADER.pack(channel.MAX_FRAME + 1))
+    with pytest.raises(framing.FrameTooLarge):
+        framing.FrameReader().feed(framing.HEADER.pack(framing.MAX_FRAME + 1))

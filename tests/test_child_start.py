@@ -16,7 +16,7 @@ import pytest
 import flowrt.child as child_module
 from flowrt.child import Child
 from flowrt.cli import plain_run
-from sandbox.policy import CHILD_PACKAGES, CHILD_PYTHON_FLAGS
+from flowdata.policy import CHILD_PACKAGES, CHILD_PYTHON_FLAGS
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "tests" / "programs"
@@ -24,13 +24,13 @@ PROGRAMS = ROOT / "tests" / "programs"
 #: Run in the child (`-c`): reports what it can see, over the channel.
 REPORT = textwrap.dedent("""
     import os, sys
-    from sandbox import channel
-    read_fd, write_fd = channel.claim_stdio()
+    from flowdata import framing
+    read_fd, write_fd = framing.claim_stdio()
     found = {}
     for name in %r:
         module = __import__(name)
         found[name] = os.path.dirname(os.path.dirname(os.path.abspath(module.__file__)))
-    channel.send(write_fd, {
+    framing.send(write_fd, {
         "flags": {"no_site": sys.flags.no_site, "no_user_site": sys.flags.no_user_site,
                   "safe_path": sys.flags.safe_path, "dont_write_bytecode": sys.flags.dont_write_bytecode,
                   "ignore_environment": sys.flags.ignore_environment},
@@ -80,6 +80,30 @@ def test_the_child_starts_without_site_and_sees_only_its_packages(monkeypatch):
         assert seen["found"][name] == host
     # No `.pth` file ran: the installation's finders and hooks are not in the sandbox.
     assert not [m for m in seen["modules"] if m.startswith("__editable__") or m == "sitecustomize"]
+
+
+#: Run in the child (`-c`): imports all the child's modules and reports which packages it loaded.
+LOADED = textwrap.dedent("""
+    import sys
+    from flowdata import framing
+    read_fd, write_fd = framing.claim_stdio()
+    import sandbox.child, sandbox.intrinsics, sandbox.loader, sandbox.testing  # noqa: E401
+    framing.send(write_fd, {"modules": sorted(sys.modules)})
+""")
+
+
+def test_the_child_loads_no_host_code():
+    """The child imports the value contract (`flowdata`), never the trusted host (`flowrt`) nor
+    the compiler (`flowc`): what runs untrusted code has none of their code in its process."""
+    child = Child.start(argv_tail=["-c", LOADED])
+    try:
+        modules = child.recv(timeout=30)["modules"]
+    finally:
+        child.kill()
+    packages = {name.split(".")[0] for name in modules}
+    assert {"sandbox", "flowdata"} <= packages
+    assert "flowdata.codec" in modules and "flowdata.canonical" in modules
+    assert not packages & {"flowrt", "flowc"}, sorted(m for m in modules if m.split(".")[0] in ("flowrt", "flowc"))
 
 
 def test_the_real_child_is_started_with_the_policy_flags():
@@ -137,8 +161,9 @@ def test_the_host_writes_the_bytecode_the_child_cannot(monkeypatch, tmp_path):
     child_module._compile_for_child()
     caches = {}
     sources = [Path(p) for p in child_module._child_sources()]
-    assert {p.relative_to(tmp_path).as_posix() for p in sources} >= {"sandbox/child.py", "sandbox/loader.py",
-                                                                     "flowrt/abi.py"}
+    relative = {p.relative_to(tmp_path).as_posix() for p in sources}
+    assert relative >= {"sandbox/child.py", "sandbox/loader.py", "flowdata/codec.py", "flowdata/framing.py"}
+    assert not [p for p in relative if not p.startswith(("sandbox/", "flowdata/"))]  # nothing of the host
     for source in sources:
         cached = Path(importlib.util.cache_from_source(str(source)))
         assert cached.exists(), cached

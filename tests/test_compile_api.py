@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import flowc
-from flowrt.files import read_text
+from flowc.files import read_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORT = str(ROOT / "examples" / "support" / "main.flow")

@@ -13,7 +13,7 @@ import inspect
 import decimal
 from decimal import Decimal as PyD
 
-from sandbox.flowdecimal import FlowDecimal as D  # the Python value of a Flow Decimal
+from flowdata.flowdecimal import FlowDecimal as D  # the Python value of a Flow Decimal
 from pathlib import Path
 
 import pytest
@@ -21,15 +21,15 @@ from hypothesis import given, settings, strategies as st
 
 from flowc import syntax as S
 from flowc.parse import parse
-from flowrt import abi
+from flowdata import codec
 from sandbox import intrinsics as I
-from sandbox import values as V
+from flowdata import values as V
 from sandbox.intrinsics import INTRINSICS, SCHEDULER_INTRINSICS, missing
 from sandbox.runtime import Fault, TypeArg
 
 # Python's decimal as the oracle for exponents within its range.
 EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
-from sandbox.values import NONE, Duration, FlowDict, FlowSet, Instant, err, ok, some
+from flowdata.values import NONE, Duration, FlowDict, FlowSet, Instant, err, ok, some
 
 STD = Path(__file__).resolve().parent.parent / "flowc" / "std" / "v1"
 J = V.JSON_VALUE
@@ -737,7 +737,7 @@ def test_json_encode_canonical():
     assert I.i_json_encode(ok(1)) == '{"Ok":1}'
     for value, term in [(p, {"Named": "geo.Point"}), (FlowDict([(2, "x")]), {"Dict": ["Int", "Text"]}),
                         ((some(1), NONE), {"List": {"Option": "Int"}}), (10**30, "Int")]:
-        assert I.i_json_encode(value) == abi.canonical(value, term, DEFS).decode()
+        assert I.i_json_encode(value) == codec.canonical(value, term, DEFS).decode()
     # with a type argument (json.encode listed among the typed intrinsics) the empty non-Text dict is exact
     assert I.i_json_encode(T({"Dict": ["Int", "Text"]}), V.EMPTY_DICT) == "[]"
     assert I.i_json_encode(V.EMPTY_DICT) == "{}"
@@ -816,7 +816,7 @@ def test_json_round_trip(ints, texts, decs, aset, idict):
     ]
     for value, term in cases:
         text = I.i_json_encode(value)
-        assert text == abi.canonical(value, term, DEFS).decode()
+        assert text == codec.canonical(value, term, DEFS).decode()
         assert I.i_json_decode(T(term, DEFS), text) == ok(value)
         tree = I.i_json_to_value(value)
         assert I.i_json_render(tree) == text
@@ -828,9 +828,9 @@ def test_json_round_trip(ints, texts, decs, aset, idict):
 @given(_SIMPLE)
 def test_json_parse_render_round_trip(data):
     """parse(render(v)) == Ok(v) for any json.Value; render writes the ABI's canonical text."""
-    value = abi.decode(data, "json.Value")
+    value = codec.decode(data, "json.Value")
     text = I.i_json_render(value)
-    assert text == abi.canonical(value, "json.Value").decode()
+    assert text == codec.canonical(value, "json.Value").decode()
     assert I.i_json_parse(text) == ok(value)
 
 

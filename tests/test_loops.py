@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox import runtime as R
-from sandbox import values as V
+from flowdata import values as V
 from tests.compiled import compile_program
 
 PROGRAM = """

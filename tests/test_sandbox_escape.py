@@ -1,7 +1,7 @@
 """The sandbox refuses escape attempts before they run, and runs what the compiler emits.
 
 Three independent layers stand between generated code and the host process:
-1. `sandbox.verify` (a static whitelist over the AST, driven by `sandbox.policy`),
+1. `sandbox.verify` (a static whitelist over the AST, driven by `flowdata.policy`),
 2. RestrictedPython's restricted compile (its own refusals, and the guard calls it inserts),
 3. the guards and the empty builtins at run time.
 The corpus below attacks layer 1 with the whole pipeline (`sandbox.loader.load`); the later
@@ -19,10 +19,11 @@ import pytest
 from RestrictedPython import compile_restricted_exec
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
-from sandbox import guards, policy
+from flowdata import policy
+from sandbox import guards
 from sandbox.guards import GUARDS, SandboxDenied
 from sandbox.loader import compile_module, load
-from sandbox.policy import POLICY, SAFE_BUILTINS
+from flowdata.policy import POLICY, SAFE_BUILTINS
 from sandbox.verify import Refusal, SandboxRefusal, verify
 
 

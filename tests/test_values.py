@@ -1,4 +1,4 @@
-"""The runtime representation of Flow values (sandbox/values.py).
+"""The runtime representation of Flow values (flowdata/values.py).
 
 Each test's docstring states the property it checks.
 """
@@ -10,14 +10,14 @@ import subprocess
 import sys
 import decimal as pydecimal
 
-from sandbox.flowdecimal import FlowDecimal as Decimal  # the Python value of a Flow Decimal
+from flowdata.flowdecimal import FlowDecimal as Decimal  # the Python value of a Flow Decimal
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sandbox import values as V
-from sandbox.values import (
+from flowdata import values as V
+from flowdata.values import (
     Duration, FlowDict, FlowSet, Instant, MISSING, NONE, Token, decimal_text, duration_text,
     enum_type, instant_text, order_key, parse_decimal, parse_duration, parse_instant,
     record_type, some, value_json,
@@ -433,7 +433,7 @@ def test_int_text_big():
 
 _PROBE = r"""
 import random
-from sandbox import values as V
+from flowdata import values as V
 P = V.record_type("m.P", ("name", "tags"))
 E = V.enum_type("m.E", (("A", "positional", ()), ("B", "bare", ())))
 rnd = random.Random(7)
@@ -477,11 +477,11 @@ def _imports(path) -> set:
 
 def test_values_module_imports_only_allowed_stdlib():
     """values.py is pure: it imports only decimal, datetime, base64, bisect, re, functools and
-    sandbox.bigint, which imports only functools."""
-    assert _imports(ROOT / "sandbox" / "values.py") <= {"__future__", "decimal", "datetime", "base64", "bisect",
-                                                         "re", "functools", "sandbox.bigint",
-                                                         "sandbox.flowdecimal"}
-    assert _imports(ROOT / "sandbox" / "bigint.py") <= {"__future__", "functools"}
+    flowdata.bigint, which imports only functools."""
+    assert _imports(ROOT / "flowdata" / "values.py") <= {"__future__", "decimal", "datetime", "base64", "bisect",
+                                                          "re", "functools", "flowdata.bigint",
+                                                          "flowdata.flowdecimal"}
+    assert _imports(ROOT / "flowdata" / "bigint.py") <= {"__future__", "functools"}
 
 
 def test_pickle_free_reduce_of_scalars():

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from sandbox import runtime as R  # noqa: E402
-from sandbox import values as V  # noqa: E402
+from flowdata import values as V  # noqa: E402
 from tests.compiled import compile_program  # noqa: E402
 
 FLOW = """

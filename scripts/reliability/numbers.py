@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sandbox.bigint import MAX_INT_DIGITS, int_text, text_int  # noqa: E402
+from flowdata.bigint import MAX_INT_DIGITS, int_text, text_int  # noqa: E402
 
 TIMEOUT = 60
 

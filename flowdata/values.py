@@ -5,7 +5,7 @@ Every Flow data value has exactly one Python representation here:
 | Flow            | Python                                                          |
 |-----------------|-----------------------------------------------------------------|
 | Int             | `int` (never `bool`)                                            |
-| Decimal         | `FlowDecimal` (sandbox/flowdecimal.py), any 64-bit exponent    |
+| Decimal         | `FlowDecimal` (flowdata/flowdecimal.py), any 64-bit exponent    |
 | Bool            | `bool`                                                          |
 | Text            | `str` (Unicode scalar values: no lone surrogates)               |
 | Bytes           | `bytes`                                                         |
@@ -32,8 +32,12 @@ be (Flow never compares them). Equal keys mean equal values.
 Determinism. Nothing here depends on hash seeds, `id()` or the iteration order of unordered
 Python containers: a FlowSet built from the same elements in any order iterates in the same order.
 
+Over 800 lines, on purpose: each kind of value's representation, text form and order key are
+written together here, and must agree (the order of sets and dicts is derived from them).
+
 This module is pure: no I/O, and only the standard library's datetime, base64, bisect, re and
-functools (and sandbox.bigint, the Int's conversions to and from text).
+functools (and flowdata.bigint, the Int's conversions to and from text, and flowdata.flowdecimal,
+Flow's Decimal).
 """
 
 from __future__ import annotations
@@ -44,9 +48,9 @@ import re
 from bisect import bisect_left
 
 # Int <-> text of any size up to the Int limit (decoding refuses longer integers).
-from sandbox.bigint import MAX_INT_DIGITS, IntOverLimit, int_text, text_int
+from flowdata.bigint import MAX_INT_DIGITS, IntOverLimit, int_text, text_int
 # Flow's Decimal: exact, any signed 64-bit exponent (its own module; Python's decimal stops near 10^18).
-from sandbox.flowdecimal import DECIMAL_PLAIN_LIMIT, DecimalOverLimit, FlowDecimal, decimal_text, parse_decimal
+from flowdata.flowdecimal import DECIMAL_PLAIN_LIMIT, DecimalOverLimit, FlowDecimal, decimal_text, parse_decimal
 
 __all__ = [
     "Duration", "Instant", "Token", "FlowSet", "FlowDict", "MISSING",
@@ -78,120 +82,77 @@ JSON_VALUE_ID = "std@v1/json.Value"
 # Duration, Instant, Token
 
 
-class Duration:
-    """A signed length of time in whole nanoseconds. Immutable, hashable, totally ordered."""
+class _Nanos:
+    """What Duration and Instant share: a whole number of nanoseconds, immutable and hashable,
+    ordered against values of its own class only (a Duration and an Instant never compare)."""
 
     __slots__ = ("nanos",)
 
     def __init__(self, nanos: int):
         if type(nanos) is not int:
-            raise TypeError(f"Duration needs an int of nanoseconds, not {type(nanos).__name__}")
+            raise TypeError(f"{type(self).__name__} needs an int of nanoseconds, not {type(nanos).__name__}")
         object.__setattr__(self, "nanos", nanos)
 
     def __setattr__(self, name, value):
-        raise AttributeError("Duration is immutable")
+        raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __delattr__(self, name):
-        raise AttributeError("Duration is immutable")
+        raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other):
-        if type(other) is Duration:
+        if type(other) is type(self):
             return self.nanos == other.nanos
         return NotImplemented
 
     def __ne__(self, other):
-        if type(other) is Duration:
+        if type(other) is type(self):
             return self.nanos != other.nanos
         return NotImplemented
 
     def __lt__(self, other):
-        if type(other) is Duration:
+        if type(other) is type(self):
             return self.nanos < other.nanos
         return NotImplemented
 
     def __le__(self, other):
-        if type(other) is Duration:
+        if type(other) is type(self):
             return self.nanos <= other.nanos
         return NotImplemented
 
     def __gt__(self, other):
-        if type(other) is Duration:
+        if type(other) is type(self):
             return self.nanos > other.nanos
         return NotImplemented
 
     def __ge__(self, other):
-        if type(other) is Duration:
+        if type(other) is type(self):
             return self.nanos >= other.nanos
         return NotImplemented
 
     def __hash__(self):
-        return hash(("Duration", self.nanos))
+        return hash((type(self).__name__, self.nanos))
 
     def __repr__(self):
-        return f"Duration({self.nanos})"
+        return f"{type(self).__name__}({self.nanos})"
 
     def __reduce__(self):
-        return (Duration, (self.nanos,))
+        return (type(self), (self.nanos,))
 
 
-class Instant:
+class Duration(_Nanos):
+    """A signed length of time in whole nanoseconds. Immutable, hashable, totally ordered."""
+
+    __slots__ = ()
+
+
+class Instant(_Nanos):
     """A point in time: nanoseconds since 1970-01-01T00:00:00Z (UTC). Immutable, totally ordered.
 
     Flow's Instants lie in years 0001 to 9999 (`INSTANT_MIN_NANOS` .. `INSTANT_MAX_NANOS`); the
     class itself does not refuse others, so arithmetic can check and fault where it wants to.
     """
 
-    __slots__ = ("nanos",)
-
-    def __init__(self, nanos: int):
-        if type(nanos) is not int:
-            raise TypeError(f"Instant needs an int of nanoseconds, not {type(nanos).__name__}")
-        object.__setattr__(self, "nanos", nanos)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("Instant is immutable")
-
-    def __delattr__(self, name):
-        raise AttributeError("Instant is immutable")
-
-    def __eq__(self, other):
-        if type(other) is Instant:
-            return self.nanos == other.nanos
-        return NotImplemented
-
-    def __ne__(self, other):
-        if type(other) is Instant:
-            return self.nanos != other.nanos
-        return NotImplemented
-
-    def __lt__(self, other):
-        if type(other) is Instant:
-            return self.nanos < other.nanos
-        return NotImplemented
-
-    def __le__(self, other):
-        if type(other) is Instant:
-            return self.nanos <= other.nanos
-        return NotImplemented
-
-    def __gt__(self, other):
-        if type(other) is Instant:
-            return self.nanos > other.nanos
-        return NotImplemented
-
-    def __ge__(self, other):
-        if type(other) is Instant:
-            return self.nanos >= other.nanos
-        return NotImplemented
-
-    def __hash__(self):
-        return hash(("Instant", self.nanos))
-
-    def __repr__(self):
-        return f"Instant({self.nanos})"
-
-    def __reduce__(self):
-        return (Instant, (self.nanos,))
+    __slots__ = ()
 
     def in_range(self) -> bool:
         """Whether this Instant lies in years 0001 to 9999."""
@@ -705,7 +666,7 @@ def has_surrogate(s: str) -> bool:
 def value_json(v) -> str:
     """The canonical JSON text of `v`, derived from the value alone.
 
-    It equals the ABI's type-directed canonical encoding (flowrt.abi.canonical) for every value,
+    It equals the ABI's type-directed canonical encoding (flowrt.codec.canonical) for every value,
     with one exception the value cannot decide: an empty Dict is written `{}` here, while the ABI
     writes `[]` for an empty Dict whose keys are not Text. Used to order values of the types that
     are not Ord.

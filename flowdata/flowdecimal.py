@@ -16,14 +16,14 @@ reports as a `limit` fault: never a silent rounding to zero or infinity. The che
 result's exponent and size as Python ints, before anything that large is built (1E+9e18 + 1
 would need 9e18 digits: refused from the exponents alone).
 
-Pure: only the standard library's re, and sandbox.bigint for texts of large coefficients.
+Pure: only the standard library's re, and flowdata.bigint for texts of large coefficients.
 """
 
 from __future__ import annotations
 
 import re
 
-from sandbox.bigint import _pow10, int_text, text_int
+from flowdata.bigint import _pow10, int_text, text_int
 
 __all__ = ["FlowDecimal", "DecimalOverLimit", "MAX_DECIMAL_DIGITS", "EXP_MIN", "EXP_MAX",
            "DIVISION_DIGITS", "decimal_text", "parse_decimal"]

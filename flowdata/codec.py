@@ -1,6 +1,6 @@
-"""The value layer of the ABI: canonical JSON, type-directed decoding, JSON Schema, outcomes.
+"""The type-directed codec of the ABI: values by type term to JSON data and back, and outcomes.
 
-Values are the Python representations of `sandbox.values`. A *type term* is what `flow tools`
+Values are the Python representations of `flowdata.values`. A *type term* is what `flow tools`
 prints: a built-in by name (`"Int"`, `"Decimal"`, `"Bool"`, `"Text"`, `"Bytes"`, `"Duration"`,
 `"Instant"`, `"Unit"`, `"Never"`, `"json.Value"`), `{"List": t}`, `{"Set": t}`, `{"Option": t}`,
 `{"Dict": [k, v]}`, `{"Tuple": [t, ...]}`, `{"Param": "T"}` or `{"Named": key}`, where `defs[key]`
@@ -10,46 +10,45 @@ payload terms inside `defs` are concrete: a declaration appears once per list of
 
 Algorithm. `encode` walks the value and its term together and builds plain JSON data (dict, list,
 str, int, bool, None, and `Decimal` for the numbers of a json.Value that are not integers);
-`canonical_json` writes it with orjson (sorted keys, no whitespace) and falls back to a writer of
-its own for what orjson refuses (integers beyond 64 bits, Decimals, nesting deeper than 255),
-writing each string with orjson so both paths give the same bytes. Sets and non-Text dicts are
-sorted by the canonical bytes of their elements and keys, so one value has exactly one text.
+`canonical` writes it with the one canonical writer, `flowdata.canonical.dumps` (which also
+writes Decimals, Ints beyond 64 bits and deep nesting). Sets and non-Text dicts are sorted by the
+canonical bytes of their elements and keys, so one value has exactly one text.
 `decode` walks JSON data and the term together; a failure raises `DecodeError(path, message)`
 with a JSONPath-like `path` (`$.notes[2]`). Paths are built only on failure: each container
 catches the failure of a child and adds its own step while the exception unwinds.
 `parse_json` uses the standard library's C scanner (not orjson: orjson silently turns integers
 beyond 64 bits and exact decimals into floats, and keeps the last of duplicate keys), with
 decimals kept exact, big integers exact, NaN and Infinity refused and duplicate keys refused.
-"""
+The JSON Schema of a type term is the host's (`flowrt.schemas`): the child never needs it.
 
+Over 800 lines, on purpose for now: the encoder and the decoder of each kind of term mirror each
+other case by case and are read side by side; a split into encode/decode modules is the next
+step once the Decimal codec's pending change (a 64-bit exponent) has landed.
+"""
 from __future__ import annotations
 
 import json as _stdjson
 import re
 from decimal import Decimal as _PyDecimal
-from urllib.parse import quote as _quote
 
-import orjson
-
-from sandbox import values as V
-from sandbox.bigint import checked, over_limit, text_int
-from sandbox.flowdecimal import FlowDecimal
-from sandbox.values import (
+from flowdata import values as V
+from flowdata.bigint import checked, over_limit, text_int
+from flowdata.canonical import IntText, NotJSON, dumps as canonical_json
+from flowdata.flowdecimal import FlowDecimal
+from flowdata.values import (
     ListView, JSON_VALUE, NONE, OPTION_ID, JSON_VALUE_ID, RESULT_ID, TOOL_PROBLEM_ID, FlowDict, FlowSet,
     Duration, Instant, Token, decimal_text, duration_text, instant_text, bytes_text, int_text,
     order_key,
 )
 
 __all__ = [
-    "DecodeError", "EncodeError", "TermError", "NotAnOutcome", "BUILTIN_TYPES", "SCHEMA_DIALECT",
-    "encode", "canonical", "canonical_json", "parse_json", "parse_int", "decode", "decode_text", "schema",
+    "DecodeError", "EncodeError", "TermError", "NotAnOutcome", "BUILTIN_TYPES",
+    "encode", "canonical", "parse_json", "parse_int", "decode", "decode_text",
     "decode_outcome", "encode_outcome", "decode_arguments", "encode_arguments", "path_step",
 ]
 
 BUILTIN_TYPES = ("Int", "Decimal", "Bool", "Text", "Bytes", "Duration", "Instant", "Unit",
                  "Never", "json.Value")
-SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-
 
 
 class DecodeError(ValueError):
@@ -208,83 +207,6 @@ class _Types:
 
 
 # ---------------------------------------------------------------------------------------------
-# Canonical JSON text
-
-
-def canonical_json(obj) -> bytes:
-    """The canonical text of JSON data: UTF-8, keys sorted by code point, no whitespace.
-
-    `obj` is dicts with str keys, lists or tuples, str, int (any size), bool, None and finite
-    Decimal (written as a JSON number in `decimal_text` form). Raises EncodeError otherwise.
-    """
-    try:
-        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        out: list = []
-        try:
-            _write(obj, out)
-        except RecursionError:
-            raise EncodeError("$", "nested too deeply") from None
-        return b"".join(out)
-
-
-def _write(o, out):
-    t = type(o)
-    if t is str:
-        try:
-            out.append(orjson.dumps(o))
-        except TypeError:
-            raise EncodeError("$", "a string holds a lone surrogate (not Unicode text)") from None
-    elif t is dict:
-        out.append(b"{")
-        first = True
-        for k in sorted(o):
-            if type(k) is not str:
-                raise EncodeError("$", f"an object key is not a string: {k!r}")
-            if not first:
-                out.append(b",")
-            first = False
-            _write(k, out)
-            out.append(b":")
-            _write(o[k], out)
-        out.append(b"}")
-    elif t is list or t is tuple:
-        out.append(b"[")
-        first = True
-        for x in o:
-            if not first:
-                out.append(b",")
-            first = False
-            _write(x, out)
-        out.append(b"]")
-    elif t is bool:
-        out.append(b"true" if o else b"false")
-    elif t is int:
-        out.append(int_text(o).encode("ascii"))
-    elif o is None:
-        out.append(b"null")
-    elif t is FlowDecimal:
-        out.append(decimal_text(o).encode("ascii"))
-    elif t is _BigInt:
-        # Written as the number it is (a Decimal's text when it is one; else the integer's own
-        # digits, which decoding then reports as over the Int limit where an Int is expected).
-        try:
-            out.append(decimal_text(V.parse_decimal(o.text)).encode("ascii"))
-        except ValueError:
-            out.append(o.text.encode("ascii"))
-    elif isinstance(o, _PyDecimal):
-        out.append(decimal_text(_flow_decimal(o, EncodeError)).encode("ascii"))
-    elif t is float:
-        out.append(orjson.dumps(o))
-    elif isinstance(o, str):
-        _write(str(o), out)
-    elif isinstance(o, int):
-        _write(int(o), out)
-    else:
-        raise EncodeError("$", f"not JSON data: {type(o).__name__}")
-
-
-# ---------------------------------------------------------------------------------------------
 # Encoding
 
 
@@ -326,7 +248,11 @@ def encoder(term, defs=None):
 
 def canonical(value, term, defs=None) -> bytes:
     """The canonical JSON text (UTF-8 bytes) of `value` of type `term`."""
-    return canonical_json(encode(value, term, defs))
+    data = encode(value, term, defs)
+    try:
+        return canonical_json(data)
+    except NotJSON as problem:  # what encode builds is JSON data: only too deep a value is not
+        raise EncodeError("$", str(problem)) from None
 
 
 def _describe(v) -> str:
@@ -641,16 +567,6 @@ _ENC_PRIM = {
 # Parsing JSON text
 
 
-class _BigInt:
-    """Internal: an integer literal over the Int limit, kept (unconverted) so that decoding can
-    say where it is, or take it as a json.Value number."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
 def parse_int(s: str):
     """The `parse_int` hook for the standard library's `json`: an int of any size up to the Int
     limit (not CPython's 4,300 digits); a longer one is kept unconverted (no cost), and decoding
@@ -660,7 +576,7 @@ def parse_int(s: str):
     try:
         return text_int(s)
     except V.IntOverLimit:
-        return _BigInt(s)
+        return IntText(s)
 
 
 def _parse_constant(name):
@@ -741,7 +657,7 @@ def _found(j) -> str:
         return "true" if j else "false"
     if t is int:
         return f"the integer {j}" if -10**20 < j < 10**20 else "an integer"
-    if t is _BigInt:
+    if t is IntText:
         return "an integer"
     if t is float or t is FlowDecimal:
         return f"the number {j}" if len(str(j)) <= 40 else "a number"
@@ -984,7 +900,7 @@ def _dec_int(j):
         if over_limit(j):
             raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
         return j
-    if t is _BigInt:
+    if t is IntText:
         raise _Fail(f"integer over the limit of {V.MAX_INT_DIGITS} digits")
     if t is float or t is FlowDecimal:
         raise _Fail(f"expected an integer, found {_found(j)}")
@@ -1098,7 +1014,7 @@ def _dec_json(j):
         return _new(JSON_VALUE, ("Number", V.parse_decimal(repr(j))))
     if t is FlowDecimal:
         return _new(JSON_VALUE, ("Number", j))
-    if t is _BigInt:
+    if t is IntText:
         try:
             return _new(JSON_VALUE, ("Number", V.parse_decimal(j.text)))
         except ValueError as e:
@@ -1249,143 +1165,3 @@ def _encode_outcome(result, ok_term, err_term, enc):
         return {"Err": {"Failed": enc.enc(pv, err_term)}}
     except _Fail as f:
         raise EncodeError(_path(f.segs, "$.Err.Failed"), f.message) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON Schema
-
-DECIMAL_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-DURATION_PATTERN = (r"^[+-]?P(?=[0-9]|T[0-9])([0-9]+D)?"
-                    r"(T(?=[0-9])([0-9]+H)?([0-9]+M)?([0-9]+(\.[0-9]{1,9})?S)?)?$")
-INSTANT_PATTERN = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
-                   r"([Zz]|[+-][0-9]{2}:[0-9]{2})$")
-BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-
-_PRIM_SCHEMA = {
-    "Int": {"type": "integer"},
-    "Decimal": {"type": "string", "pattern": DECIMAL_PATTERN},
-    "Bool": {"type": "boolean"},
-    "Text": {"type": "string"},
-    "Bytes": {"type": "string", "contentEncoding": "base64", "pattern": BASE64_PATTERN},
-    "Unit": {"type": "null"},
-    "Duration": {"type": "string", "format": "duration", "pattern": DURATION_PATTERN},
-    "Instant": {"type": "string", "format": "date-time", "pattern": INSTANT_PATTERN},
-    "Never": {"not": {}},
-    "json.Value": {},
-}
-
-
-def _ref(key: str) -> str:
-    pointer = str(key).replace("~", "~0").replace("/", "~1")
-    return "#/$defs/" + _quote(pointer, safe="!$&'()*+,;=:@-._~")
-
-
-def _some_object(s):
-    return {"type": "object", "properties": {"Some": s}, "required": ["Some"],
-            "additionalProperties": False}
-
-
-def _with_doc(s: dict, doc) -> dict:
-    if doc:
-        s = dict(s)
-        s["description"] = doc
-    return s
-
-
-class _SchemaBuilder:
-    def __init__(self, types: _Types):
-        self.types = types
-        self.defs: dict = {}
-
-    def term(self, term) -> dict:
-        if type(term) is str:
-            s = _PRIM_SCHEMA.get(term)
-            if s is None:
-                raise TermError(f"unknown built-in type {term!r}")
-            return dict(s)
-        k, a = _split(term)
-        if k == "List":
-            return {"type": "array", "items": self.term(a)}
-        if k == "Set":
-            return {"type": "array", "items": self.term(a), "uniqueItems": True}
-        if k == "Option":
-            return self.option(a, False)
-        if k == "Tuple":
-            return {"type": "array", "prefixItems": [self.term(t) for t in a], "items": False,
-                    "minItems": len(a), "maxItems": len(a)}
-        if k == "Dict":
-            kt, vt = a
-            if kt == "Text":
-                return {"type": "object", "additionalProperties": self.term(vt)}
-            return {"type": "array", "items": {
-                "type": "array", "prefixItems": [self.term(kt), self.term(vt)], "items": False,
-                "minItems": 2, "maxItems": 2}}
-        if k == "Named":
-            info = self.types.named(a)
-            if info.kind == "option":
-                return self.option(info.inner, False)
-            if info.kind == "json":
-                return {}
-            if a not in self.defs:
-                self.defs[a] = None  # being built: recursive references stop here
-                self.defs[a] = self.declaration(info)
-            return {"$ref": _ref(a)}
-        if k == "Param":
-            return {"$comment": f"type parameter {a}: any data"}
-        raise TermError(f"unknown type term {term!r}")
-
-    def option(self, inner, tagged) -> dict:
-        if tagged:
-            return {"anyOf": [{"const": "None"}, _some_object(self.term(inner))]}
-        ii = self.types.option_inner(inner)
-        if ii is not None:
-            return {"anyOf": [{"type": "null"}, self.option(ii, True)]}
-        if self.types.nullable(inner):
-            return {"anyOf": [{"type": "null"}, _some_object(self.term(inner))]}
-        return {"anyOf": [{"type": "null"}, self.term(inner)]}
-
-    def fields(self, fields) -> dict:
-        return {
-            "type": "object",
-            "properties": {f["name"]: _with_doc(self.term(f["type"]), f.get("doc")) for f in fields},
-            "required": [f["name"] for f in fields],
-            "additionalProperties": False,
-        }
-
-    def declaration(self, info: _Named) -> dict:
-        d = info.defn
-        (k, body), = d["kind"].items()
-        head = {"title": info.name}
-        if info.doc:
-            head["description"] = info.doc
-        if info.kind == "record":
-            return {**head, **self.fields(body["fields"])}
-        if info.kind == "host":
-            return {**head, "type": "string"}
-        shapes = []
-        for c in body["ctors"]:
-            name, p = c["name"], c.get("payload")
-            if p is None:
-                s = {"const": name}
-            else:
-                if "positional" in p:
-                    ts = p["positional"]
-                    inner = self.term(ts[0]) if len(ts) == 1 else self.term({"Tuple": ts})
-                else:
-                    inner = self.fields(p["named"])
-                s = {"type": "object", "properties": {name: inner}, "required": [name],
-                     "additionalProperties": False}
-            shapes.append(_with_doc(s, c.get("doc")))
-        return {**head, "oneOf": shapes}
-
-
-def schema(term, defs=None) -> dict:
-    """A JSON Schema (2020-12) for the encoding of `term`: declared types under `$defs` by their
-    defs key, referenced as `{"$ref": "#/$defs/<key>"}`. A type parameter allows any data."""
-    b = _SchemaBuilder(_Types(defs))
-    body = b.term(term)
-    out = {"$schema": SCHEMA_DIALECT}
-    out.update(body)
-    if b.defs:
-        out["$defs"] = {k: b.defs[k] for k in sorted(b.defs)}
-    return out

@@ -1,10 +1,11 @@
 """Framing for the host/child pipe, used on both sides.
 
 A frame is a 4-byte big-endian unsigned length followed by that many bytes of canonical JSON
-(orjson with sorted keys: UTF-8, no insignificant whitespace). Flow's Int has no size limit and
-orjson writes and reads integers only up to 64 bits (it reads a larger one as a float, silently),
-so a frame that holds a larger integer is written by the standard library's `json` instead and
-says so in the top bit of its length (`EXACT`); the reader then reads it with `json` too, exactly.
+(`flowdata.canonical`, strict: UTF-8, sorted keys, no insignificant whitespace, JSON data and
+nothing else). Flow's Int has no size limit and orjson writes and reads integers only up to 64
+bits (it reads a larger one as a float, silently), so a frame that holds a larger integer is
+written by the exact writer and says so in the top bit of its length (`EXACT`); the reader then
+reads it exactly too (`canonical.loads_exact`).
 
 A frame holds one message, a JSON object, or a batch of them, a JSON array of objects
 (`encode_batch`): one write, one read and one parse for many messages, which is most of what a
@@ -26,9 +27,8 @@ Waiting polls briefly before it sleeps (`Spin`): host and child alternate on the
 process woken on another core costs more than the whole message (measured: a recorded call took
 ~2x the CPU when each side slept on every read).
 
-Only `orjson`, `gc`, `os`, `select`, `struct` and `time` are imported (and `json` and
-`sandbox.bigint`, for Ints of any size up to the limit, once a frame needs them): this module is
-loaded inside the sandbox child.
+Only `orjson`, `gc`, `os`, `select`, `struct`, `time` and `flowdata.canonical` are imported:
+this module is loaded inside the sandbox child, and by the host (`flowrt.child`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ import struct
 import time
 
 import orjson
+
+from flowdata import canonical
 
 MAX_FRAME = 64 * 1024 * 1024
 # Bytes a Receiver asks of one read: below malloc's mmap threshold (128 KiB), so that the buffer
@@ -62,12 +64,7 @@ HEADER = struct.Struct(">I")
 #: Set in a frame's length when its body holds an integer beyond 64 bits (see the module's doc).
 EXACT = 1 << 31
 _LENGTH = EXACT - 1
-_DUMP_OPTIONS = (
-    orjson.OPT_SORT_KEYS
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
+_DUMP_OPTIONS = canonical.STRICT
 
 
 class ChannelError(Exception):
@@ -104,75 +101,24 @@ def _frame(payload: dict | list, what: str, advice: str) -> bytes:
             raise ChannelError(
                 f"message is not JSON ({exc}): convert it to null/bool/int/str/list/dict first"
             ) from None
-        body, flag = _exact_dumps(payload), EXACT
+        try:
+            body = canonical.exact_dumps(payload, strict=True)
+        except canonical.NotJSON as problem:
+            raise ChannelError(f"message is not JSON ({problem}): convert it to "
+                               "null/bool/int/str/list/dict first") from None
+        flag = EXACT
     if len(body) > MAX_FRAME:
         raise FrameTooLarge(f"{what} of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit: {advice}")
     return HEADER.pack(len(body) | flag) + body
-
-
-def _exact_dumps(payload: dict | list) -> bytes:
-    """Canonical JSON of `payload`, integers of any size up to the Int limit included (the
-    standard library's `json` would stop at CPython's 4,300-digit guard), after checking (as
-    orjson does) that it is JSON data and nothing else. Strings and floats are written by orjson,
-    so both paths give the same bytes."""
-    from sandbox.bigint import int_text
-
-    out: list[bytes] = []
-    _write_exact(payload, out, int_text)
-    return b"".join(out)
-
-
-def _write_exact(item, out: list, int_text) -> None:
-    kind = type(item)
-    if kind is str:
-        try:
-            out.append(orjson.dumps(item))
-        except TypeError:
-            raise ChannelError("message is not JSON (a string that is not Unicode text)") from None
-    elif kind is dict:
-        if any(type(key) is not str for key in item):
-            raise ChannelError("message is not JSON (a key that is not text)")
-        out.append(b"{")
-        for index, key in enumerate(sorted(item)):
-            if index:
-                out.append(b",")
-            _write_exact(key, out, int_text)
-            out.append(b":")
-            _write_exact(item[key], out, int_text)
-        out.append(b"}")
-    elif kind is list:
-        out.append(b"[")
-        for index, value in enumerate(item):
-            if index:
-                out.append(b",")
-            _write_exact(value, out, int_text)
-        out.append(b"]")
-    elif kind is bool:
-        out.append(b"true" if item else b"false")
-    elif kind is int:
-        out.append(int_text(item).encode("ascii"))
-    elif item is None:
-        out.append(b"null")
-    elif kind is float:
-        if item != item or item in (float("inf"), float("-inf")):
-            raise ChannelError("message is not JSON (a number that is not finite)")
-        out.append(orjson.dumps(item))
-    else:
-        raise ChannelError(f"message is not JSON (a {kind.__name__} value): convert it to "
-                           "null/bool/int/str/list/dict first")
 
 
 def decode_body(body: bytes, exact: bool = False) -> dict | list:
     """A frame's message (an object), or its batch of messages (a list of objects). `exact`: the
     frame's length had `EXACT` set (it holds integers beyond 64 bits)."""
     if exact:
-        import json
-
-        from sandbox.bigint import text_int
-
         try:
-            obj = json.loads(body, parse_int=text_int)
-        except ValueError as exc:  # IntOverLimit included
+            obj = canonical.loads_exact(body)
+        except (ValueError, RecursionError) as exc:  # IntOverLimit and UnicodeDecodeError included
             raise ChannelError(f"frame is not valid JSON: {exc}") from None
         return _checked(obj)
     # JSON builds no reference cycles, so the cyclic collector has nothing to find in what a

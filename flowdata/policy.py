@@ -2,7 +2,8 @@
 
 Everything the sandbox allows or limits is written down here, as constants, so that a reviewer
 reads the whole policy in one place and the mechanism (`verify`, `guards`, `loader`, the host's
-`flowrt.child`) only ever looks values up. Nothing here runs code; changing what generated code
+`flowrt.child`) only ever looks values up. The host, the child and the compiler all read it,
+so it lives in `flowdata`, the package none of them owns. Nothing here runs code; changing what generated code
 may contain is a one-line edit in this file, reviewed on its own.
 
 The policy is default-deny in three places:
@@ -13,6 +14,8 @@ The policy is default-deny in three places:
 - **Names**: a name (read, bound, defined, or a parameter) may not start with `_` and may not be
   one of `POLICY.forbidden_names`; a name read but never bound in the module must carry one of
   the injected prefixes (`rt_`, `i_`, `m_`), and those prefixes may not be bound by the module.
+  The lists themselves are in `flowdata.names`, which the compiler reads too (it renames a Flow
+  function called `open`), without the rest of the policy.
 - **Attributes**: no attribute starting with `_`, none of `POLICY.forbidden_attributes`; checked
   statically by `verify` and again at run time by the `_getattr_` guard.
 
@@ -25,12 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-# The prefixes of the globals the loader injects. Generated code reads names that it does not
-# define only through these: runtime helpers, intrinsics, and the other modules of the program.
-INJECTED_PREFIXES: tuple[str, ...] = ("rt_", "i_", "m_")
+from flowdata.names import FORBIDDEN_NAMES, INJECTED_PREFIXES, MODULE_PREFIX
 
-# The prefix of the per-module namespace globals (`m_<key>`), a subset of INJECTED_PREFIXES.
-MODULE_PREFIX = "m_"
+__all__ = ["INJECTED_PREFIXES", "MODULE_PREFIX", "FORBIDDEN_NAMES", "SAFE_BUILTINS", "GUARD_NAMES",
+           "Policy", "POLICY", "ALLOWED_NODES", "ALLOWED_CONSTANT_TYPES", "FORBIDDEN_ATTRIBUTES",
+           "Limits", "LIMITS", "STDERR_TAIL_BYTES", "CHILD_PYTHON_FLAGS", "CHILD_PACKAGES",
+           "CHILD_SOURCE_PACKAGES", "CHILD_ENV", "ALLOWED_SYSCALLS", "CHILD_UID"]
 
 # Builtins visible to generated code: none. RestrictedPython's output needs no builtins (slices
 # compile to BUILD_SLICE, `True`/`False`/`None` are constants); everything else the emitter
@@ -91,23 +94,6 @@ ALLOWED_NODES: frozenset[str] = frozenset({
 # `type(value).__name__` of the literals generated code writes. No float, complex or Ellipsis:
 # Flow's Decimal travels as text and Flow has no floats.
 ALLOWED_CONSTANT_TYPES: frozenset[str] = frozenset({"int", "str", "bool", "NoneType", "bytes"})
-
-# Names generated code never uses. The builtins are absent in the sandbox anyway
-# (SAFE_BUILTINS is empty); listing them makes verify() name the attempt instead of the run
-# failing later with a NameError. Names starting with `_` are refused by rule, not by list.
-FORBIDDEN_NAMES: frozenset[str] = frozenset({
-    # code execution and compilation
-    "eval", "exec", "compile", "__import__", "breakpoint", "help", "input",
-    # reflection and identity (process-dependent or escape-prone)
-    "getattr", "setattr", "delattr", "hasattr", "type", "globals", "locals", "vars", "dir",
-    "id", "hash", "object", "super", "classmethod", "staticmethod", "property", "memoryview",
-    "isinstance", "issubclass", "callable",
-    # I/O and the interpreter
-    "open", "print", "printed", "builtins", "__builtins__", "exit", "quit", "copyright",
-    "credits", "license",
-    # string formatting that walks attributes
-    "format",
-})
 
 # Attributes that reach frames, code, globals or the class hierarchy, or that format strings by
 # walking attributes (`"{0.__class__}".format(x)`). Includes every attribute RestrictedPython
@@ -200,6 +186,9 @@ CHILD_PYTHON_FLAGS: tuple[str, ...] = ("-B", "-S", "-s", "-P")
 # The packages outside the standard library that the child imports: the directory holding each
 # (as the host's interpreter finds it) is put on the child's PYTHONPATH, after the checkout's.
 CHILD_PACKAGES: tuple[str, ...] = ("orjson", "RestrictedPython")
+# The packages of this checkout the child imports (all their modules, whose bytecode the host
+# writes for it): the child itself and the value contract, never the host's `flowrt`.
+CHILD_SOURCE_PACKAGES: tuple[str, ...] = ("sandbox", "flowdata")
 
 # The child's environment, entire: a fixed hash seed so that nothing hash-ordered differs
 # between runs. (`PYTHONPATH`, pointing at this checkout and then at the directories of

@@ -13,7 +13,7 @@ from flowc.diagnostics import Diagnostic, Location, error, sort_key
 from flowc.frontend import check_program, program_identity
 from flowc.program import Program
 from flowc.records import record
-from flowrt.files import program_roots, read_text
+from flowc.files import program_roots, read_text
 
 
 @record
