@@ -5,7 +5,8 @@ intrinsics, the scheduler and its parts, `sandbox.testing` for `flow test`), the
 gives up the operating system (`sandbox.lockdown`: no module can be imported, no file opened
 after; a system call the filter does not allow kills the child), and only then does the
 program run. So a module imported lazily after `lock_down` would kill the child: what the child
-runs is imported at the top of its modules.
+runs is imported before it, at the top of its modules or in `main` before the load
+(tests/test_child_layout.py checks every import in `sandbox/` against what is loaded by then).
 
 The child's roles each have a module: the wire protocol with the host (`sandbox.wire`, whose
 docstring lists the messages), the scheduler (`sandbox.scheduler`), stepping through a record in
