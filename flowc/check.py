@@ -105,14 +105,18 @@ class Place:
     marked: bool  # an argument may hold a function: decided as the run goes
 
 
-@record(frozen=False)
-class Checked:
+@record
+class CheckResult:
+    """What the checker hands the front end, which builds the program's `frontend.Checked` from
+    it: the checkpoint places and the facts code generation needs (its diagnostics are in
+    `env.diagnostics`)."""
+
     env: Env
-    places: list[Place]
+    places: tuple[Place, ...]
     facts: Facts
 
 
-def check(env: Env) -> Checked:
+def check(env: Env) -> CheckResult:
     places: list[Place] = []
     facts = Facts()
     shared = _Shared()
@@ -120,7 +124,7 @@ def check(env: Env) -> Checked:
         menv = env.modules[identity]
         checker = _ModuleChecker(env, menv, places, facts, shared)
         checker.run()
-    return Checked(env, places, facts)
+    return CheckResult(env, tuple(places), facts)
 
 
 class _Scope:

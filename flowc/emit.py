@@ -40,14 +40,14 @@ class Generated:
 
 def generate(checked) -> Generated:
     """Generate every module of a checked program (`frontend.Checked` without errors)."""
-    from flowc.lower import ModuleLowerer
+    from flowc.lower import lower
 
     env = checked.env
     facts = checked.facts
     out: list[GeneratedModule] = []
     for identity in sorted(env.modules):
         menv = env.modules[identity]
-        tree = ModuleLowerer(env, facts, menv).lower()
+        tree = lower(env, facts, menv)
         out.append(_emit(identity, menv.file, tree, checked.identity))
     return Generated(checked.identity, tuple(out))
 

@@ -85,6 +85,12 @@ def ctor_py_name(info: TypeInfo, ctor: CtorInfo) -> str:
     return f"{info.name}_{ctor.name}"
 
 
+def lower(env: Env, facts: Facts, menv: ModuleEnv) -> ast.Module:
+    """One checked module (`menv`, of the program `env`, with the checker's `facts`) as the
+    Python module the sandbox loads."""
+    return _ModuleLowerer(env, facts, menv).lower()
+
+
 class Lowering(Exception):
     """An internal compiler error: lowering met something the checker should have refused."""
 
@@ -106,7 +112,9 @@ class _Fn:
     loops: bool = False
 
 
-class ModuleLowerer:
+class _ModuleLowerer:
+    """The lowering of one module: its constants, Tool descriptions and names in use."""
+
     def __init__(self, env: Env, facts: Facts, menv: ModuleEnv) -> None:
         self.env = env
         self.facts = facts

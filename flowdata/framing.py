@@ -28,7 +28,7 @@ process woken on another core costs more than the whole message (measured: a rec
 ~2x the CPU when each side slept on every read).
 
 Only `orjson`, `gc`, `os`, `select`, `struct`, `time` and `flowdata.canonical` are imported:
-this module is loaded inside the sandbox child, and by the host (`flowrt.child`).
+this module is loaded inside the sandbox child, and by the host (`flowrt.sandbox_process`).
 """
 
 from __future__ import annotations

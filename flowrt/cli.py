@@ -178,7 +178,7 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
     if checkpoints not in ("every", "off") and not checkpoints.isdigit():
         sys.stderr.write("--checkpoints is every, off or a number\n")
         return 2
-    from flowrt.child import Child
+    from flowrt.sandbox_process import Child
 
     # Started first, so that it starts while the host imports the compiler, checks and binds.
     child = Child.start()

@@ -204,7 +204,7 @@ class ReplayDriver(Driver):
         self.child.feed(self.stream())
 
     def stream(self):
-        """The record as the child steps through it (sandbox/child.py): frames of facts, then
+        """The record as the child steps through it (sandbox/record.py): frames of facts, then
         the end of the record and the policy for what follows. Nothing is decided here: a
         Reply whose outcome cannot be had or sent goes without it, and the check of the wait
         that reaches it (in order, like every check) reports why."""
@@ -527,7 +527,7 @@ def rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
 
 
 def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
-    from flowrt.child import Child
+    from flowrt.sandbox_process import Child
 
     child = Child.start()  # it starts while the history is read
     try:
@@ -560,7 +560,7 @@ def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
 
 def _round_tasks(prepared: Prepared, place: dict) -> list[dict]:
     """The tasks a round's arguments carry: each parameter of a task type holds a task parked on
-    its only call (sandbox/child.py records it by that call), `{"param", "call", "tool"}`."""
+    its only call (sandbox/checkpoints.py records it by that call), `{"param", "call", "tool"}`."""
     function = place["function"]
     fn = prepared.compiled.functions[f"{function['module']}.{function['name']}"]
     return [{"param": p.name, "call": place["arguments"][p.name]["call"], "tool": place["arguments"][p.name]["tool"]}
@@ -582,7 +582,7 @@ def replay(runs_dir: str, run_id: str, current: Compiled | None = None, *,
 
 
 def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bool) -> ReplayResult:
-    from flowrt.child import Child
+    from flowrt.sandbox_process import Child
 
     child = Child.start()
     try:

@@ -275,7 +275,7 @@ class HaltRequested(KeyboardInterrupt):
 
 
 class DeadlineHalt(KeyboardInterrupt):
-    """The child passed its wall-clock deadline (`flowrt.child.ChildDeadline`). A limit of this
+    """The child passed its wall-clock deadline (`flowrt.sandbox_process.ChildDeadline`). A limit of this
     host, not an outcome of the program, so the run is halted as an interrupt halts it (a
     `halted` host record with reason `deadline`, exit 130, resumable), never Faulted."""
 
@@ -374,7 +374,7 @@ class Driver:
         self.store.sync()
 
     def run(self) -> RunOutcome:
-        from flowrt.child import Child, ChildDeadline, ChildDied
+        from flowrt.sandbox_process import Child, ChildDeadline, ChildDied
 
         if self.child is None:
             self.child = Child.start()
@@ -632,7 +632,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     the outer program's `manifest_dir`. `jail` (`flow mcp --root`): no module or pinned directory
     outside it is read."""
     if child is None:
-        from flowrt.child import Child
+        from flowrt.sandbox_process import Child
 
         # The child starts (and imports its runtime) while the host checks and binds.
         child = Child.start()

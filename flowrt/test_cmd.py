@@ -92,7 +92,7 @@ def _run_program(compiled: Compiled, report: TestReport, steps: int) -> None:
             "modules": [{"key": m.key, "filename": m.filename, "source": m.source, "flow_file": m.flow_file,
                          "line_map": [list(x) for x in m.line_map]} for m in generated.modules],
             "tests": entries, "fakes": fakes, "steps": steps}
-    from flowrt.child import Child, ChildDied
+    from flowrt.sandbox_process import Child, ChildDied
 
     child = Child.start()
     try:

@@ -1,7 +1,7 @@
 """The runtime names generated code may use (`rt_*`), inside the sandbox.
 
 Everything here is trusted code: it runs in the child next to the generated modules and is handed
-to them as globals by the loader. Effects are requests `yield`ed to the scheduler (`child.py`):
+to them as globals by the loader. Effects are requests `yield`ed to the scheduler (`scheduler.py`):
 generated code never talks to the host itself.
 """
 

@@ -20,7 +20,8 @@ import traceback
 
 from sandbox import runtime as R
 from flowdata import values as V
-from sandbox.child import BLOCKED, Scheduler, Task, _Throw
+from sandbox.scheduler import Scheduler
+from sandbox.tasks import BLOCKED, Task, Throw
 
 CLOCK_NOW = "std@v1/clock.now"
 CLOCK_SLEEP = "std@v1/clock.sleep"
@@ -30,19 +31,24 @@ class _Stop(Exception):
     pass
 
 
+class _Unheard:
+    """The wire of a test: facts are the host's business, and a test records nothing."""
+
+    facts = 0
+
+    def send(self, message: dict) -> None:
+        pass
+
+
 class TestScheduler(Scheduler):
     def __init__(self, load: dict, fakes: dict) -> None:
-        super().__init__(-1, -1, load)
+        super().__init__(_Unheard(), load)
         self.fakes = fakes  # tool identity -> (function, takes the call number)
         self.now = 0
         self.due: list[tuple[int, int, Task, object, Task | None]] = []  # (at, seq, caller, value, fake task)
         self.seq = 0
         self.counts: dict[str, int] = {}
         self.fake_of: dict[Task, tuple[Task, int]] = {}  # fake task -> (caller, seq)
-
-    # Facts are the host's business; a test records nothing.
-    def send(self, message: dict) -> None:
-        pass
 
     def run_test(self, fn):
         root = Task("root", None, None)
@@ -101,7 +107,7 @@ class TestScheduler(Scheduler):
             duration = args[0]
             self.due.append((self.now + max(0, duration.nanos), seq, task, None, None))
             return BLOCKED
-        return _Throw(R.Fault("no-fake", f"no fake stands in for {identity}"))
+        return Throw(R.Fault("no-fake", f"no fake stands in for {identity}"))
 
     def finish(self, task: Task, result) -> None:
         answered = self.fake_of.pop(task, None)

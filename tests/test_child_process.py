@@ -1,7 +1,7 @@
 """The host's view of the sandbox child: framed pipe, isolation, limits, and every way it ends.
 
 Each test launches `tests/sandbox_echo_child.py` (a stand-in for `sandbox.child` that obeys one
-command per message) through `flowrt.child.Child`, and asserts what the host observes. Every
+command per message) through `flowrt.sandbox_process.Child`, and asserts what the host observes. Every
 failure mode must surface as `ChildDied` or `ChildTimeout` within a bounded time, never a hang.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import flowrt.child as child_module
-from flowrt.child import Child, ChildDied, ChildTimeout
+import flowrt.sandbox_process as child_module
+from flowrt.sandbox_process import Child, ChildDied, ChildTimeout
 from flowdata import framing
 from flowdata.policy import LIMITS, STDERR_TAIL_BYTES
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import flowrt.child as child_module
-from flowrt.child import Child
+import flowrt.sandbox_process as child_module
+from flowrt.sandbox_process import Child
 from flowrt.cli import plain_run
 from flowdata.policy import CHILD_PACKAGES, CHILD_PYTHON_FLAGS
 
@@ -258,13 +258,13 @@ def test_a_plain_run_says_what_click_says(programs, args, stdin):
 #: `flow run` as the program, reporting what it imported and when the child was started.
 WATCHED = textwrap.dedent("""
     import atexit, runpy, sys
-    import flowrt.child
+    import flowrt.sandbox_process
     started = []
-    original = flowrt.child.Child.start.__func__
+    original = flowrt.sandbox_process.Child.start.__func__
     def start(cls, *args, **kwargs):
         started.append(sorted(m for m in ("flowrt.run", "flowc.frontend", "click") if m in sys.modules))
         return original(cls, *args, **kwargs)
-    flowrt.child.Child.start = classmethod(start)
+    flowrt.sandbox_process.Child.start = classmethod(start)
     atexit.register(lambda: sys.stderr.write(repr((started, "click" in sys.modules)) + "\\n"))
     sys.argv = ["flow"] + sys.argv[1:]
     runpy.run_module("flowrt.cli", run_name="__main__")

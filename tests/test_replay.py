@@ -237,7 +237,7 @@ def test_an_evaluator_that_dies_during_replay_makes_it_incomplete_not_a_verdict(
     history is not written to."""
     import threading
 
-    from flowrt import child as child_module
+    from flowrt import sandbox_process as child_module
     from flowrt import replay as replay_module
 
     program = tmp_path / "count.flow"

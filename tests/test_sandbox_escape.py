@@ -565,7 +565,7 @@ import socket as _socket  # noqa: E402
 from pathlib import Path as _Path  # noqa: E402
 
 from flowrt import syscall_filter  # noqa: E402
-from flowrt.child import LAYER_NAMES, Child, ChildDied  # noqa: E402
+from flowrt.sandbox_process import LAYER_NAMES, Child, ChildDied  # noqa: E402
 from sandbox import lockdown  # noqa: E402
 
 LOCKDOWN_CHILD = str(_Path(__file__).resolve().with_name("sandbox_lockdown_child.py"))

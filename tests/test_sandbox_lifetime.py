@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flowrt.child import Child, ChildDeadline, ChildDied
+from flowrt.sandbox_process import Child, ChildDeadline, ChildDied
 
 SPIN = "pub flow main() -> Int = spin(0)\n\nflow spin(n: Int) -> Int = spin(n + 1)\n"
 HELLO = 'pub flow main() -> Text = "hello, world"\n'

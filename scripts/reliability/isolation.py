@@ -59,7 +59,7 @@ def corpus_escapes() -> tuple[int, int, list[str]]:
 def layer_attempts(work: Path) -> tuple[int, int, list[str]]:
     import socket
 
-    from flowrt.child import Child, ChildDied
+    from flowrt.sandbox_process import Child, ChildDied
 
     owned = work / "owned"
     owned.mkdir(mode=0o755, exist_ok=True)
