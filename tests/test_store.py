@@ -12,7 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowrt import store as store_mod
+from flowrt.store import canonical as store_canonical
+from flowrt.store import discovery as store_discovery
+from flowrt.store import durable as store_durable
+from flowrt.store import errors as store_errors
 from flowrt.store import (
     DATA_VERSION,
     Hole,
@@ -126,13 +129,13 @@ def test_append_many_is_one_chained_group(tmp_path):
     root = str(tmp_path)
     s = RunStore.create(root, "g", START)
     syncs = []
-    real = store_mod._sync_appended
+    real = store_durable._sync_appended
     try:
-        store_mod._sync_appended = lambda fd: (syncs.append(fd), real(fd))
+        store_durable._sync_appended = lambda fd: (syncs.append(fd), real(fd))
         out = s.append_many([("Call", {"call": f"root#{i}", "tool": "t", "arguments": {"i": i}})
                              for i in range(1, 6)])
     finally:
-        store_mod._sync_appended = real
+        store_durable._sync_appended = real
     assert len(syncs) == 1
     assert [f["n"] for f in out] == [2, 3, 4, 5, 6]
     assert out[0]["prev"] == s.facts()[0]["hash"]
@@ -389,7 +392,7 @@ def test_torn_tail_is_truncated_before_appending(tmp_path, tail):
     good = RunStore.open(root, "run-1", for_append=False).facts()
     write(path, original + tail)
     ro = RunStore.open(root, "run-1", for_append=False)
-    assert ro.torn_tail == store_mod.TornTail(len(original), len(tail))
+    assert ro.torn_tail == store_errors.TornTail(len(original), len(tail))
     assert ro.facts() == good
     assert read(path) == original + tail  # a reader changes nothing
     s = RunStore.open(root, "run-1", for_append=True, durability="fsync")
@@ -504,7 +507,7 @@ def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
     before = written(history_path(root))
-    real = store_mod._sync_appended
+    real = store_durable._sync_appended
     calls = {"n": 0}
 
     def fake(fd):
@@ -513,7 +516,7 @@ def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
             raise OSError(errno.EIO, "Input/output error")
         return real(fd)
 
-    monkeypatch.setattr(store_mod, "_sync_appended", fake)
+    monkeypatch.setattr(store_durable, "_sync_appended", fake)
     with pytest.raises(StorageError):
         s.append("Reply", {"outcome": {"Ok": 1}})
     assert written(history_path(root)) == before
@@ -526,8 +529,8 @@ def test_a_fact_written_without_sync_is_synced_by_the_next_write(tmp_path, monke
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
     syncs = []
-    real = store_mod._sync_appended
-    monkeypatch.setattr(store_mod, "_sync_appended", lambda fd: (syncs.append(fd), real(fd)))
+    real = store_durable._sync_appended
+    monkeypatch.setattr(store_durable, "_sync_appended", lambda fd: (syncs.append(fd), real(fd)))
     reply = s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
     assert syncs == [] and not s.synced
     # written: a reader (or a resumed host after this process dies) sees it already
@@ -553,7 +556,7 @@ def test_a_failed_sync_cuts_every_fact_that_was_not_durable(tmp_path, monkeypatc
     def failing(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(store_mod, "_sync_appended", failing)
+    monkeypatch.setattr(store_durable, "_sync_appended", failing)
     with pytest.raises(StorageError):
         s.append("Call", {"call": "e", "tool": "t", "arguments": {}})
     assert written(history_path(root)) == before
@@ -570,7 +573,7 @@ def test_a_failed_explicit_sync_is_a_storage_error(tmp_path, monkeypatch):
     s = make_run(root, end=False, durability="fsync")
     before = written(history_path(root))
     s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
-    monkeypatch.setattr(store_mod, "_sync_appended",
+    monkeypatch.setattr(store_durable, "_sync_appended",
                         lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
     with pytest.raises(StorageError):
         s.sync()
@@ -834,10 +837,10 @@ def test_scan_runs_root_problems(tmp_path, monkeypatch):
     root = str(tmp_path / "many")
     for i in range(6):
         os.makedirs(os.path.join(root, f"r{i}"))
-    monkeypatch.setattr(store_mod, "ENTRY_LIMIT", 5)
+    monkeypatch.setattr(store_discovery, "ENTRY_LIMIT", 5)
     result = scan_runs(root)
     assert result["runs"] == [] and result["problems"][0]["status"] == "inspection-limited"
-    monkeypatch.setattr(store_mod, "ENTRY_LIMIT", 6)
+    monkeypatch.setattr(store_discovery, "ENTRY_LIMIT", 6)
     assert len(scan_runs(root)["runs"]) == 6
 
 
@@ -857,8 +860,8 @@ def test_scan_runs_read_bounds(tmp_path, monkeypatch):
     size = len(read(history_path(root, "a")))
     for run in ("d", "e", "f"):
         make_run(root, run).close()
-    monkeypatch.setattr(store_mod, "COMPONENT_LIMIT", size + size // 5)
-    monkeypatch.setattr(store_mod, "PAGE_LIMIT", 4 * (size + size // 5) + 4)
+    monkeypatch.setattr(store_discovery, "COMPONENT_LIMIT", size + size // 5)
+    monkeypatch.setattr(store_discovery, "PAGE_LIMIT", 4 * (size + size // 5) + 4)
     pages, after = [], None
     while True:
         page = scan_runs(root, after=after)
@@ -910,7 +913,7 @@ json_values = st.recursive(
 @given(json_values)
 def test_slow_encoder_matches_orjson(value):
     parts: list[str] = []
-    store_mod._slow_encode(value, parts)
+    store_canonical._slow_encode(value, parts)
     encoded = "".join(parts).encode()
     assert encoded == orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     assert loads_canonical(encoded) == value
@@ -984,17 +987,17 @@ def test_an_interrupted_sync_keeps_what_was_written_for_the_next_sync(tmp_path, 
     the next sync (the halt's) makes it durable."""
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
-    real = store_mod._sync_appended
+    real = store_durable._sync_appended
 
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store_mod, "_sync_appended", interrupted)
+    monkeypatch.setattr(store_durable, "_sync_appended", interrupted)
     with pytest.raises(KeyboardInterrupt):
         s.append("Call", {"call": "e", "tool": "t", "arguments": {}})
     assert s.facts()[-1]["kind"] == "Call" and not s.synced
     synced = []
-    monkeypatch.setattr(store_mod, "_sync_appended", lambda fd: (synced.append(fd), real(fd)))
+    monkeypatch.setattr(store_durable, "_sync_appended", lambda fd: (synced.append(fd), real(fd)))
     s.sync()
     assert synced and s.synced
     s.append("Reply", {"call": "e", "outcome": {"Ok": 1}})  # chained after the kept Call
