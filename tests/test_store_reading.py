@@ -1,4 +1,4 @@
-"""Reading a history fast: the quick per-line check (flowrt/store.py `_HistoryReader`) must accept
+"""Reading a history fast: the quick per-line check (flowrt/store/reading.py `_HistoryReader`) must accept
 exactly what the line-by-line reference (`loads_canonical` then `_check_fact`, as docs/trace.md
 section 10 describes) accepts, and report the same first damage; a deferred open must end in the
 same facts, or raise the same error, as an eager one."""

@@ -1,4 +1,4 @@
-"""Reserved space in history.jsonl (flowrt/store.py `RunStore._reserve`, docs/trace.md sections 9
+"""Reserved space in history.jsonl (flowrt/store/directory.py `RunStore._reserve`, docs/trace.md sections 9
 and 10): a durable store writes its facts over NUL bytes it reserved past them, cuts them off when
 it closes, and a reader takes them as unwritten space. A machine crash may leave zeros in any page
 written since the last sync; reading such a history must give the durable facts and a prefix of the

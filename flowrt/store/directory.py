@@ -14,10 +14,15 @@ returns (write + fsync), a torn last line is truncation, and every other kind of
 `StorageError`, never a partial result.
 
 This module ties the parts together and keeps one run's state: the verified facts, the open
-history file with its reserved space and unsynced facts, the host records' chain, and the
-advisory lock. Reading is `reading`, the chain `chain`, value and source files `blobs`, host
-records `host_records`, file syncs `durable`, archive and redaction `archive`, discovery
-`discovery`.
+history file with its reserved space and unsynced facts, the host records' chain, the advisory
+lock, and a deferred verification under way. Reading is `reading`, the chain `chain`, value and
+source files `blobs`, host records `host_records`, file syncs `durable`, archive and redaction
+`archive`, discovery `discovery`.
+
+Why it is over 800 lines: what is left here is the code that reads and changes that state
+together (an append cuts facts back when its sync fails, an open repairs a torn tail and marks
+what is durable, archive swaps the locked descriptor), under one lock; everything that needs
+none of it is in the other modules.
 """
 
 from __future__ import annotations
