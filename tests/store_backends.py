@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import orjson
+
 from flowrt.store import DirectoryStore, Store, canonical_bytes, fact_hash
 
 
@@ -38,14 +40,10 @@ class DirectoryBackend:
             handle.write(b"".join(line + b"\n" for line in lines))
 
     def _index(self, lines: list[bytes], n: int) -> int:
-        import orjson
-
         return next(i for i, line in enumerate(lines) if orjson.loads(line)["n"] == n)
 
     def alter_fact(self, run_id: str, n: int, field: str, value) -> None:
         """Change one field of fact `n` and keep its hash: content that no longer matches it."""
-        import orjson
-
         lines = self._lines(run_id)
         index = self._index(lines, n)
         fact = orjson.loads(lines[index])
@@ -56,8 +54,6 @@ class DirectoryBackend:
     def break_chain(self, run_id: str, n: int) -> None:
         """Give fact `n` another `prev`, its hash recomputed: a fact that is whole in itself but
         does not follow the one before it."""
-        import orjson
-
         lines = self._lines(run_id)
         index = self._index(lines, n)
         fact = orjson.loads(lines[index])
@@ -84,8 +80,6 @@ class DirectoryBackend:
 
     def damage_host_record(self, run_id: str, index: int) -> None:
         """Change a field of host record `index` (0 is the first) and keep its hash."""
-        import orjson
-
         path = self._path(run_id, "host.jsonl")
         with open(path, "rb") as handle:
             lines = handle.read().split(b"\n")[:-1]
