@@ -18,6 +18,15 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from flowrt.store import RunStore
 
+
+def open_gate(gate: Path, text: str) -> None:
+    """Write the gate whole at once (a rename): the Tool polls for it and reads it as soon as it
+    exists, so a file created first and written after could be read empty."""
+    partial = gate.with_name(gate.name + ".partial")
+    partial.write_text(text)
+    partial.rename(gate)
+
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
@@ -31,6 +40,7 @@ pub flow main(path: Text) -> Text !tool = "got ${wait(path)}"
 SLOW_TOOL = """\
 import os, time
 from flowrt.toolkit import serve
+
 
 def wait(path):
     for _ in range(3000):
@@ -239,7 +249,7 @@ async def test_requests_are_answered_while_a_run_waits(tmp_path):
             assert view["state"] == "running" and [e["status"] for e in view["open"]] == ["out"]
             assert cli_state(tmp_path / "runs", run_id) == {k: view[k] for k in STATE_FIELDS}
             assert [row["record"] for row in listed["runs"]] in ([], ["incomplete"])
-            gate.write_text("through")
+            open_gate(gate, "through")
         assert results["run"]["exitCode"] == 0 and results["run"]["output"] == "got through"
 
 
@@ -273,7 +283,7 @@ async def test_cancelling_a_run_halts_it_and_resume_continues_it(tmp_path):
         assert view["open"] == [{"call": call_id, "tool": "slow.wait", "status": "unknown-outcome",
                                  "next": [f"flow resume {run_id}", f"flow resume {run_id} --resend {call_id}"]}]
         assert cli_state(runs, run_id) == {k: view[k] for k in STATE_FIELDS}
-        gate.write_text("later")
+        open_gate(gate, "later")
         done = (await call(client, "resume", {"run": run_id, "resend": [call_id]})).structured_content
         assert done["exitCode"] == 0 and done["output"] == "got later"
 

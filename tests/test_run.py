@@ -290,14 +290,14 @@ def test_every_fact_is_durable_before_anything_leaves_the_host(tmp_path, monkeyp
     while the host sleeps), but whenever a Tool is called, and when the run ends, every fact
     written so far is durable: the history's facts are the facts at its last sync (the NUL bytes
     the store reserves past them are not facts)."""
-    from flowrt import store as store_mod
+    from flowrt.store import durable as store_durable
 
     def written(path):
         with open(path, "rb") as handle:
             return len(handle.read().rstrip(b"\0"))
 
     synced_size = {}
-    real = store_mod._sync_appended
+    real = store_durable._sync_appended
     runs = tmp_path / "runs"
 
     def sync(fd):
@@ -305,7 +305,7 @@ def test_every_fact_is_durable_before_anything_leaves_the_host(tmp_path, monkeyp
         [history] = runs.glob("*/history.jsonl")
         synced_size["history"] = written(history)
 
-    monkeypatch.setattr(store_mod, "_sync_appended", sync)
+    monkeypatch.setattr(store_durable, "_sync_appended", sync)
     (tmp_path / "echo.flow").write_text(ECHO_LOOP)
     seen = []
 

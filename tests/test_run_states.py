@@ -18,6 +18,15 @@ import pytest
 from flowrt.run_state import appender_holds, run_state
 from flowrt.store import RunStore
 
+
+def open_gate(gate: Path, text: str) -> None:
+    """Write the gate whole at once (a rename): the Tool polls for it and reads it as soon as it
+    exists, so a file created first and written after could be read empty."""
+    partial = gate.with_name(gate.name + ".partial")
+    partial.write_text(text)
+    partial.rename(gate)
+
+
 ROOT = Path(__file__).resolve().parents[1]
 APPROVAL = ROOT / "examples" / "approval" / "main.flow"
 EXPENSE = {"expense": {"id": "e-1", "who": "Ada", "cents": 120050, "reason": "a ticket"}}
@@ -32,6 +41,7 @@ pub flow main(path: Text) -> Text !tool = "got ${wait(path)}"
 GATED_TOOL = """\
 import os, time
 from flowrt.toolkit import serve
+
 
 def wait(path):
     for _ in range(6000):  # at most a minute, so a test that fails leaves nothing behind
@@ -63,7 +73,7 @@ def gated(tmp_path):
     (tmp_path / "flow.toml").write_text('[tools]\n"gated" = { command = ["%s", "gated_tool.py"] }\n' % sys.executable)
     gate = tmp_path / "gate"
     yield tmp_path
-    gate.write_text("done")  # whatever happened, the Tool process ends
+    open_gate(gate, "done")  # whatever happened, the Tool process ends
 
 
 def start_gated(work: Path) -> tuple[subprocess.Popen, str]:
@@ -94,7 +104,7 @@ def test_a_live_run_is_running_with_its_call_out(gated):
         text = flow("history", run_id, "--runs", str(gated / "runs"), "--summary").stdout
         assert f"run {run_id}: running" in text and "--reply" not in text and "--resend" not in text
     finally:
-        (gated / "gate").write_text("through")
+        open_gate((gated / "gate"), "through")
         out, err = host.communicate(timeout=60)
     assert host.returncode == 0, err
     assert history(gated / "runs", run_id)["state"] == "ended"

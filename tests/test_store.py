@@ -1,5 +1,6 @@
-"""The history store (flowrt/store.py): durable appends, verification, torn tails, failed writes,
-holes, and stored-run discovery. The format itself is docs/trace.md."""
+"""The run directory (flowrt/store/directory.py) in bytes: durable appends, verification, torn
+tails, failed writes, holes, and stored-run discovery. The format itself is docs/trace.md; what any
+store must do, through the interface alone, is tests/test_store_contract.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowrt import store as store_mod
+from flowrt.store import discovery as store_discovery
+from flowrt.store import durable as store_durable
+from flowrt.store import errors as store_errors
 from flowrt.store import (
     DATA_VERSION,
     Hole,
@@ -122,56 +125,22 @@ def test_field_names_around_hash_sort_canonically(tmp_path):
     assert RunStore.open(root, "k", for_append=False).fact(2) == fact
 
 
-def test_append_many_is_one_chained_group(tmp_path):
+def test_append_many_syncs_once(tmp_path):
     root = str(tmp_path)
     s = RunStore.create(root, "g", START)
     syncs = []
-    real = store_mod._sync_appended
+    real = store_durable._sync_appended
     try:
-        store_mod._sync_appended = lambda fd: (syncs.append(fd), real(fd))
+        store_durable._sync_appended = lambda fd: (syncs.append(fd), real(fd))
         out = s.append_many([("Call", {"call": f"root#{i}", "tool": "t", "arguments": {"i": i}})
                              for i in range(1, 6)])
     finally:
-        store_mod._sync_appended = real
+        store_durable._sync_appended = real
     assert len(syncs) == 1
     assert [f["n"] for f in out] == [2, 3, 4, 5, 6]
     assert out[0]["prev"] == s.facts()[0]["hash"]
     s.close()
     assert RunStore.open(root, "g", for_append=False).facts()[1:] == out
-
-
-def test_concurrent_appends_from_threads_chain(tmp_path):
-    import threading
-
-    root = str(tmp_path)
-    s = RunStore.create(root, "t", START, durability="none")
-
-    def reply(task):
-        for i in range(50):
-            s.append("Reply", {"call": f"{task}#{i}", "outcome": {"Ok": "r" * (i * 40)}})
-
-    threads = [threading.Thread(target=reply, args=(f"root/{t}",)) for t in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    s.close()
-    again = RunStore.open(root, "t", for_append=False)
-    assert len(again) == 201 and again.facts() == s.facts()
-
-
-def test_reopen_for_append_continues_the_chain(tmp_path):
-    root = str(tmp_path)
-    s = make_run(root, end=False)
-    s.close()
-    s = RunStore.open(root, "run-1", for_append=True)
-    fact = s.append("End", {"outcome": {"Faulted": {"kind": "div", "message": "m", "location": None,
-                                                    "task": "root"}}})
-    assert fact["n"] == 7 and fact["prev"] == s.facts()[5]["hash"] and fact["ending"] == "faulted"
-    with pytest.raises(ValueError):
-        s.append("Call", {"call": "x"})  # nothing after End
-    s.close()
-    assert len(RunStore.open(root, "run-1", for_append=False)) == 7
 
 
 def test_refusals(tmp_path):
@@ -238,24 +207,6 @@ def test_large_values_go_by_reference(tmp_path):
         again.value(2, "outcome")
 
 
-def test_inline_limit_boundary(tmp_path):
-    s = RunStore.create(str(tmp_path), "b", START)
-    at = "z" * (1024 - 2)  # JSON "zzz...": exactly 1024 bytes
-    assert len(canonical_bytes(at)) == 1024
-    assert "arguments" in s.append("Call", {"arguments": at})
-    assert "arguments_ref" in s.append("Call", {"arguments": at + "z"})
-
-
-def test_big_integers_round_trip(tmp_path):
-    root = str(tmp_path)
-    s = RunStore.create(root, "i", dict(START, input={"n": 2**100, "m": -(2**70)}))
-    s.append("Reply", {"outcome": {"Ok": [2**200] * 30}})  # by reference
-    s.close()
-    again = RunStore.open(root, "i", for_append=False)
-    assert again.value(1, "input") == {"n": 2**100, "m": -(2**70)}
-    assert again.value(2, "outcome") == {"Ok": [2**200] * 30}
-
-
 def test_damaged_value_file_is_a_storage_error(tmp_path):
     root = str(tmp_path)
     make_run(root).close()
@@ -271,24 +222,6 @@ def test_damaged_value_file_is_a_storage_error(tmp_path):
     os.unlink(path)
     with pytest.raises(StorageError):  # missing and not a recorded hole
         RunStore.open(root, "run-1", for_append=False)
-
-
-def test_sources(tmp_path):
-    root = str(tmp_path)
-    text = "use \"std@v1/task\"\npub flow main() -> Int = 1 // é\n"
-    s = RunStore.create(root, "src", START, sources=[text])
-    ref = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-    assert s.source(ref) == text
-    assert s.put_source(text) == ref
-    other = s.put_source("x")
-    s.close()
-    ro = RunStore.open(root, "src", for_append=False)
-    assert ro.source(other) == "x"
-    write(os.path.join(root, "src", "sources", ref[7:]), b"tampered")
-    with pytest.raises(StorageError):
-        ro.source(ref)
-    with pytest.raises(StorageError):
-        ro.source("sha256:" + "0" * 64)
 
 
 # -- integrity ----------------------------------------------------------------------------------
@@ -389,7 +322,7 @@ def test_torn_tail_is_truncated_before_appending(tmp_path, tail):
     good = RunStore.open(root, "run-1", for_append=False).facts()
     write(path, original + tail)
     ro = RunStore.open(root, "run-1", for_append=False)
-    assert ro.torn_tail == store_mod.TornTail(len(original), len(tail))
+    assert ro.torn_tail == store_errors.TornTail(len(original), len(tail))
     assert ro.facts() == good
     assert read(path) == original + tail  # a reader changes nothing
     s = RunStore.open(root, "run-1", for_append=True, durability="fsync")
@@ -504,7 +437,7 @@ def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
     before = written(history_path(root))
-    real = store_mod._sync_appended
+    real = store_durable._sync_appended
     calls = {"n": 0}
 
     def fake(fd):
@@ -513,7 +446,7 @@ def test_failed_fsync_is_a_storage_error(tmp_path, monkeypatch):
             raise OSError(errno.EIO, "Input/output error")
         return real(fd)
 
-    monkeypatch.setattr(store_mod, "_sync_appended", fake)
+    monkeypatch.setattr(store_durable, "_sync_appended", fake)
     with pytest.raises(StorageError):
         s.append("Reply", {"outcome": {"Ok": 1}})
     assert written(history_path(root)) == before
@@ -526,8 +459,8 @@ def test_a_fact_written_without_sync_is_synced_by_the_next_write(tmp_path, monke
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
     syncs = []
-    real = store_mod._sync_appended
-    monkeypatch.setattr(store_mod, "_sync_appended", lambda fd: (syncs.append(fd), real(fd)))
+    real = store_durable._sync_appended
+    monkeypatch.setattr(store_durable, "_sync_appended", lambda fd: (syncs.append(fd), real(fd)))
     reply = s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
     assert syncs == [] and not s.synced
     # written: a reader (or a resumed host after this process dies) sees it already
@@ -553,7 +486,7 @@ def test_a_failed_sync_cuts_every_fact_that_was_not_durable(tmp_path, monkeypatc
     def failing(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(store_mod, "_sync_appended", failing)
+    monkeypatch.setattr(store_durable, "_sync_appended", failing)
     with pytest.raises(StorageError):
         s.append("Call", {"call": "e", "tool": "t", "arguments": {}})
     assert written(history_path(root)) == before
@@ -570,7 +503,7 @@ def test_a_failed_explicit_sync_is_a_storage_error(tmp_path, monkeypatch):
     s = make_run(root, end=False, durability="fsync")
     before = written(history_path(root))
     s.append("Reply", {"call": "c", "outcome": {"Ok": 1}}, sync=False)
-    monkeypatch.setattr(store_mod, "_sync_appended",
+    monkeypatch.setattr(store_durable, "_sync_appended",
                         lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
     with pytest.raises(StorageError):
         s.sync()
@@ -637,23 +570,6 @@ def test_inline_values_cannot_be_redacted(tmp_path):
         s.redact(2, "call")  # not a value field
     assert read(history_path(root)) == history and s.holes() == {}
     assert s.host_records() == []
-
-
-def test_inline_limit_zero_makes_every_value_redactable(tmp_path):
-    root = str(tmp_path)
-    s = RunStore.create(root, "z", START, inline_limit=0)
-    assert "input_ref" in s.facts()[0]
-    s.close()
-    s = RunStore.open(root, "z", for_append=True)  # the recorded limit is kept
-    assert s.inline_limit == 0
-    call = s.append("Call", {"call": "root#1", "arguments": {}})
-    assert "arguments_ref" in call
-    s.redact(1)
-    s.redact(2)
-    with pytest.raises(Hole):
-        s.value(1, "input")
-    s.close()
-    assert RunStore.open(root, "z", for_append=False).holes().keys() == {(1, "input"), (2, "arguments")}
 
 
 def test_redacting_shared_content(tmp_path):
@@ -834,10 +750,10 @@ def test_scan_runs_root_problems(tmp_path, monkeypatch):
     root = str(tmp_path / "many")
     for i in range(6):
         os.makedirs(os.path.join(root, f"r{i}"))
-    monkeypatch.setattr(store_mod, "ENTRY_LIMIT", 5)
+    monkeypatch.setattr(store_discovery, "ENTRY_LIMIT", 5)
     result = scan_runs(root)
     assert result["runs"] == [] and result["problems"][0]["status"] == "inspection-limited"
-    monkeypatch.setattr(store_mod, "ENTRY_LIMIT", 6)
+    monkeypatch.setattr(store_discovery, "ENTRY_LIMIT", 6)
     assert len(scan_runs(root)["runs"]) == 6
 
 
@@ -857,8 +773,8 @@ def test_scan_runs_read_bounds(tmp_path, monkeypatch):
     size = len(read(history_path(root, "a")))
     for run in ("d", "e", "f"):
         make_run(root, run).close()
-    monkeypatch.setattr(store_mod, "COMPONENT_LIMIT", size + size // 5)
-    monkeypatch.setattr(store_mod, "PAGE_LIMIT", 4 * (size + size // 5) + 4)
+    monkeypatch.setattr(store_discovery, "COMPONENT_LIMIT", size + size // 5)
+    monkeypatch.setattr(store_discovery, "PAGE_LIMIT", 4 * (size + size // 5) + 4)
     pages, after = [], None
     while True:
         page = scan_runs(root, after=after)
@@ -984,17 +900,17 @@ def test_an_interrupted_sync_keeps_what_was_written_for_the_next_sync(tmp_path, 
     the next sync (the halt's) makes it durable."""
     root = str(tmp_path)
     s = make_run(root, end=False, durability="fsync")
-    real = store_mod._sync_appended
+    real = store_durable._sync_appended
 
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store_mod, "_sync_appended", interrupted)
+    monkeypatch.setattr(store_durable, "_sync_appended", interrupted)
     with pytest.raises(KeyboardInterrupt):
         s.append("Call", {"call": "e", "tool": "t", "arguments": {}})
     assert s.facts()[-1]["kind"] == "Call" and not s.synced
     synced = []
-    monkeypatch.setattr(store_mod, "_sync_appended", lambda fd: (synced.append(fd), real(fd)))
+    monkeypatch.setattr(store_durable, "_sync_appended", lambda fd: (synced.append(fd), real(fd)))
     s.sync()
     assert synced and s.synced
     s.append("Reply", {"call": "e", "outcome": {"Ok": 1}})  # chained after the kept Call

@@ -1,4 +1,4 @@
-"""Reading a history fast: the quick per-line check (flowrt/store.py `_HistoryReader`) must accept
+"""Reading a history fast: the quick per-line check (flowrt/store/reading.py `_HistoryReader`) must accept
 exactly what the line-by-line reference (`loads_canonical` then `_check_fact`, as docs/trace.md
 section 10 describes) accepts, and report the same first damage; a deferred open must end in the
 same facts, or raise the same error, as an eager one."""
@@ -12,7 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowrt import store as store_mod
+from flowrt.store import canonical as store_canonical
+from flowrt.store import chain as store_chain
+from flowrt.store import durable as store_durable
+from flowrt.store import errors as store_errors
+from flowrt.store import format as store_format
+from flowrt.store import reading as store_reading
 from flowrt.store import RunStore, StorageError, TornTail, canonical_bytes, fact_hash
 
 START = {
@@ -36,17 +41,17 @@ def reference(data: bytes, run_id: str | None, anchor: dict | None = None):
         n = facts[-1]["n"] + 1 if facts else 1
         line = data[pos:newline]
         try:
-            obj = store_mod.loads_canonical(line)
-        except store_mod._NotJSON:
-            if b"\0" in line and (newline + 1 == size or size - pos <= store_mod._TEAR_WINDOW):
+            obj = store_canonical.loads_canonical(line)
+        except store_canonical._NotJSON:
+            if b"\0" in line and (newline + 1 == size or size - pos <= store_durable._TEAR_WINDOW):
                 return facts, pos, TornTail(pos, size - pos), None
             return facts, pos, None, ("the line is not JSON", n)
-        except store_mod._NotCanonical:
+        except store_canonical._NotCanonical:
             return facts, pos, None, ("the line is not canonical JSON", n)
         if anchor is not None and len(facts) == 1 and isinstance(obj, dict) \
                 and obj.get("n") == anchor["through"] + 1 and anchor["through"] > 1:
             n, prev = anchor["through"] + 1, anchor["head"]
-        problem = store_mod._check_fact(obj, n, prev, ended, run_id)
+        problem = store_chain._check_fact(obj, n, prev, ended, run_id)
         if problem is not None:
             return facts, pos, None, (problem, n)
         facts.append(obj)
@@ -67,7 +72,7 @@ def chain(facts: list[dict]) -> list[dict]:
 
 
 def history(rounds: int = 6, big: bool = True) -> list[dict]:
-    facts = [dict(START, kind="Start", data=store_mod.DATA_VERSION, run="run-1")]
+    facts = [dict(START, kind="Start", data=store_format.DATA_VERSION, run="run-1")]
     for i in range(rounds):
         facts.append({"kind": "Call", "call": f"root#{i + 1}", "tool": "m.t", "fingerprint": "f",
                       "arguments": {"n": i, "deep": {"hash": "sha256:" + "0" * 64, "kind": "Call"}}})
@@ -87,7 +92,7 @@ def encode(facts: list[dict]) -> bytes:
 
 
 def quick(data: bytes, run_id: str | None = "run-1", count: int | None = None):
-    reader = store_mod._HistoryReader(data, run_id, None)
+    reader = store_reading._HistoryReader(data, run_id, None)
     if count is None:
         reader.read()
     else:
@@ -201,7 +206,7 @@ def test_a_deferred_open_ends_in_the_same_store(tmp_path):
 
 def test_a_deferred_open_raises_what_an_eager_one_would_when_asked_for_everything(tmp_path):
     facts = history(rounds=4000, big=False)
-    assert len(facts) > 2 * store_mod._VERIFY_STEP
+    assert len(facts) > 2 * store_reading._VERIFY_STEP
     data = bytearray(encode(facts))
     data[-40] ^= 0x01  # damage near the end, far past what a deferred open reads first
     (tmp_path / "run-1" / "values").mkdir(parents=True)
@@ -240,13 +245,13 @@ def test_a_deferred_open_of_a_nested_checkpoint_lookalike_still_reads_to_decide(
 def test_holes_are_met_before_a_deferred_verification_ends(tmp_path):
     root = str(tmp_path)
     store = RunStore.create(root, "run-1", START, durability="none", inline_limit=0)
-    store.append_many([item for i in range(store_mod._VERIFY_STEP) for item in (
+    store.append_many([item for i in range(store_reading._VERIFY_STEP) for item in (
         ("Call", {"call": f"root#{i}", "tool": "m.t", "fingerprint": "f", "arguments": {"i": i}}),
         ("Reply", {"call": f"root#{i}", "outcome": {"Ok": i}}))])
     store.redact(5, "outcome")  # the Reply to root#1
     store.close()
     lazy = RunStore.open(root, "run-1", for_append=False, defer=True)
-    with pytest.raises(store_mod.Hole):
+    with pytest.raises(store_errors.Hole):
         lazy.value(lazy.fact_at(4), "outcome")
     assert lazy.value(lazy.fact_at(2), "outcome") == {"Ok": 0}
     assert lazy.deferred
@@ -291,7 +296,7 @@ def test_a_checkpoint_in_the_deferred_part_is_found(tmp_path):
 def test_lines_split_a_window_at_a_time_read_the_same(monkeypatch, window):
     """Lines are split a window of bytes at a time; lines longer than a window, damage and torn
     tails across window edges read as the reference reads them."""
-    monkeypatch.setattr(store_mod, "_WINDOW", window)
+    monkeypatch.setattr(store_reading, "_WINDOW", window)
     rng = random.Random(window)
     data = encode(history(rounds=5))
     assert quick(data, count=3) == reference(data, "run-1")

@@ -1,4 +1,4 @@
-"""Reserved space in history.jsonl (flowrt/store.py `RunStore._reserve`, docs/trace.md sections 9
+"""Reserved space in history.jsonl (flowrt/store/directory.py `RunStore._reserve`, docs/trace.md sections 9
 and 10): a durable store writes its facts over NUL bytes it reserved past them, cuts them off when
 it closes, and a reader takes them as unwritten space. A machine crash may leave zeros in any page
 written since the last sync; reading such a history must give the durable facts and a prefix of the
@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowrt import store as store_mod
+from flowrt.store import durable as store_durable
+from flowrt.store import format as store_format
+from flowrt.store import reading as store_reading
 from flowrt.store import RunStore, StorageError, TornTail, canonical_bytes, fact_hash
 
 START = {
@@ -53,7 +55,7 @@ def test_a_durable_store_writes_over_reserved_space_and_cuts_it_off_when_it_clos
     for i in range(20):
         s.append(*reply(i))
     live = read(history_path(root))
-    assert len(live) >= store_mod._RESERVE_MIN and live.endswith(b"\0")
+    assert len(live) >= store_durable._RESERVE_MIN and live.endswith(b"\0")
     assert live.rstrip(b"\0") == lines_of(s.facts())
     reader = RunStore.open(root, "run-1", for_append=False)  # a reader of the live run
     assert reader.facts() == s.facts() and reader.torn_tail is None
@@ -104,12 +106,12 @@ def test_a_line_torn_over_reserved_space_is_a_torn_tail(tmp_path):
 
 
 def test_unsynced_bytes_never_exceed_the_tear_window(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_mod, "_TEAR_WINDOW", 600)
+    monkeypatch.setattr(store_durable, "_TEAR_WINDOW", 600)
     root = str(tmp_path)
     s = RunStore.create(root, "run-1", START, durability="fsync")
     syncs = []
-    real = store_mod._sync_appended
-    monkeypatch.setattr(store_mod, "_sync_appended", lambda fd: (syncs.append(s._size), real(fd)))
+    real = store_durable._sync_appended
+    monkeypatch.setattr(store_durable, "_sync_appended", lambda fd: (syncs.append(s._size), real(fd)))
     for i in range(30):
         s.append(*reply(i), sync=False)
         durable = s._unsynced_from[1] if s._unsynced_from else s._size
@@ -119,7 +121,7 @@ def test_unsynced_bytes_never_exceed_the_tear_window(tmp_path, monkeypatch):
 
 
 def test_a_write_larger_than_the_tear_window_is_appended_past_the_end(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_mod, "_TEAR_WINDOW", 600)
+    monkeypatch.setattr(store_durable, "_TEAR_WINDOW", 600)
     root = str(tmp_path)
     s = RunStore.create(root, "run-1", START, durability="fsync")
     s.append(*reply(1))
@@ -142,11 +144,11 @@ def test_a_nul_line_further_back_than_the_tear_window_is_damage(tmp_path, monkey
     damaged = b"\n".join(lines)
     write(history_path(root), damaged)
     offset = sum(len(line) + 1 for line in lines[:3])
-    monkeypatch.setattr(store_mod, "_TEAR_WINDOW", len(damaged) - offset - 1)
+    monkeypatch.setattr(store_durable, "_TEAR_WINDOW", len(damaged) - offset - 1)
     with pytest.raises(StorageError) as caught:
         RunStore.open(root, "run-1", for_append=False)
     assert caught.value.fact_n == 4 and "not JSON" in caught.value.message
-    monkeypatch.setattr(store_mod, "_TEAR_WINDOW", len(damaged) - offset)
+    monkeypatch.setattr(store_durable, "_TEAR_WINDOW", len(damaged) - offset)
     reader = RunStore.open(root, "run-1", for_append=False)  # within the window: a tear
     assert len(reader.facts()) == 3 and reader.torn_tail == TornTail(offset, len(damaged) - offset)
 
@@ -164,7 +166,7 @@ def test_a_full_disk_while_reserving_still_appends_the_facts(tmp_path, monkeypat
     monkeypatch.setattr(os, "pwrite", no_room_for_zeros)
     for i in range(100):  # past the space reserved before the disk filled up
         s.append(*reply(i, size=900))
-    assert s._size > store_mod._RESERVE_MIN
+    assert s._size > store_durable._RESERVE_MIN
     assert read(history_path(root)) == lines_of(s.facts())  # no room reserved: plain appends
     s.close()
     assert RunStore.open(root, "run-1", for_append=False).facts() == s.facts()
@@ -225,7 +227,7 @@ def test_a_machine_crash_leaves_the_durable_facts_and_a_prefix_of_the_rest(tmp_p
 def test_the_reader_skips_reserved_space_of_any_length():
     facts = []
     prev = None
-    for n, (kind, fields) in enumerate([("Start", dict(START, data=store_mod.DATA_VERSION, run="run-1")),
+    for n, (kind, fields) in enumerate([("Start", dict(START, data=store_format.DATA_VERSION, run="run-1")),
                                         reply(1)], 1):
         fact = dict(fields, kind=kind, n=n, prev=prev)
         fact["hash"] = fact_hash(fact)
@@ -233,6 +235,6 @@ def test_the_reader_skips_reserved_space_of_any_length():
         prev = fact["hash"]
     data = lines_of(facts)
     for zeros in (0, 1, 4095, 4096, 4097, 70_000):
-        reader = store_mod._HistoryReader(data + bytes(zeros), "run-1", None)
+        reader = store_reading._HistoryReader(data + bytes(zeros), "run-1", None)
         reader.read()
         assert reader.facts == facts and reader.torn is None and reader.error is None

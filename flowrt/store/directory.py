@@ -1,0 +1,930 @@
+"""The run directory: the first implementation of the store interface (`flowrt.store.interface`).
+
+The on-disk format is specified in `docs/trace.md`; this package is its only writer. In short:
+
+    <root>/<run id>/history.jsonl   one canonical-JSON fact per line, hash-chained
+    <root>/<run id>/values/<hex>    value fields over `inline_limit` bytes, by SHA-256 of their JSON
+    <root>/<run id>/sources/<hex>   module sources, by SHA-256 of their UTF-8 text
+    <root>/<run id>/host.jsonl      the host's own records (truncations, holes, pauses, halts, ...)
+
+The store is generic over fact fields. It interprets only what integrity needs: `n`, `kind`,
+`prev`, `hash`; Start's `data` (the data version) and `run` (the run id); and the value fields of
+each kind (`VALUE_FIELDS`), which it may move to `values/`. Appends are durable before `append`
+returns (write + fsync), a torn last line is truncation, and every other kind of damage is a
+`StorageError`, never a partial result.
+
+This module ties the parts together and keeps one run's state: the verified facts, the open
+history file with its reserved space and unsynced facts, the host records' chain, the advisory
+lock, and a deferred verification under way. Reading is `reading`, the chain `chain`, value and
+source files `blobs`, host records `host_records`, file syncs `durable`, archive and redaction
+`archive`, discovery `discovery`.
+
+Why it is over 800 lines: what is left here is the code that reads and changes that state
+together (an append cuts facts back when its sync fails, an open repairs a torn tail and marks
+what is durable, archive swaps the locked descriptor), under one lock; everything that needs
+none of it is in the other modules.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from typing import Any, Iterable, Sequence
+
+from flowrt.store import durable
+from flowrt.store.archive import _read_anchor, redaction_fields, write_archive
+from flowrt.store.blobs import put_source, read_source, read_value, write_values
+from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
+from flowrt.store.discovery import scan_runs
+from flowrt.store.durable import _fsync_dir, _pwrite_all, _read_file, _strerror, _write_all
+from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
+from flowrt.store.format import (
+    _HASH_RE,
+    _VALUE_REFS,
+    DATA_VERSION,
+    INLINE_LIMIT,
+    STORE_RECORDS,
+    VALUE_FIELDS,
+    _now,
+    valid_run_id,
+)
+from flowrt.store.host_records import _Host, read_host
+from flowrt.store.interface import RunLog, Store
+from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
+from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
+
+
+class RunStore(RunLog):
+    """One run's stored record. Make one with `RunStore.create` or `RunStore.open`.
+
+    A store opened for appending (`create`, or `open(..., for_append=True)`) holds an exclusive
+    advisory lock on the run until `close()`; a read-only store takes no lock and never writes."""
+
+    # -- construction ---------------------------------------------------------------------------
+
+    def __init__(self, root: str, run_id: str, *, for_append: bool, durability: str,
+                 inline_limit: int | None):
+        if durability not in ("fsync", "none"):
+            raise ValueError('durability is "fsync" or "none"')
+        if inline_limit is not None and (type(inline_limit) is not int or inline_limit < 0):
+            raise ValueError("inline_limit is a byte count >= 0")
+        self.root = os.fspath(root)
+        self.run_id = run_id
+        self.path = os.path.join(self.root, run_id)
+        self.for_append = for_append
+        self.durability = durability
+        self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
+        self.torn_tail: TornTail | None = None
+        self._facts: list[dict] = []
+        self._size = 0  # bytes of history.jsonl that hold the verified facts
+        self._dirty = False  # a failed write may have left bytes past _size
+        #: the length of history.jsonl when appending: _size and the reserved space after it
+        self._reserved_end = 0
+        #: facts written but not yet synced (`append(..., sync=False)`): how many facts and bytes
+        #: were durable before them, or None when everything written is durable
+        self._unsynced_from: tuple[int, int] | None = None
+        self._fd: int | None = None  # history.jsonl, written at _size, locked
+        self._host_fd: int | None = None
+        self._host_size = 0
+        self._host_head: str | None = None  # the hash of the last host record (the chain's end)
+        #: (facts, head) of the latest `durable` record: what this run's history held, durably,
+        #: when a store last closed it or opened it for appending
+        self._durable_mark: tuple[int, str] | None = None
+        self._host_dirty = False
+        self._holes: dict[tuple[int, str], str] = {}
+        #: Checkpoint facts moved to archive/ (their count numbers the `cN:` ids that follow)
+        self.archived_checkpoints = 0
+        self._refs: dict[str, set[tuple[int, str]]] = {}  # hex -> {(n, field)}
+        self._known_blobs: set[str] = set()  # hex of value files written or checked this session
+        self._lock = threading.Lock()
+        #: while a deferred open is verifying: the reader of the rest, and what `open` read
+        self._reader: _HistoryReader | None = None
+        self._pending: tuple | None = None
+        self._failure: StorageError | None = None  # what the deferred verification found
+
+    @staticmethod
+    def _check_run_id(run_id: str) -> None:
+        if not valid_run_id(run_id):
+            raise ValueError(f"invalid run id {run_id!r}: 1-128 of A-Z a-z 0-9 . _ -, "
+                             "starting with a letter or digit")
+
+    @classmethod
+    def create(cls, root: str, run_id: str, start_fields: dict, *, sources: Iterable[str] = (),
+               durability: str = "fsync", inline_limit: int = INLINE_LIMIT) -> "RunStore":
+        """Make the run directory (failing with RunExists if it exists), store `sources`, then
+        write Start as fact 1. Start gets `data` = DATA_VERSION and `run` = `run_id` when absent
+        (present with another value: ValueError). `inline_limit` other than the default is
+        recorded in host.jsonl, so later opens of the run keep it."""
+        cls._check_run_id(run_id)
+        if not isinstance(start_fields, dict):
+            raise TypeError("start_fields is a dict")
+        fields = dict(start_fields)
+        if fields.setdefault("data", DATA_VERSION) != DATA_VERSION:
+            raise ValueError(f"this store writes data version {DATA_VERSION}, not {fields['data']!r}")
+        if fields.setdefault("run", run_id) != run_id:
+            raise ValueError(f"Start names run {fields['run']!r}, not {run_id!r}")
+        source_texts = list(sources)
+        store = cls(root, run_id, for_append=True, durability=durability, inline_limit=inline_limit)
+        # Validate Start before touching the disk.
+        blobs: dict[str, bytes] = {}
+        start_fact, start_line = build_fact("Start", fields, 1, None, False, blobs, store.inline_limit, allow_start=True)
+        root_path = store.root
+        root_created = not os.path.isdir(root_path)
+        try:
+            os.makedirs(root_path, mode=0o700, exist_ok=True)
+            os.mkdir(store.path, 0o700)
+        except FileExistsError:
+            raise RunExists(f"run {run_id} already exists in {root_path}") from None
+        except OSError as problem:
+            raise StorageError(f"cannot make the run directory: {_strerror(problem)}",
+                               component=store.path) from problem
+        try:
+            os.mkdir(os.path.join(store.path, VALUES), 0o700)
+            os.mkdir(os.path.join(store.path, SOURCES), 0o700)
+            fd = os.open(os.path.join(store.path, HISTORY),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            store._fd = fd
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if inline_limit != INLINE_LIMIT:
+                store._write_host({"kind": "store", "inlineLimit": inline_limit})
+            for text in source_texts:
+                put_source(store.path, text, fsync=store._fsync, sync_dir=False)
+            if store._fsync:
+                _fsync_dir(os.path.join(store.path, SOURCES))
+                _fsync_dir(store.path)
+                _fsync_dir(root_path)
+                if root_created:
+                    _fsync_dir(os.path.dirname(os.path.abspath(root_path)))
+        except OSError as problem:
+            store.close()
+            raise StorageError(f"cannot prepare the run: {_strerror(problem)}",
+                               component=store.path) from problem
+        try:
+            store._commit([start_fact], [start_line], blobs)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def open(cls, root: str, run_id: str, *, for_append: bool, durability: str = "fsync",
+             inline_limit: int | None = None, defer: bool = False) -> "RunStore":
+        """Read and verify the whole record (see the module and docs/trace.md).
+
+        A torn last line is truncated away (and a host record `truncated` written) when
+        `for_append`, and otherwise reported in `torn_tail` and ignored. Any other damage raises
+        StorageError. `inline_limit` None keeps the run's recorded limit (default 1024).
+
+        `defer` (read-only stores): verify the first facts now and the rest as it is asked for,
+        so a replay can begin while the rest is checked. `fact_at`, `facts_from` and `fact`
+        verify as far as they need to; every other method, and `verify`, first verifies
+        everything and raises what `open` would have raised. A caller that reports anything
+        calls `verify` first, so damage anywhere is still reported as damage."""
+        cls._check_run_id(run_id)
+        store = cls(root, run_id, for_append=for_append, durability=durability,
+                    inline_limit=inline_limit)
+        if not os.path.isdir(store.path):
+            raise RunNotFound(f"no run {run_id} in {store.root}")
+        try:
+            store._load(explicit_limit=inline_limit, defer=defer and not for_append)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    # -- deferred verification ------------------------------------------------------------------
+
+    def verify(self) -> None:
+        """Finish a deferred verification (nothing to do otherwise); raises what `open` would."""
+        if self._failure is not None:
+            raise self._failure
+        if self._reader is not None:
+            self._read_more(None)
+
+    def _read_more(self, count: int | None) -> None:
+        reader = self._reader
+        if not reader.read(count):
+            return
+        self._reader = None
+        anchor, host, explicit_limit = self._pending
+        self._pending = None
+        try:
+            self._verified(reader, anchor, host, explicit_limit)
+        except StorageError as problem:
+            self._failure = problem
+            raise
+
+    @property
+    def deferred(self) -> bool:
+        """Whether verification is still going on (a deferred open not yet read to the end)."""
+        return self._reader is not None
+
+    def verified_facts(self) -> list[dict]:
+        """The facts verified so far, as a list that grows while a deferred verification goes on
+        (`fact_at` and `facts_from` make it grow). Do not mutate it."""
+        return self._facts
+
+    def fact_at(self, index: int) -> dict | None:
+        """The fact at `index` of the verified facts (0 is Start), verifying as far as that;
+        None past the last fact (then everything has been verified)."""
+        facts = self._facts
+        while index >= len(facts):
+            if self._reader is None:
+                if self._failure is not None:
+                    raise self._failure
+                return None
+            self._read_more(max(_VERIFY_STEP, index + 1 - len(facts)))
+        return facts[index]
+
+    def facts_from(self, index: int, count: int) -> list[dict]:
+        """Up to `count` facts from `index` on, verifying as far as that; [] past the end."""
+        facts = self._facts
+        while len(facts) < index + count and self._reader is not None:
+            self._read_more(max(_VERIFY_STEP, index + count - len(facts)))
+        if self._failure is not None:
+            raise self._failure
+        return facts[index:index + count]
+
+    def latest_checkpoint(self) -> int | None:
+        """The index of the latest Checkpoint among the facts, or None. A deferred store finds it
+        without verifying everything when there is none: every line whose fact is a Checkpoint
+        holds the bytes `"kind":"Checkpoint"`, so when no unverified line does, there is none
+        (and otherwise everything is verified and the facts say where)."""
+        reader = self._reader
+        if reader is not None and reader.data.find(b'"kind":"Checkpoint"', reader.pos) >= 0:
+            self.verify()
+        facts = self._facts
+        return max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+
+    def _load(self, explicit_limit: int | None, defer: bool = False) -> None:
+        # 1. Verify everything, changing nothing.
+        history_path = os.path.join(self.path, HISTORY)
+        try:
+            if self.for_append:
+                self._fd = os.open(history_path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise RunBusy(f"run {self.run_id} is open for appending elsewhere") from None
+            data = _read_file(history_path)
+        except FileNotFoundError:
+            raise StorageError("history.jsonl is missing", component=HISTORY) from None
+        except OSError as problem:
+            raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
+        anchor = _read_anchor(self.path)
+        # host.jsonl first: its latest `durable` record says which facts were durable, and no
+        # torn tail may start among them. Damage to it is raised after the history's own.
+        try:
+            host = self._read_host()
+            host_problem = None
+        except StorageError as problem:
+            host, host_problem = None, problem
+        reader = _HistoryReader(data, self.run_id, anchor, host[1].durable if host else None)
+        if host_problem is not None:
+            reader.read()
+            if reader.error is not None:
+                raise reader.error from None
+            raise host_problem
+        if defer and not reader.read(2):
+            # The rest is verified as it is asked for (`fact_at`, `facts_from`) or wholly by the
+            # first method that needs every fact; whatever `open` would have raised is raised
+            # then, in the order `open` would have found it.
+            self._reader = reader
+            self._pending = (anchor, host, explicit_limit)
+            self._facts = reader.facts
+            # Holes as recorded, so that reading a value meets its hole before verification ends
+            # (which then checks each record against its fact).
+            for record in host[1].records:
+                if record["kind"] == "hole" and type(record.get("fact")) is int:
+                    self._holes[(record["fact"], record.get("field"))] = record.get("ref")
+            if anchor is not None and reader.facts[1]["n"] != 2:
+                self.archived_checkpoints = int(anchor.get("checkpoints", 0))
+            return
+        reader.read()
+        self._verified(reader, anchor, host, explicit_limit)
+
+    def _read_host(self) -> tuple[bytes, _Host]:
+        return read_host(self.path)
+
+    def _verified(self, reader: "_HistoryReader", anchor: dict | None, host: tuple[bytes, _Host],
+                  explicit_limit: int | None) -> None:
+        """The history has been read whole: everything after it that `open` checks and repairs."""
+        if reader.error is not None:
+            raise reader.error
+        parsed = _Parsed(reader.facts, reader.pos, reader.torn, None)
+        data = reader.data
+        if anchor is not None and len(parsed.facts) > 1 and parsed.facts[1]["n"] != 2:
+            self.archived_checkpoints = int(anchor.get("checkpoints", 0))
+        if not parsed.facts:
+            raise StorageError("the run has no Start (it never started)", component=HISTORY)
+        host_data, parsed_host = host
+        records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
+        self._host_head = parsed_host.head
+        durable = parsed_host.durable
+        self._durable_mark = (durable["facts"], durable["head"]) if durable else None
+        holes: dict[tuple[int, str], str] = {}
+        recorded_limit = None
+        for record in records:
+            if record["kind"] == "store" and type(record.get("inlineLimit")) is int:
+                recorded_limit = record["inlineLimit"]
+            elif record["kind"] == "hole":
+                n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
+                if type(n) is not int or not isinstance(field, str) or not isinstance(ref, str):
+                    raise StorageError("a hole record lacks fact, field or ref", component=HOST)
+                position = fact_position(parsed.facts, n)
+                if position is not None:
+                    if parsed.facts[position].get(field + "_ref") != ref:
+                        raise StorageError(f"a hole record names {field} of fact {n}, which does "
+                                           f"not refer to {ref}", n, component=HOST)
+                    holes[(n, field)] = ref
+        if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
+            self.inline_limit = recorded_limit
+        self._holes = holes
+        self._facts = parsed.facts
+        self._size = parsed.valid_len
+        self._host_size = host_len
+        refs = _VALUE_REFS
+        for index in reader.referring:
+            fact = parsed.facts[index]
+            for field, ref_name in refs[fact["kind"]]:
+                if ref_name in fact:
+                    self._refs.setdefault(fact[ref_name][len("sha256:"):], set()).add((fact["n"], field))
+        # Every stored value that is not a recorded hole must be present; its content is checked
+        # when it is read.
+        values_dir = os.path.join(self.path, VALUES)
+        for hex_, users in self._refs.items():
+            live = [user for user in users if user not in holes]
+            if live and not os.path.isfile(os.path.join(values_dir, hex_)):
+                raise StorageError("the value file is missing and is not a recorded hole",
+                                   min(live)[0], component=f"{VALUES}/{hex_}")
+        if not self.for_append:
+            self.torn_tail = parsed.torn
+            return
+        # Reserved space left by a host that died (NUL bytes only) is reserved space again.
+        self._reserved_end = len(data) if parsed.torn is None else parsed.valid_len
+        # 2. Repairs, before anything is appended: torn tails, an interrupted redaction, and
+        # temporary files of interrupted value writes.
+        if host_torn is not None:
+            self._open_host()
+            try:
+                os.ftruncate(self._host_fd, host_len)
+                if self._fsync:
+                    os.fsync(self._host_fd)
+            except OSError as problem:
+                raise StorageError(f"cannot remove the torn last line: {_strerror(problem)}",
+                                   component=HOST) from problem
+            self._write_host({"kind": "truncated", "component": HOST, "at": _now(),
+                              "offset": host_torn.offset, "bytes": host_torn.length,
+                              "sha256": _sha256_hex(host_data[host_torn.offset:])})
+        if parsed.torn is not None:
+            try:
+                os.ftruncate(self._fd, parsed.valid_len)
+                if self._fsync:
+                    os.fsync(self._fd)
+            except OSError as problem:
+                raise StorageError(f"cannot remove the torn last line: {_strerror(problem)}",
+                                   len(parsed.facts) + 1, component=HISTORY) from problem
+            self._write_host({
+                "kind": "truncated", "component": HISTORY, "at": _now(),
+                "offset": parsed.torn.offset, "bytes": parsed.torn.length,
+                "sha256": _sha256_hex(data[parsed.torn.offset:parsed.torn.offset + parsed.torn.length]),
+                "facts": len(parsed.facts), "head": self.head,
+            })
+        # A redaction records its hole, then deletes the value file; a crash between the two
+        # leaves the file, which is deleted here once no unredacted fact refers to it.
+        removed = False
+        for hex_ in {ref[len("sha256:"):] for ref in holes.values()}:
+            if os.path.exists(os.path.join(values_dir, hex_)):
+                removed |= self._drop_if_unused(hex_)
+        if removed and self._fsync:
+            _fsync_dir(values_dir)
+        for sub in (VALUES, SOURCES):
+            directory = os.path.join(self.path, sub)
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(".tmp-"):
+                    try:
+                        os.unlink(os.path.join(directory, name))
+                    except OSError:
+                        pass
+        # What was read is on disk once synced: a later crash can tear only what comes after.
+        self._mark_durable(sync=True)
+
+    def close(self) -> None:
+        """Release the lock and the files. The store can no longer append. Facts written
+        without sync are synced first if they can be (a failure here leaves them written, as a
+        crash would: the caller has already stopped on its own error)."""
+        if self._unsynced_from is not None and self._fd is not None:
+            try:
+                self.sync()
+            except StorageError:
+                pass
+        self._release_reserved()
+        self._mark_durable()
+        for attr in ("_fd", "_host_fd"):
+            fd = getattr(self, attr)
+            if fd is not None:
+                setattr(self, attr, None)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.for_append = False
+
+    def _mark_durable(self, *, sync: bool = False) -> None:
+        """Record `{"kind": "durable", "facts": n, "head": h}` when the history changed since it
+        was last marked: every fact up to n is durable, so a reader never takes damage among them
+        for a torn tail (docs/trace.md section 10), and nothing is ever cut from them. Written by
+        `close` (a closed history is marked whole) and by an open for appending (which syncs
+        what it read first: `sync`), so that a run that crashes after a resume can lose only
+        what the resume wrote. Only when everything written is durable and nothing is left
+        half-written; a failure leaves the run unmarked, which reads as a run whose host died."""
+        if self._fd is None or not self._fsync or not self._facts or self._unsynced_from is not None \
+                or self._dirty:
+            return
+        mark = (self._facts[-1]["n"], self._facts[-1]["hash"])
+        if mark == self._durable_mark:
+            return
+        try:
+            if sync:
+                durable._sync_appended(self._fd)
+            with self._lock:
+                self._write_host({"kind": "durable", "facts": mark[0], "head": mark[1]})
+            self._durable_mark = mark
+        except (OSError, StorageError):
+            pass
+
+    def _release_reserved(self) -> None:
+        """Cut the reserved space off, so that a closed history is its lines and nothing else.
+        Only when everything written is durable: a cut must not be the one change a crash keeps
+        of a file whose last facts it loses. A failure leaves NUL bytes that every reader skips."""
+        if self._fd is None or self._reserved_end <= self._size or self._unsynced_from is not None \
+                or self._dirty:
+            return
+        try:
+            os.ftruncate(self._fd, self._size)
+            self._reserved_end = self._size
+            if self._fsync:
+                durable._sync_appended(self._fd)
+        except OSError:
+            pass
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- reading --------------------------------------------------------------------------------
+
+    @property
+    def _fsync(self) -> bool:
+        return self.durability == "fsync"
+
+    @property
+    def head(self) -> str | None:
+        """The hash of the last verified fact."""
+        self.verify()
+        return self._facts[-1]["hash"] if self._facts else None
+
+    @property
+    def ended(self) -> bool:
+        self.verify()
+        return bool(self._facts) and self._facts[-1]["kind"] == "End"
+
+    @property
+    def torn_tail(self) -> TornTail | None:
+        self.verify()
+        return self._torn_tail
+
+    @torn_tail.setter
+    def torn_tail(self, value: TornTail | None) -> None:
+        self._torn_tail = value
+
+    def __len__(self) -> int:
+        self.verify()
+        return len(self._facts)
+
+    def facts(self) -> list[dict]:
+        """The verified facts, as stored (large values as `<field>_ref`). Do not mutate them."""
+        self.verify()
+        return list(self._facts)
+
+    def fact(self, n: int) -> dict:
+        position = fact_position(self._facts, n) if type(n) is int else None
+        if position is None and (self._reader is not None or self._failure is not None):
+            self.verify()
+            position = fact_position(self._facts, n) if type(n) is int else None
+        if position is None:
+            raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, "
+                             "some perhaps archived)")
+        return self._facts[position]
+
+    def holes(self) -> dict[tuple[int, str], str]:
+        """Every recorded hole: (fact n, field) -> the value's hash."""
+        self.verify()
+        return dict(self._holes)
+
+    def is_hole(self, fact: dict | int, field: str) -> bool:
+        self.verify()
+        n = fact if isinstance(fact, int) else fact["n"]
+        return (n, field) in self._holes
+
+    def value(self, fact: dict | int, field: str) -> Any:
+        """The value of `field` in a fact (given as the fact or its number): inline, or loaded
+        from values/ and checked against its hash. Raises Hole for a hole, StorageError for a
+        missing or damaged value file, KeyError when the fact has no such field."""
+        stored = self.fact(fact if isinstance(fact, int) else fact["n"])
+        if field in stored:
+            return stored[field]
+        ref = stored.get(field + "_ref")
+        if ref is None:
+            raise KeyError(f"fact {stored['n']} has no {field}")
+        n = stored["n"]
+        if (n, field) in self._holes:
+            raise Hole(n, field, ref)
+        return read_value(self.path, ref, field, n)
+
+    def verify_files(self) -> None:
+        """Check every value file a fact refers to (unless a recorded hole) and every module
+        source Start names against its hash, as reading them would; raises StorageError for the
+        first that is missing or damaged. For a caller that will read none of them but must not
+        report a damaged record as sound (resume of a run that has ended)."""
+        self.verify()
+        for hex_, users in sorted(self._refs.items()):
+            live = sorted(user for user in users if user not in self._holes)
+            if live:
+                self.value(*live[0])
+        modules = self._facts[0].get("modules") if self._facts and self._facts[0]["n"] == 1 else None
+        for module in modules if isinstance(modules, list) else ():
+            hash_ = module.get("hash") if isinstance(module, dict) else None
+            if not isinstance(hash_, str) or not _HASH_RE.match(hash_):
+                raise StorageError("Start names a module source that is not sha256:<hex>", 1, component=HISTORY)
+            self.source(hash_)
+
+    def source(self, hash: str) -> str:
+        """A stored module source, checked against its hash."""
+        return read_source(self.path, hash)
+
+    def host_records(self) -> list[dict]:
+        """Every complete host record, in order (a torn last line is left out)."""
+        return read_host(self.path)[1].records
+
+    # -- appending ------------------------------------------------------------------------------
+
+    def _require_writable(self) -> None:
+        if not self.for_append or self._fd is None:
+            raise ValueError(f"run {self.run_id} is not open for appending")
+
+    def append(self, kind: str, fields: dict, *, sync: bool = True) -> dict:
+        """Write one fact durably and return it as stored.
+
+        `sync=False` writes it (visible to readers, and kept if this process dies) without
+        waiting for the disk: it becomes durable with the next synced write or `sync()`, and if
+        that sync fails it is removed with the rest of what was not durable. For a fact whose
+        consequences stay inside the host until then (see docs/trace.md, section 9)."""
+        if not self.for_append:
+            self._require_writable()
+        with self._lock:
+            if self._fd is None:
+                raise ValueError(f"run {self.run_id} is not open for appending")
+            facts = self._facts
+            if facts:
+                last = facts[-1]
+                prev, ended = last["hash"], last["kind"] == "End"
+            else:  # pragma: no cover - a store always holds its Start
+                prev, ended = None, False
+            blobs: dict[str, bytes] = {}
+            fact, line = build_fact(kind, fields, facts[-1]["n"] + 1, prev, ended, blobs, self.inline_limit)
+            self._commit([fact], [line], blobs, sync)
+            return fact
+
+    def sync(self) -> None:
+        """Make every fact written so far durable (nothing to do when they are). On failure the
+        facts that were not durable are cut from the history and StorageError is raised."""
+        if self._unsynced_from is not None:
+            with self._lock:
+                if self._unsynced_from is not None and self._fd is not None:
+                    self._sync_history(self._facts[-1]["n"])
+
+    @property
+    def synced(self) -> bool:
+        """Whether every fact written is durable."""
+        return self._unsynced_from is None
+
+    def append_many(self, items: Sequence[tuple[str, dict]], *, sync: bool = True) -> list[dict]:
+        """Write several facts with one write and one fsync (group commit): all or none.
+        `sync` as for `append`."""
+        self._require_writable()
+        with self._lock:
+            if self._fd is None:
+                raise ValueError(f"run {self.run_id} is not open for appending")
+            last = self._facts[-1]
+            n = last["n"]
+            prev = last["hash"]
+            ended = last["kind"] == "End"
+            blobs: dict[str, bytes] = {}
+            facts: list[dict] = []
+            lines: list[bytes] = []
+            for kind, fields in items:
+                n += 1
+                fact, line = build_fact(kind, fields, n, prev, ended, blobs, self.inline_limit)
+                facts.append(fact)
+                lines.append(line)
+                prev = fact["hash"]
+                ended = kind == "End"
+            if not facts:
+                return []
+            self._commit(facts, lines, blobs, sync)
+            return facts
+
+    def _commit(self, facts: list[dict], lines: list[bytes], blobs: dict[str, bytes],
+                sync: bool = True) -> None:
+        first = facts[0]["n"]
+        if blobs:
+            write_values(self.path, blobs, self._known_blobs, first, self._fsync)
+        self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first)
+        self._facts.extend(facts)
+        if blobs:  # a value went by reference
+            for fact in facts:
+                self._index_refs(fact)
+        if sync:
+            self._sync_history(first)
+
+    def _index_refs(self, fact: dict) -> None:
+        for field in VALUE_FIELDS[fact["kind"]]:
+            ref = fact.get(field + "_ref")
+            if ref is not None:
+                self._refs.setdefault(ref[len("sha256:"):], set()).add((fact["n"], field))
+
+    def _write_history(self, data: bytes, fact_n: int) -> None:
+        """Write whole lines (or nothing: a failed write is cut back off); not synced here."""
+        fd = self._fd
+        start = self._size
+        if self._dirty:
+            try:
+                os.ftruncate(fd, start)
+                self._dirty = False
+                self._reserved_end = start
+            except OSError as problem:
+                raise StorageError(f"cannot remove an earlier failed write: {_strerror(problem)}",
+                                   fact_n, component=HISTORY) from problem
+        end = start + len(data)
+        unsynced = self._unsynced_from
+        if unsynced is not None and end - unsynced[1] > durable._TEAR_WINDOW:
+            self._sync_history(fact_n)  # keep what may tear within the window
+        try:
+            if self._fsync and (end > self._reserved_end or len(data) > durable._TEAR_WINDOW):
+                self._reserve(start, end)
+            _pwrite_all(fd, data, start)
+        except BaseException as problem:
+            # Leave no partial line visible: cut the file back to the last good fact.
+            try:
+                os.ftruncate(fd, start)
+                self._reserved_end = start
+                if self._fsync:
+                    os.fsync(fd)
+            except OSError:
+                self._dirty = True
+            if isinstance(problem, OSError):
+                raise StorageError(f"cannot append: {_strerror(problem)}", fact_n,
+                                   component=HISTORY) from problem
+            raise
+        if self._fsync and self._unsynced_from is None:
+            self._unsynced_from = (len(self._facts), start)
+        self._size = end
+        if end > self._reserved_end:
+            self._reserved_end = end
+
+    def _reserve(self, start: int, end: int) -> None:
+        """Make room for facts up to `end` (written from `start`) in reserved space: NUL bytes
+        written past the facts and made durable with the next sync. A fact written over them
+        then changes no metadata, so its `fdatasync` flushes the data alone instead of also
+        committing the file system's journal for a new size: about a third cheaper per sync on
+        ext4 (scripts/bench/store_append.py). The space grows with the history (from
+        durable._RESERVE_MIN up to durable._RESERVE_MAX at a time) and is cut off when the store closes.
+
+        What this changes after a machine crash: facts written over reserved space and not yet
+        synced may reach the disk in any order of pages, so zeros may stand in any of them, not
+        only at the end. At most durable._TEAR_WINDOW bytes are ever unsynced there, and the reader takes
+        an unparsable line holding a NUL within that many bytes of the end as the start of a torn
+        tail (docs/trace.md, sections 9 and 10). A write larger than the window is appended past
+        the end of the file instead, as without reserved space.
+
+        Reserving is an optimisation: if it fails (a full disk), the facts are appended as they
+        would be without it."""
+        fd = self._fd
+        if end - start > durable._TEAR_WINDOW:
+            if self._reserved_end > start:
+                os.ftruncate(fd, start)  # a failure here is the write's own failure
+                self._reserved_end = start
+            return
+        room = min(max(end >> 3, durable._RESERVE_MIN), durable._RESERVE_MAX)
+        new_end = end + room
+        at = max(self._reserved_end, start)
+        try:
+            _pwrite_all(fd, bytes(new_end - at), at)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass  # NULs past the facts are reserved space to any reader
+            self._reserved_end = start
+            return
+        self._reserved_end = new_end
+
+    def _sync_history(self, fact_n: int) -> None:
+        """Sync history.jsonl. If the disk fails, cut it back to what was durable before. An
+        interrupt (KeyboardInterrupt) leaves the written facts written, still to be synced: the
+        write succeeded, and the halt that follows syncs what the run reached."""
+        unsynced = self._unsynced_from
+        if unsynced is None:
+            return
+        try:
+            durable._sync_appended(self._fd)
+        except OSError as problem:
+            count, size = unsynced
+            try:
+                os.ftruncate(self._fd, size)
+                self._reserved_end = size
+                os.fsync(self._fd)
+            except OSError:
+                self._dirty = True
+            self._size = size
+            self._unsynced_from = None
+            if len(self._facts) > count:
+                first_cut = self._facts[count]["n"]
+                del self._facts[count:]
+                for users in self._refs.values():
+                    users.difference_update([u for u in users if u[0] >= first_cut])
+            raise StorageError(f"cannot append: {_strerror(problem)}", fact_n,
+                               component=HISTORY) from problem
+        self._unsynced_from = None
+
+    # -- sources --------------------------------------------------------------------------------
+
+    def put_source(self, text: str) -> str:
+        """Store a module source (once, by hash) durably; returns `"sha256:<hex>"`."""
+        self._require_writable()
+        with self._lock:
+            return put_source(self.path, text, fsync=self._fsync, sync_dir=True)
+
+    def host_record(self, record: dict) -> dict:
+        """Append a host record (a JSON object with a text `kind`) to host.jsonl, durably."""
+        self._require_writable()
+        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            raise ValueError("a host record is a dict with a text `kind`")
+        if record["kind"] in STORE_RECORDS:
+            raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
+        if "prev" in record or "hash" in record:
+            raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")
+        self.sync()  # a record names the head: the facts up to it are durable first
+        with self._lock:
+            self._write_host(record)
+        return record
+
+    def _open_host(self) -> None:
+        if self._host_fd is None:
+            path = os.path.join(self.path, HOST)
+            existed = os.path.exists(path)
+            try:
+                self._host_fd = os.open(
+                    path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                if not existed and self._fsync:
+                    _fsync_dir(self.path)
+            except OSError as problem:
+                raise StorageError(f"cannot open: {_strerror(problem)}", component=HOST) from problem
+
+    def _write_host(self, record: dict) -> None:
+        line, digest = chain_record(record, self._host_head)
+        self._open_host()
+        fd = self._host_fd
+        start = self._host_size
+        try:
+            if self._host_dirty:
+                os.ftruncate(fd, start)
+                self._host_dirty = False
+            _write_all(fd, line)
+            if self._fsync:
+                os.fsync(fd)
+        except BaseException as problem:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                self._host_dirty = True
+            if isinstance(problem, OSError):
+                raise StorageError(f"cannot append a host record: {_strerror(problem)}",
+                                   component=HOST) from problem
+            raise
+        self._host_size = start + len(line)
+        self._host_head = digest
+
+    # -- archive and redaction ------------------------------------------------------------------
+
+    def archive(self) -> int:
+        """Move the facts between Start and the latest checkpoint aside, into archive/: resume and
+        replay start at the latest checkpoint and never read them. The chain stays verifiable:
+        archive/anchor.json names the last archived fact and its hash, and the archived lines are
+        kept, in order, in archive/facts-<first>-<last>.jsonl. Returns how many facts moved.
+
+        Crash-safe: the archived lines and the anchor are durable before history.jsonl is
+        replaced (atomically, by rename); a history that still holds the archived facts reads as
+        before."""
+        self._require_writable()
+        self.sync()
+        with self._lock:
+            facts = self._facts
+            latest = max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+            if latest is None or latest <= 1:
+                return 0
+            kept, size, checkpoints = write_archive(self.path, facts, latest, self.archived_checkpoints)
+            history = os.path.join(self.path, HISTORY)
+            # Append to the new file from now on (the old descriptor names the replaced one).
+            old = self._fd
+            self._fd = os.open(history, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if old is not None:
+                os.close(old)
+            self._facts = kept
+            self._size = self._reserved_end = size
+            self.archived_checkpoints = checkpoints
+            return latest - 1
+
+    def redact(self, n: int, field: str | None = None) -> list[dict]:
+        """Make the stored value of `field` of fact `n` (every value field of the fact when
+        `field` is None) a hole: record `{"kind": "hole", "fact", "field", "ref"}` in host.jsonl,
+        then delete the value file unless an unredacted fact still refers to the same content.
+        The fact itself, and so the hash chain, does not change.
+
+        Only a value stored by reference (in values/) can become a hole. An inline value is part
+        of its fact's hashed line, so removing it would break the chain: that raises
+        RedactRefused, and nothing is changed. A host that must be able to redact every value
+        creates its runs with `inline_limit=0`. Returns the hole records written (none for
+        values that were already holes)."""
+        self._require_writable()
+        fact = self.fact(n)
+        fields = redaction_fields(fact, field)
+        written = []
+        with self._lock:
+            directory = os.path.join(self.path, VALUES)
+            removed = False
+            for f in fields:
+                if (n, f) in self._holes:
+                    continue
+                ref = fact[f + "_ref"]
+                record = {"kind": "hole", "fact": n, "field": f, "ref": ref}
+                self._write_host(record)
+                self._holes[(n, f)] = ref
+                written.append(record)
+                removed |= self._drop_if_unused(ref[len("sha256:"):])
+            if removed and self._fsync:
+                try:
+                    _fsync_dir(directory)
+                except OSError as problem:
+                    raise StorageError(f"cannot sync values/: {_strerror(problem)}",
+                                       component=VALUES) from problem
+        return written
+
+    def _drop_if_unused(self, hex_: str) -> bool:
+        users = self._refs.get(hex_, set())
+        if any(user not in self._holes for user in users):
+            return False
+        self._known_blobs.discard(hex_)
+        try:
+            os.unlink(os.path.join(self.path, VALUES, hex_))
+        except FileNotFoundError:
+            return False
+        except OSError as problem:
+            raise StorageError(f"cannot delete: {_strerror(problem)}",
+                               component=f"{VALUES}/{hex_}") from problem
+        return True
+
+
+class DirectoryStore(Store):
+    """A runs root on a file system: one directory per run under `root`."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.fspath(root)
+
+    def create(self, run_id: str, start_fields: dict, *, sources: Iterable[str] = (),
+               durability: str = "fsync", inline_limit: int = INLINE_LIMIT) -> RunStore:
+        return RunStore.create(self.root, run_id, start_fields, sources=sources,
+                               durability=durability, inline_limit=inline_limit)
+
+    def open(self, run_id: str, *, for_append: bool, durability: str = "fsync",
+             inline_limit: int | None = None, defer: bool = False) -> RunStore:
+        return RunStore.open(self.root, run_id, for_append=for_append, durability=durability,
+                             inline_limit=inline_limit, defer=defer)
+
+    def scan(self, *, limit: int = 50, after: str | None = None) -> dict:
+        return scan_runs(self.root, limit=limit, after=after)

@@ -1,0 +1,84 @@
+"""Durable writing to files: whole writes, fdatasync of appends, directory syncs, and the bounds
+of reserved space and of the tear window that the run directory's appends keep and its reader
+relies on (docs/trace.md sections 9 and 10)."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+#: The reserved space past the facts (see `RunStore._reserve`): at least this much, and at most ...
+_RESERVE_MIN = 64 << 10
+_RESERVE_MAX = 1 << 20
+#: ... and never more than this many bytes written and not yet synced in it, so that what a
+#: machine crash can leave torn in reserved space lies within the last _TEAR_WINDOW bytes.
+_TEAR_WINDOW = 1 << 20
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    written = os.pwrite(fd, data, offset)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    offset += written
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:  # pragma: no cover - os.pwrite raises rather than return 0 on files
+            raise OSError(errno.EIO, "write made no progress")
+        view = view[written:]
+        offset += written
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # pragma: no cover - os.write raises rather than return 0 on files
+            raise OSError(errno.EIO, "write made no progress")
+        view = view[written:]
+
+
+# An append changes the file's size, which fdatasync flushes too (it skips only metadata a
+# read does not need, such as the modification time): as durable as fsync here, and cheaper.
+def _sync_appended(fd: int) -> None:
+    getattr(os, "fdatasync", os.fsync)(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_file(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _strerror(problem: OSError) -> str:
+    return problem.strerror or str(problem)
+
+
+
+def _write_durably(path: str, data: bytes) -> None:
+    """Write a whole new file and make it and its name durable."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(os.path.dirname(path))

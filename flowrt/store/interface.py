@@ -1,0 +1,229 @@
+"""The store interface: what the host asks of any place that keeps runs' records.
+
+`Store` is a runs root (make a run, open one, discover runs, archive, redact); `RunLog` is one
+run's record opened for reading or for appending. The run directory (`flowrt.store.directory`) is
+the first implementation; a database store keeps the same facts, with the same canonical bytes
+and hashes (`flowrt.store.chain` builds and checks them for any store), behind the same methods.
+
+The contract every implementation keeps (docs/trace.md sections 9 and 10 say it for the run
+directory, in bytes):
+
+- Ordering. Facts are numbered 1, 2, ... with no gap; fact 1 is Start and only fact 1; nothing
+  follows End; each fact's `prev` is the hash of the fact before it (Start's is null). Appends
+  to one run are serialized: concurrent `append`s from threads of one process chain one after
+  the other, and only one `RunLog` (in any process, on any host) appends to a run at a time:
+  opening a run for appending while another holds it raises `RunBusy`.
+- Durability. `append` / `append_many` return once their facts are durable (with
+  `durability="fsync"`): a crash, of the process or of the machine, keeps them. `sync=False`
+  lets a fact be visible and kept if the process dies, but durable only with the next synced
+  write or `sync()`; if that sync fails, every fact that was not durable is removed and
+  `StorageError` raised. A host record (`host_record`) names the head, so the facts before it
+  are made durable first. `append_many` is all or nothing.
+- Failure. A write that fails raises `StorageError` and leaves the record as it was before the
+  write (no partial fact is ever visible). Nothing ever cuts a fact that was durable.
+- Reading. Opening verifies the whole record, changing nothing when read-only: the chain, each
+  fact's hash, the canonical form of every fact, the host records' own chain, and that every
+  value stored by reference is present or a recorded hole. Any damage raises `StorageError`
+  (with the first damaged fact's number, when one is concerned), never a partial result. The one
+  exception is an unfinished last write (a torn tail), which is not damage: a reader ignores it
+  (`torn_tail`), and an open for appending removes it and records that it did.
+- Values and sources are kept by hash and checked against it when read; a redacted value is a
+  `Hole` whose hash is all that is left. Facts, and so the chain, never change.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Iterable, Sequence
+
+from flowrt.store.errors import TornTail
+from flowrt.store.format import INLINE_LIMIT
+
+
+class RunLog(abc.ABC):
+    """One run's stored record. Get one from `Store.create` or `Store.open`.
+
+    Attributes every implementation sets: `run_id`; `for_append` (False once closed);
+    `durability` (`"fsync"`: appends are durable when they return; `"none"`: for tests and
+    throwaway runs); `inline_limit` (values whose canonical JSON is longer go by reference);
+    `archived_checkpoints` (Checkpoint facts archived, which number the `cN:` ids after them)."""
+
+    run_id: str
+    for_append: bool
+    durability: str
+    inline_limit: int
+    archived_checkpoints: int
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def verify(self) -> None:
+        """Finish a deferred verification (nothing to do otherwise); raises what `open` would."""
+
+    @property
+    @abc.abstractmethod
+    def deferred(self) -> bool:
+        """Whether verification is still going on (a deferred open not yet read to the end)."""
+
+    @abc.abstractmethod
+    def facts(self) -> list[dict]:
+        """Every verified fact, in order, as stored (a value kept by reference as
+        `<field>_ref`; archived facts left out). Do not mutate them."""
+
+    @abc.abstractmethod
+    def fact(self, n: int) -> dict:
+        """Fact number `n`; IndexError when there is none (or it was archived)."""
+
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """How many facts `facts()` holds."""
+
+    @abc.abstractmethod
+    def verified_facts(self) -> list[dict]:
+        """The facts verified so far, as a list that grows while a deferred verification goes
+        on. Do not mutate it."""
+
+    @abc.abstractmethod
+    def fact_at(self, index: int) -> dict | None:
+        """The fact at `index` of the facts (0 is Start), verifying as far as that; None past
+        the last fact."""
+
+    @abc.abstractmethod
+    def facts_from(self, index: int, count: int) -> list[dict]:
+        """Up to `count` facts from `index` on, verifying as far as that; [] past the end."""
+
+    @abc.abstractmethod
+    def latest_checkpoint(self) -> int | None:
+        """The index (in `facts()`) of the latest Checkpoint, or None."""
+
+    @property
+    @abc.abstractmethod
+    def head(self) -> str | None:
+        """The hash of the last fact."""
+
+    @property
+    @abc.abstractmethod
+    def ended(self) -> bool:
+        """Whether the last fact is End."""
+
+    @property
+    @abc.abstractmethod
+    def torn_tail(self) -> TornTail | None:
+        """The unfinished last write a read-only open ignored, or None."""
+
+    @abc.abstractmethod
+    def value(self, fact: dict | int, field: str) -> Any:
+        """The value of `field` in a fact (the fact or its number): inline, or loaded by its
+        hash and checked against it. Raises Hole for a hole, StorageError for a missing or
+        damaged value, KeyError when the fact has no such field."""
+
+    @abc.abstractmethod
+    def holes(self) -> dict[tuple[int, str], str]:
+        """Every recorded hole: (fact n, field) -> the value's hash."""
+
+    @abc.abstractmethod
+    def is_hole(self, fact: dict | int, field: str) -> bool:
+        """Whether `field` of the fact is a recorded hole."""
+
+    @abc.abstractmethod
+    def source(self, hash: str) -> str:
+        """A stored module source, checked against its hash (`"sha256:<hex>"`); ValueError for
+        a hash not of that form, StorageError when it is missing or damaged."""
+
+    @abc.abstractmethod
+    def verify_files(self) -> None:
+        """Check every value a fact refers to (unless a hole) and every module source Start
+        names against its hash; StorageError for the first missing or damaged one."""
+
+    @abc.abstractmethod
+    def host_records(self) -> list[dict]:
+        """Every host record, in order, without its chain fields (`prev`, `hash`)."""
+
+    # -- appending (a RunLog opened for appending) -------------------------------------------
+
+    @abc.abstractmethod
+    def append(self, kind: str, fields: dict, *, sync: bool = True) -> dict:
+        """Write fact `kind` with `fields` as the next fact; returns it as stored. The store
+        sets `n`, `kind`, `prev` and `hash` (and End's `ending`), and moves a value over the
+        inline limit to a reference. ValueError / TypeError for a fact it must not write
+        (unknown kind, Start, after End, a reserved field), before anything is written."""
+
+    @abc.abstractmethod
+    def append_many(self, items: Sequence[tuple[str, dict]], *, sync: bool = True) -> list[dict]:
+        """Write several facts at once (group commit): all or none."""
+
+    @abc.abstractmethod
+    def sync(self) -> None:
+        """Make every fact written so far durable; on failure the facts that were not durable
+        are removed and StorageError is raised."""
+
+    @property
+    @abc.abstractmethod
+    def synced(self) -> bool:
+        """Whether every fact written is durable."""
+
+    @abc.abstractmethod
+    def put_source(self, text: str) -> str:
+        """Store a module source once, by hash, durably; returns `"sha256:<hex>"`."""
+
+    @abc.abstractmethod
+    def host_record(self, record: dict) -> dict:
+        """Append a host record (a dict with a text `kind`, not one of `STORE_RECORDS`),
+        chained to the one before it, durably, after making the facts durable."""
+
+    @abc.abstractmethod
+    def archive(self) -> int:
+        """Move the facts between Start and the latest checkpoint aside (the chain stays
+        verifiable from an anchor); returns how many moved. Crash-safe."""
+
+    @abc.abstractmethod
+    def redact(self, n: int, field: str | None = None) -> list[dict]:
+        """Make the value of `field` of fact `n` (every value field when None) a hole: record
+        it, then delete the value unless an unredacted fact still refers to the same content.
+        RedactRefused for an inline value (part of the fact's hash). Returns the hole records
+        written."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Sync what can be, release the run (its lock or lease) and what it holds. Idempotent;
+        a closed RunLog no longer appends."""
+
+    def __enter__(self) -> "RunLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Store(abc.ABC):
+    """A runs root: where runs are made, found and opened."""
+
+    @abc.abstractmethod
+    def create(self, run_id: str, start_fields: dict, *, sources: Iterable[str] = (),
+               durability: str = "fsync", inline_limit: int = INLINE_LIMIT) -> RunLog:
+        """Make run `run_id` (RunExists if it exists; ValueError for an invalid id), store
+        `sources`, write Start as fact 1 (`data` and `run` filled in), and return it open for
+        appending."""
+
+    @abc.abstractmethod
+    def open(self, run_id: str, *, for_append: bool, durability: str = "fsync",
+             inline_limit: int | None = None, defer: bool = False) -> RunLog:
+        """Open and verify run `run_id` (RunNotFound if absent; RunBusy if `for_append` and
+        another RunLog appends to it). `defer` (read-only): verify the first facts now and the
+        rest as asked for."""
+
+    @abc.abstractmethod
+    def scan(self, *, limit: int = 50, after: str | None = None) -> dict:
+        """Stored-run discovery: `{"runs": [row...], "nextAfter": id | None, "problems": [...]}`,
+        a page of runs by id after `after`, within read bounds, changing nothing (the rows of
+        docs/trace.md section 11)."""
+
+    def archive(self, run_id: str) -> int:
+        """`RunLog.archive` of run `run_id`, opened for appending for it."""
+        with self.open(run_id, for_append=True) as run:
+            return run.archive()
+
+    def redact(self, run_id: str, n: int, field: str | None = None) -> list[dict]:
+        """`RunLog.redact` of run `run_id`, opened for appending for it."""
+        with self.open(run_id, for_append=True) as run:
+            return run.redact(n, field)

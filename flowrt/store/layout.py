@@ -1,0 +1,8 @@
+"""The run directory's file names (docs/trace.md section 1)."""
+
+HISTORY = "history.jsonl"
+ARCHIVE = "archive"
+ANCHOR = "archive/anchor.json"
+HOST = "host.jsonl"
+VALUES = "values"
+SOURCES = "sources"

@@ -1,0 +1,520 @@
+"""The store contract (flowrt/store/interface.py), run against every implementation in
+tests/store_backends.py: only the interface's methods, plus the backend's ways to damage a record.
+What is particular to one implementation (the run directory's bytes, reserved space, torn files)
+is tested in tests/test_store*.py."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from flowrt.store import (
+    DATA_VERSION,
+    STORE_RECORDS,
+    Hole,
+    RedactRefused,
+    RunBusy,
+    RunExists,
+    RunLog,
+    RunNotFound,
+    StorageError,
+    canonical_bytes,
+    fact_hash,
+)
+from tests.store_backends import BACKENDS
+
+START = {
+    "program": "sha256:" + "ab" * 32,
+    "std": "std@v1",
+    "entry": {"module": "support", "function": "main"},
+    "input": {"ticket": "Login fails on Safari"},
+    "modules": [],
+}
+BIG = "x" * 2000  # canonical JSON over the default inline limit of 1 KiB
+CHECKPOINT = {"function": {"module": "support", "name": "work"}, "types": [], "arguments": {"round": 2}}
+SOURCE = "use \"std@v1/task\"\npub flow main() -> Int = 1 // é\n"
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request, tmp_path):
+    made = BACKENDS[request.param](tmp_path)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def store(backend):
+    return backend.store
+
+
+def make_run(store, run="run-1", *, end=True, **kw) -> RunLog:
+    """Start, Call, Reply (by reference), Choice, Stop, Checkpoint and, unless `end` is False, End."""
+    s = store.create(run, START, durability="none", **kw)
+    s.append("Call", {"call": "root#1", "tool": "planner.next", "fingerprint": "f1",
+                      "arguments": {"ticket": "t", "notes": []}})
+    s.append("Reply", {"call": "root#1", "outcome": {"Ok": {"Search": BIG}}})
+    s.append("Choice", {"task": "root", "picked": "root/2"})
+    s.append("Stop", {"task": "root/1", "by": "root", "found": "Running", "closed": ["root/1#1"]})
+    s.append("Checkpoint", CHECKPOINT)
+    if end:
+        s.append("End", {"outcome": {"Completed": {"Resolved": "done"}}})
+    return s
+
+
+# -- create, append, open -------------------------------------------------------------------------
+
+
+def test_create_append_open_round_trip(store):
+    s = store.create("run-1", START, sources=[SOURCE])
+    assert isinstance(s, RunLog) and s.for_append and s.run_id == "run-1"
+    s.append("Call", {"call": "root#1", "tool": "t", "arguments": {"a": 1}})
+    s.append("Reply", {"call": "root#1", "outcome": {"Ok": 2}})
+    s.append("Checkpoint", CHECKPOINT)
+    s.append("End", {"outcome": {"Completed": 3}})
+    facts = s.facts()
+    s.close()
+    assert not s.for_append
+    assert [f["n"] for f in facts] == [1, 2, 3, 4, 5]
+    assert [f["kind"] for f in facts] == ["Start", "Call", "Reply", "Checkpoint", "End"]
+    assert facts[0]["prev"] is None and facts[0]["data"] == DATA_VERSION and facts[0]["run"] == "run-1"
+    for before, after in zip(facts, facts[1:]):
+        assert after["prev"] == before["hash"]
+    for fact in facts:
+        assert fact["hash"] == fact_hash({k: v for k, v in fact.items() if k != "hash"})
+    assert facts[-1]["ending"] == "completed"
+    with store.open("run-1", for_append=False) as again:
+        assert again.facts() == facts and len(again) == 5 and not again.for_append
+        assert again.head == facts[-1]["hash"] and again.ended and again.torn_tail is None
+        assert again.fact(3) == facts[2] and again.fact_at(0) == facts[0] and again.fact_at(5) is None
+        assert again.facts_from(1, 2) == facts[1:3] and again.facts_from(9, 2) == []
+        assert again.verified_facts() == facts and again.latest_checkpoint() == 3
+        assert again.value(2, "arguments") == {"a": 1} and again.value(facts[2], "outcome") == {"Ok": 2}
+        assert again.source("sha256:" + __import__("hashlib").sha256(SOURCE.encode()).hexdigest()) == SOURCE
+        with pytest.raises(IndexError):
+            again.fact(6)
+        with pytest.raises(KeyError):
+            again.value(2, "outcome")
+
+
+def test_a_deferred_open_reads_the_same_facts(store):
+    s = make_run(store)
+    facts = s.facts()
+    s.close()
+    deferred = store.open("run-1", for_append=False, defer=True)
+    assert deferred.fact_at(0) == facts[0]
+    deferred.verify()
+    assert not deferred.deferred and deferred.facts() == facts and deferred.head == facts[-1]["hash"]
+
+
+def test_create_and_open_refusals(store):
+    make_run(store, end=False).close()
+    with pytest.raises(RunExists):
+        store.create("run-1", START)
+    with pytest.raises(RunNotFound):
+        store.open("nope", for_append=False)
+    for bad in ("../evil", "", ".hidden", "a/b", "x" * 129):
+        with pytest.raises(ValueError):
+            store.create(bad, START)
+    with pytest.raises(ValueError):
+        store.create("x", dict(START, data="flow-data/9"))
+    with pytest.raises(ValueError):
+        store.create("y", dict(START, run="someone-else"))
+    with pytest.raises(RunNotFound):
+        store.open("x", for_append=False)  # a refused create makes nothing
+
+
+def test_refused_appends_write_nothing(store):
+    s = make_run(store, end=False)
+    before = s.facts()
+    for kind, fields, error in [
+        ("Start", {}, ValueError),
+        ("Bogus", {}, ValueError),
+        ("Call", {"n": 3}, ValueError),
+        ("Call", {"hash": "sha256:" + "0" * 64}, ValueError),
+        ("Call", {"arguments_ref": "sha256:" + "0" * 64}, ValueError),
+        ("Call", {"arguments": {"x": object()}}, TypeError),
+        ("End", {"outcome": {"Completed": 1}, "ending": "faulted"}, ValueError),
+    ]:
+        with pytest.raises(error):
+            s.append(kind, fields)
+    with pytest.raises(TypeError):
+        s.append_many([("Call", {"call": "a"}), ("Call", {"arguments": {"x": object()}})])
+    assert s.facts() == before
+    s.append("End", {"outcome": {"Completed": 1}})
+    with pytest.raises(ValueError):
+        s.append("Call", {"call": "x"})  # nothing after End
+    s.close()
+    ro = store.open("run-1", for_append=False)
+    assert ro.facts()[:-1] == before and len(ro) == len(before) + 1
+    with pytest.raises(ValueError):
+        ro.append("Call", {})
+    with pytest.raises(ValueError):
+        ro.host_record({"kind": "x"})
+    with pytest.raises(ValueError):
+        ro.put_source("x")
+
+
+def test_append_many_is_one_chained_group(store):
+    s = store.create("g", START)
+    out = s.append_many([("Call", {"call": f"root#{i}", "tool": "t", "arguments": {"i": i}})
+                         for i in range(1, 6)])
+    assert [f["n"] for f in out] == [2, 3, 4, 5, 6]
+    assert out[0]["prev"] == s.facts()[0]["hash"] and s.synced
+    assert s.append_many([]) == []
+    s.close()
+    assert store.open("g", for_append=False).facts()[1:] == out
+
+
+def test_concurrent_appends_from_threads_chain(store):
+    s = store.create("t", START, durability="none")
+
+    def reply(task):
+        for i in range(50):
+            s.append("Reply", {"call": f"{task}#{i}", "outcome": {"Ok": "r" * (i * 40)}})
+
+    threads = [threading.Thread(target=reply, args=(f"root/{t}",)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    s.close()
+    again = store.open("t", for_append=False)
+    assert len(again) == 201 and again.facts() == s.facts()
+
+
+def test_reopen_for_append_continues_the_chain(store):
+    make_run(store, end=False).close()
+    s = store.open("run-1", for_append=True)
+    fact = s.append("End", {"outcome": {"Faulted": {"kind": "div", "message": "m", "location": None,
+                                                    "task": "root"}}})
+    assert fact["n"] == 7 and fact["prev"] == s.facts()[5]["hash"] and fact["ending"] == "faulted"
+    s.close()
+    assert len(store.open("run-1", for_append=False)) == 7
+
+
+def test_facts_written_without_sync(store):
+    s = store.create("u", START)
+    fact = s.append("Call", {"call": "root#1", "arguments": {}}, sync=False)
+    assert not s.synced and s.facts()[-1] == fact and s.head == fact["hash"]
+    s.sync()
+    assert s.synced
+    s.append("Reply", {"call": "root#1", "outcome": {"Ok": 1}}, sync=False)
+    s.host_record({"kind": "paused", "head": s.head})  # a record names the head: synced first
+    assert s.synced
+    s.append("Reply", {"call": "root#2", "outcome": {"Ok": 2}}, sync=False)
+    s.close()  # syncs what it can
+    assert [f["n"] for f in store.open("u", for_append=False).facts()] == [1, 2, 3, 4]
+
+
+# -- the run lock ---------------------------------------------------------------------------------
+
+
+def test_one_appender_at_a_time(store):
+    s = make_run(store, end=False)
+    with pytest.raises(RunBusy):
+        store.open("run-1", for_append=True)
+    reader = store.open("run-1", for_append=False)  # readers take no lock
+    assert reader.facts() == s.facts()
+    s.close()
+    with store.open("run-1", for_append=True) as again:
+        with pytest.raises(RunBusy):
+            store.open("run-1", for_append=True)
+        again.append("End", {"outcome": {"Completed": 1}})
+    store.open("run-1", for_append=True).close()
+
+
+# -- values and sources by hash ---------------------------------------------------------------------
+
+
+def test_large_values_go_by_reference(store):
+    s = store.create("v", dict(START, input={"doc": BIG}))
+    start = s.facts()[0]
+    assert "input" not in start and start["input_ref"].startswith("sha256:")
+    small = s.append("Call", {"call": "root#1", "tool": "t", "arguments": {"a": "y" * 10}})
+    assert "arguments" in small
+    big = s.append("Reply", {"call": "root#1", "outcome": {"Ok": BIG}})
+    same = s.append("Reply", {"call": "root#2", "outcome": {"Ok": BIG}})
+    assert big["outcome_ref"] == same["outcome_ref"]
+    assert big["outcome_ref"] == "sha256:" + __import__("hashlib").sha256(canonical_bytes({"Ok": BIG})).hexdigest()
+    s.close()
+    again = store.open("v", for_append=False)
+    assert again.value(1, "input") == {"doc": BIG}
+    assert again.value(again.facts()[2], "outcome") == {"Ok": BIG}
+    assert again.value(same, "outcome") == {"Ok": BIG}
+    again.verify_files()
+
+
+def test_inline_limit_boundary(store):
+    s = store.create("b", START)
+    at = "z" * (1024 - 2)  # JSON "zzz...": exactly 1024 bytes
+    assert len(canonical_bytes(at)) == 1024
+    assert "arguments" in s.append("Call", {"arguments": at})
+    assert "arguments_ref" in s.append("Call", {"arguments": at + "z"})
+
+
+def test_big_integers_round_trip(store):
+    s = store.create("i", dict(START, input={"n": 2**100, "m": -(2**70)}))
+    s.append("Reply", {"outcome": {"Ok": [2**200] * 30}})  # by reference
+    s.close()
+    again = store.open("i", for_append=False)
+    assert again.value(1, "input") == {"n": 2**100, "m": -(2**70)}
+    assert again.value(2, "outcome") == {"Ok": [2**200] * 30}
+
+
+def test_a_recorded_inline_limit_is_kept(store):
+    store.create("z", START, inline_limit=0).close()
+    with store.open("z", for_append=True) as s:
+        assert s.inline_limit == 0 and "input_ref" in s.facts()[0]
+        assert "arguments_ref" in s.append("Call", {"call": "root#1", "arguments": {}})
+
+
+def test_damaged_or_lost_values_are_storage_errors(backend, store):
+    make_run(store).close()
+    ref = store.open("run-1", for_append=False).fact(3)["outcome_ref"]
+    backend.damage_value("run-1", ref)
+    s = store.open("run-1", for_append=False)
+    with pytest.raises(StorageError) as caught:
+        s.value(3, "outcome")
+    assert caught.value.fact_n == 3
+    with pytest.raises(StorageError):
+        s.verify_files()
+    backend.lose_value("run-1", ref)
+    for for_append in (False, True):
+        with pytest.raises(StorageError):  # missing and not a recorded hole
+            store.open("run-1", for_append=for_append)
+
+
+def test_sources(backend, store):
+    s = store.create("src", START, sources=[SOURCE])
+    ref = "sha256:" + __import__("hashlib").sha256(SOURCE.encode()).hexdigest()
+    assert s.source(ref) == SOURCE and s.put_source(SOURCE) == ref
+    other = s.put_source("x")
+    s.close()
+    ro = store.open("src", for_append=False)
+    assert ro.source(other) == "x"
+    with pytest.raises(ValueError):
+        ro.source("md5:abc")
+    with pytest.raises(StorageError):
+        ro.source("sha256:" + "0" * 64)  # never stored
+    backend.damage_source("src", ref)
+    with pytest.raises(StorageError):
+        ro.source(ref)
+
+
+# -- damage -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage, n", [("content", 1), ("content", 4), ("content", 7), ("chain", 2), ("chain", 7)])
+def test_damage_is_a_storage_error(backend, store, damage, n):
+    make_run(store).close()
+    if damage == "content":
+        backend.alter_fact("run-1", n, "spoof", True)
+    else:
+        backend.break_chain("run-1", n)
+    for for_append in (False, True):
+        with pytest.raises(StorageError) as caught:
+            store.open("run-1", for_append=for_append)
+        assert caught.value.fact_n == n
+    with pytest.raises(StorageError):  # at open, or by `verify` at the latest
+        store.open("run-1", for_append=False, defer=True).verify()
+    row = store.scan()["runs"][0]
+    assert row["record"] == "unreadable" and row["problem"]["fact"] == n
+
+
+def test_damaged_host_records_are_a_storage_error(backend, store):
+    s = make_run(store, end=False)
+    s.host_record({"kind": "paused", "head": s.head})
+    s.close()
+    backend.damage_host_record("run-1", 0)
+    for for_append in (False, True):
+        with pytest.raises(StorageError):
+            store.open("run-1", for_append=for_append)
+
+
+def test_an_interrupted_append_is_not_damage(backend, store):
+    s = make_run(store, end=False)
+    facts = s.facts()
+    s.close()
+    if not backend.interrupt_append("run-1"):
+        pytest.skip("an interrupted append leaves nothing in this store")
+    ro = store.open("run-1", for_append=False)
+    assert ro.facts() == facts and ro.torn_tail is not None
+    with store.open("run-1", for_append=True) as s:  # removes it, and says so
+        assert s.facts() == facts
+        assert s.append("End", {"outcome": {"Completed": 1}})["n"] == 7
+    again = store.open("run-1", for_append=False)
+    assert again.torn_tail is None and len(again) == 7
+
+
+# -- host records ------------------------------------------------------------------------------------
+
+
+def test_host_records_are_chained_and_kept_in_order(store):
+    s = make_run(store, end=False)
+    first = {"kind": "paused", "head": s.head, "pending": ["c1:root#2"]}
+    assert s.host_record(first) == first
+    s.host_record({"kind": "resumed", "at": "t"})
+    for refused in ({"kind": 3}, {"no": "kind"}, {"kind": "x", "prev": None}, {"kind": "x", "hash": "h"}, "x"):
+        with pytest.raises(ValueError):
+            s.host_record(refused)
+    for kind in STORE_RECORDS:
+        with pytest.raises(ValueError):
+            s.host_record({"kind": kind})
+    s.close()
+    records = [r for r in store.open("run-1", for_append=False).host_records() if r["kind"] not in STORE_RECORDS]
+    assert records == [first, {"kind": "resumed", "at": "t"}]
+
+
+# -- redaction and archive -------------------------------------------------------------------------
+
+
+def test_redaction_makes_a_hole_and_keeps_the_chain(store):
+    make_run(store).close()
+    s = store.open("run-1", for_append=True)
+    facts = s.facts()
+    ref = s.fact(3)["outcome_ref"]
+    (record,) = s.redact(3, "outcome")
+    assert record == {"kind": "hole", "fact": 3, "field": "outcome", "ref": ref}
+    assert s.facts() == facts  # the facts do not change
+    with pytest.raises(Hole) as caught:
+        s.value(3, "outcome")
+    assert (caught.value.fact_n, caught.value.field, caught.value.hash) == (3, "outcome", ref)
+    assert s.redact(3) == []  # already a hole
+    s.close()
+    again = store.open("run-1", for_append=False)  # verification still passes
+    assert again.facts() == facts
+    assert again.holes() == {(3, "outcome"): ref} and again.is_hole(3, "outcome")
+    with pytest.raises(Hole):
+        again.value(3, "outcome")
+    again.verify_files()  # a hole is not a missing value
+    assert again.value(2, "arguments") == {"ticket": "t", "notes": []}
+    assert store.scan()["runs"][0]["record"] == "complete"
+
+
+def test_what_cannot_be_redacted(store):
+    s = make_run(store)
+    facts = s.facts()
+    with pytest.raises(RedactRefused, match="inline"):
+        s.redact(2, "arguments")
+    with pytest.raises(RedactRefused):
+        s.redact(4)  # Choice holds no value
+    with pytest.raises(RedactRefused):
+        s.redact(2, "call")  # not a value field
+    assert s.facts() == facts and s.holes() == {}
+    assert [r for r in s.host_records() if r["kind"] == "hole"] == []
+
+
+def test_redacting_shared_content(store):
+    s = store.create("sh", START)
+    a = s.append("Reply", {"outcome": {"Ok": BIG}})
+    b = s.append("Reply", {"outcome": {"Ok": BIG}})
+    s.redact(a["n"], "outcome")
+    assert s.value(b, "outcome") == {"Ok": BIG}  # still referenced
+    with pytest.raises(Hole):
+        s.value(a, "outcome")
+    s.redact(b["n"], "outcome")
+    c = s.append("Reply", {"outcome": {"Ok": BIG}})  # the same content again is stored again
+    assert s.value(c, "outcome") == {"Ok": BIG}
+    s.close()
+    ro = store.open("sh", for_append=False)
+    assert ro.value(c, "outcome") == {"Ok": BIG} and ro.holes().keys() == {(2, "outcome"), (3, "outcome")}
+
+
+def test_inline_limit_zero_makes_every_value_redactable(store):
+    store.create("z", START, inline_limit=0).close()
+    s = store.open("z", for_append=True)  # the recorded limit is kept
+    assert s.inline_limit == 0
+    call = s.append("Call", {"call": "root#1", "arguments": {}})
+    assert "arguments_ref" in call
+    s.redact(1)
+    s.redact(2)
+    with pytest.raises(Hole):
+        s.value(1, "input")
+    s.close()
+    assert store.open("z", for_append=False).holes().keys() == {(1, "input"), (2, "arguments")}
+
+
+def test_redaction_through_the_store(store):
+    store.create("z", START, inline_limit=0).close()
+    assert [r["field"] for r in store.redact("z", 1)] == ["input"]
+    with pytest.raises(Hole):
+        store.open("z", for_append=False).value(1, "input")
+
+
+def test_archive_keeps_the_chain_verifiable(store):
+    s = make_run(store, end=False)
+    s.append("Call", {"call": "root#2", "arguments": {}})
+    s.append("Checkpoint", CHECKPOINT)
+    s.append("Reply", {"call": "root#2", "outcome": {"Ok": 1}})
+    facts = s.facts()
+    assert s.archive() == 6  # facts 2 to 7 move; Start and the latest checkpoint (8) on stay
+    kept = s.facts()
+    assert kept == [facts[0]] + facts[7:] and s.head == facts[-1]["hash"]
+    assert s.archived_checkpoints == 1 and s.latest_checkpoint() == 1
+    with pytest.raises(IndexError):
+        s.fact(3)
+    end = s.append("End", {"outcome": {"Completed": 1}})
+    assert end["prev"] == facts[-1]["hash"] and end["n"] == 10
+    assert s.archive() == 0  # nothing between Start and the latest checkpoint any more
+    s.close()
+    again = store.open("run-1", for_append=False)
+    assert again.facts() == kept + [end] and again.archived_checkpoints == 1
+    assert again.value(1, "input") == START["input"]
+
+
+def test_archive_through_the_store(store):
+    make_run(store).close()
+    assert store.archive("run-1") == 4
+    assert [f["n"] for f in store.open("run-1", for_append=False).facts()] == [1, 6, 7]
+
+
+# -- discovery -------------------------------------------------------------------------------------
+
+
+def test_discovery_rows(store):
+    done = make_run(store, "a-complete")
+    done_facts = done.facts()
+    done.close()
+    s = make_run(store, "b-paused", end=False)
+    s.host_record({"kind": "paused", "head": s.head, "pending": ["c1:root#2"]})
+    s.close()
+    s = make_run(store, "c-stale", end=False)
+    s.host_record({"kind": "halted", "head": s.head})
+    s.append("Reply", {"call": "root#2", "outcome": {"Ok": 1}})
+    s.close()
+    s = store.create("d-faulted", START)
+    s.append("End", {"outcome": {"Faulted": {"kind": "division-by-zero", "message": "m" * 3000,
+                                             "location": None, "task": "root"}}})
+    s.close()
+    result = store.scan()
+    assert result["problems"] == [] and result["nextAfter"] is None
+    rows = {row["run"]: row for row in result["runs"]}
+    assert list(rows) == ["a-complete", "b-paused", "c-stale", "d-faulted"]
+    assert rows["a-complete"] == {
+        "run": "a-complete", "historyPresent": True, "record": "complete", "truncated": False,
+        "ending": "completed", "entry": {"module": "support", "function": "main"},
+        "program": START["program"], "lastFact": {"n": 7, "hash": done_facts[-1]["hash"]},
+        "hostDecision": None, "problem": None}
+    b = rows["b-paused"]
+    assert b["record"] == "incomplete" and b["ending"] is None
+    assert b["hostDecision"]["kind"] == "paused" and b["hostDecision"]["head"] == b["lastFact"]["hash"]
+    assert rows["c-stale"]["record"] == "incomplete" and rows["c-stale"]["hostDecision"] is None
+    assert rows["d-faulted"]["record"] == "complete" and rows["d-faulted"]["ending"] == "faulted"
+    assert store.open("a-complete", for_append=False).facts() == done_facts  # discovery changed nothing
+
+
+def test_discovery_pages(store):
+    ids = [f"run-{i:02}" for i in range(7)]
+    for run in reversed(ids):
+        store.create(run, START, durability="none").close()
+    seen, after = [], None
+    while True:
+        page = store.scan(limit=3, after=after)
+        seen += [row["run"] for row in page["runs"]]
+        after = page["nextAfter"]
+        if after is None:
+            break
+    assert seen == ids
+    with pytest.raises(ValueError):
+        store.scan(limit=0)
