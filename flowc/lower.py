@@ -760,7 +760,12 @@ class ModuleLowerer:
                 test = _load(tmp) if op == "&&" else ast.UnaryOp(ast.Not(), _load(tmp))
                 return lstmts + [ast.Assign([_store(tmp)], left),
                                  ast.If(test, rstmts + [ast.Assign([_store(tmp)], right)], [])], _load(tmp)
-            return lstmts, ast.BoolOp(ast.And() if op == "&&" else ast.Or(), [left, right])
+            kind = ast.And if op == "&&" else ast.Or
+            if isinstance(left, ast.BoolOp) and isinstance(left.op, kind):
+                # `a && b && c` as one `a and b and c`: the same order and short circuit, and no
+                # parentheses nested as deep as the chain is long (CPython allows 200).
+                return lstmts, ast.BoolOp(kind(), [*left.values, right])
+            return lstmts, ast.BoolOp(kind(), [left, right])
         holder = [left]
         stmts = lstmts + self.spill_before(rstmts, holder)
         left = holder[0]

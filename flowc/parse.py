@@ -45,9 +45,23 @@ make = SimpleNamespace(**{name: maker(value) for name, value in vars(S).items()
                           if isinstance(value, type) and hasattr(value, "__dataclass_fields__")
                           and value.__module__ == S.__name__})
 
-#: Brackets may nest this deep; deeper input is refused with `nesting-too-deep` before any later
-#: stage walks it (later stages recurse, and no Flow program needs more).
-MAX_NESTING = 256
+#: Brackets (`( [ { <`) may nest this deep; deeper input is refused with `nesting-too-deep`
+#: before any later stage walks it (later stages recurse, and no Flow program needs more). The
+#: bound is what generated Python can take: code generation nests Python brackets and blocks as
+#: the Flow ones nest, and CPython refuses more than 200 nested brackets and 100 indentation
+#: levels (docs/language.md, "Limits").
+MAX_NESTING = 64
+
+#: Nesting without brackets (`- - x`, `return return x`, `flow() = flow() = x`, `else if` chains,
+#: `flow() -> flow() -> T`) shows only in the parser's stack of states, which every kind of
+#: nesting grows by one to five states a level: the stack may be this deep.
+MAX_STACK = 4 * MAX_NESTING
+
+#: The tokens that nest what follows them (lalr.NEST), by their text.
+_NESTING_WORDS = frozenset({"-", "!", "return", "flow", "else", "->", "if", "match"})
+
+#: Operators in one chain (`a + b + ... `): the chain is a tree as deep as it is long.
+MAX_CHAIN = 1000
 
 
 @record
@@ -164,11 +178,11 @@ class _Postlex:
                 kind = token.type
             if kind == "_LPAR" and token.line > prev_end_line:
                 token = Token.new_borrow_pos("_NL_LPAR", token.value, token)
-            if kind in ("_LPAR", "LSQB", "LBRACE"):
+            if kind in ("_LPAR", "LSQB", "LBRACE", "LESSTHAN"):
                 depth += 1
                 if depth > MAX_NESTING:
                     raise _TooDeep(token)
-            elif kind in ("RPAR", "RSQB", "RBRACE"):
+            elif kind in ("RPAR", "RSQB", "RBRACE", "MORETHAN"):
                 depth -= 1
             prev_end_line = token.end_line
             yield token
@@ -276,6 +290,11 @@ def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
     comments, diagnostics = len(state.comments), len(state.diagnostics)
     try:
         return parser.run(text, start, state.comments, line, column)
+    except (lalr.TooDeep, _TooDeep) as too_deep:
+        del state.comments[comments:]
+        del state.diagnostics[diagnostics:]
+        state.diagnostics.append(_too_deep(state, too_deep.token))
+        return None
     except Exception:  # lalr.Refused, _Chained, RecursionError, ...
         del state.comments[comments:]
         del state.diagnostics[diagnostics:]
@@ -316,9 +335,11 @@ def _make_fast_parser() -> lalr.Parser:
     # The postlexer, as `_Postlex` does it for lark.
     keywords = {value: name for name, value in data["literals"].items() if value.isidentifier()}
     postlex = {"NAME": lalr.KEYWORD, "_LPAR": lalr.OPEN_AT_LINE_START, "LSQB": lalr.OPEN,
-               "LBRACE": lalr.OPEN, "RPAR": lalr.CLOSE, "RSQB": lalr.CLOSE, "RBRACE": lalr.CLOSE}
+               "LBRACE": lalr.OPEN, "LESSTHAN": lalr.OPEN, "RPAR": lalr.CLOSE, "RSQB": lalr.CLOSE,
+               "RBRACE": lalr.CLOSE, "MORETHAN": lalr.CLOSE}
+    postlex.update({name: lalr.NEST for name, value in data["literals"].items() if value in _NESTING_WORDS})
     return lalr.Parser(data, _reducers(data["rules"]), postlex=postlex, keywords=keywords,
-                       line_start={"_LPAR": "_NL_LPAR"}, max_depth=MAX_NESTING,
+                       line_start={"_LPAR": "_NL_LPAR"}, max_depth=MAX_NESTING, max_stack=MAX_STACK,
                        collect=frozenset({"COMMENT"}))
 
 
@@ -395,6 +416,12 @@ def _with_comments(module: S.Module, state: _State) -> S.Module:
     return make.Module(module.items, comments, module.span)
 
 
+def _too_deep(state: _State, token) -> Diagnostic:
+    return error("nesting-too-deep", f"the program nests more than {MAX_NESTING} levels deep here",
+                 _token_location(state, token),
+                 help="split the expression with `let` bindings or helper functions")
+
+
 def _parse_chunk(text: str, start: str, state: _State, first_line: int):
     tree = _parse_fast(text, start, state, first_line, 1)
     if tree is not _REFUSED:
@@ -405,19 +432,10 @@ def _parse_chunk(text: str, start: str, state: _State, first_line: int):
     try:
         return _get_parser().parse(padded, start=start)
     except _TooDeep as too_deep:
-        token = too_deep.token
-        state.diagnostics.append(error(
-            "nesting-too-deep",
-            f"brackets are nested more than {MAX_NESTING} levels deep",
-            _token_location(state, token),
-            help="split the expression with `let` bindings or helper functions",
-        ))
+        state.diagnostics.append(_too_deep(state, too_deep.token))
     except VisitError as visit:
         if isinstance(visit.orig_exc, _TooDeep):
-            token = visit.orig_exc.token
-            state.diagnostics.append(error(
-                "nesting-too-deep", f"brackets are nested more than {MAX_NESTING} levels deep",
-                _token_location(state, token)))
+            state.diagnostics.append(_too_deep(state, visit.orig_exc.token))
         else:
             raise
     except UnexpectedInput as problem:
@@ -1098,6 +1116,8 @@ class _Builder:
         return make.Return(children[0], span)
 
     def binchain(self, span, children):
+        if len(children) > 2 * MAX_CHAIN + 1:
+            raise _TooDeep(children[2 * MAX_CHAIN + 1])
         return _precedence(children)
 
     def unop(self, span, children):
@@ -1481,6 +1501,8 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
                                        state.location(line, column - 2, line, column + 1)))
         return make.Lit("text", "", make.Span(line, column, line, column))
     tree = _parse_fast(inner, "expr_s", state, line, column)
+    if tree is None:  # too deep, and said so
+        return make.Lit("text", "", make.Span(line, column, line, column))
     if tree is not _REFUSED:
         return tree
     from lark.exceptions import UnexpectedInput
@@ -1491,8 +1513,7 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _TooDeep as too_deep:
-        state.diagnostics.append(error("nesting-too-deep", "brackets are nested too deeply",
-                                       _token_location(state, too_deep.token)))
+        state.diagnostics.append(_too_deep(state, too_deep.token))
     return make.Lit("text", "", make.Span(line, column, line, column))
 
 
