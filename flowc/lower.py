@@ -485,9 +485,11 @@ class ModuleLowerer:
 
     def named_subs(self, p: S.PCtor, fields, access: ast.expr, offset: int) -> list[tuple[Any, ast.expr]]:
         subs: list[tuple[Any, ast.expr]] = []
-        order = [f.name for f in fields]
+        order: dict[str, int] = {}
+        for i, f in enumerate(fields):
+            order.setdefault(f.name, i)
         for f in p.fields:
-            index = order.index(f.name) + offset
+            index = order[f.name] + offset
             if f.pattern is None:
                 subs.append((("bind", f), _index(access, index)))
             else:

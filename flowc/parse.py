@@ -60,7 +60,8 @@ MAX_STACK = 4 * MAX_NESTING
 #: The tokens that nest what follows them (lalr.NEST), by their text.
 _NESTING_WORDS = frozenset({"-", "!", "return", "flow", "else", "->", "if", "match"})
 
-#: Operators in one chain (`a + b + ... `): the chain is a tree as deep as it is long.
+#: Operators in one chain (`a + b + ... `), and postfixes (`x.a.b`, `f()()`, `r??`): the chain is
+#: a tree as deep as it is long.
 MAX_CHAIN = 1000
 
 
@@ -136,6 +137,9 @@ class _State:
         self.comments: list = []  # tokens: lalr.Tok, or lark's Token from the lark path
         self.diagnostics: list[Diagnostic] = []
         self.lost: set[str] = set()
+        #: id(node) -> (node, length) for a postfix node (`x.a`, `f(x)`, `r?`) on another: how
+        #: long its chain is. The node is held so that its id is not reused while parsing.
+        self.chains: dict[int, tuple] = {}
 
     def line_text(self, line: int) -> str:
         if self.lines is None:
@@ -912,6 +916,20 @@ def _state() -> _State:
     return _local.state
 
 
+_POSTFIX = (S.Member, S.Call, S.Try)
+
+
+def _chained(node, inner, where) -> None:
+    """`node` is a postfix on the postfix `inner`: a chain like `x.a.b` or `f()()` is a tree as
+    deep as it is long, and is held to MAX_CHAIN as an operator chain is."""
+    chains = _state().chains
+    known = chains.get(id(inner))
+    length = known[1] + 1 if known is not None else 2
+    if length > MAX_CHAIN:
+        raise _TooDeep(where)
+    chains[id(node)] = (node, length)
+
+
 def _doc_before(line: int) -> str | None:
     """The `///` lines directly above `line` (each alone on its line), joined."""
     state = _state()
@@ -1125,13 +1143,22 @@ class _Builder:
         return make.Unary(op.value, operand, span)
 
     def member(self, span, children):
-        return make.Member(children[0], children[1].value, span)
+        node = make.Member(children[0], children[1].value, span)
+        if type(children[0]) in _POSTFIX:
+            _chained(node, children[0], children[1])
+        return node
 
     def call(self, span, children):
-        return make.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
+        node = make.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
+        if type(children[0]) in _POSTFIX:
+            _chained(node, children[0], span)
+        return node
 
     def try_expr(self, span, children):
-        return make.Try(children[0], span)
+        node = make.Try(children[0], span)
+        if type(children[0]) in _POSTFIX:
+            _chained(node, children[0], span)
+        return node
 
     def int_lit(self, span, children):
         return make.Lit("int", children[0].value.replace("_", ""), span)

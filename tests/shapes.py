@@ -151,6 +151,15 @@ def record_pattern(n: int) -> str:
     return f"type R {{ {fields} }}\n" + _via("r: R", "Int", f"match r {{ R {{ {binds} }} => f0 }}", f"R {{ {inits} }}")
 
 
+def record_literal_pattern(n: int) -> str:
+    fields = ", ".join(f"f{i}: Int" for i in range(n))
+    pats = ", ".join(f"f{i}: {i}" for i in range(n))
+    inits = ", ".join(f"f{i}: {i}" for i in range(n))
+    other = ", ".join(f"f{i}: {i + 1}" for i in range(n))
+    return f"type R {{ {fields} }}\n" + _via("r: R", "Int", f"match r {{ R {{ {pats} }} => 1, R {{ {other} }} => 2, _ => 0 }}",
+                                             f"R {{ {inits} }}")
+
+
 def list_elements(n: int) -> str:
     return _main("List<Int>", "[" + ", ".join(str(i) for i in range(n)) + "]")
 
@@ -205,7 +214,8 @@ DEEP: dict[str, Callable[[int], str]] = {
 
 FLAT: dict[str, Callable[[int], str]] = {
     "match-arms": match_arms, "text-arms": text_arms, "enum-arms": enum_arms, "or-pattern": or_pattern,
-    "record-fields": record_fields, "record-pattern": record_pattern, "list-elements": list_elements,
+    "record-fields": record_fields, "record-pattern": record_pattern,
+    "record-literal-pattern": record_literal_pattern, "list-elements": list_elements,
     "tuple-elements": tuple_elements, "call-arguments": call_arguments, "lets": lets, "guards": guards,
     "functions": functions, "call-graph": call_graph, "enum-ctors": enum_ctors, "type-params": type_params,
 }
