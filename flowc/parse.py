@@ -214,8 +214,9 @@ class _Chained(Exception):
 
 
 class _TooDeep(Exception):
-    def __init__(self, token) -> None:
+    def __init__(self, token, message: str | None = None) -> None:
         super().__init__("nesting too deep")
+        self.message = message
         self.token = token
 
 
@@ -297,7 +298,7 @@ def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
     except (lalr.TooDeep, _TooDeep) as too_deep:
         del state.comments[comments:]
         del state.diagnostics[diagnostics:]
-        state.diagnostics.append(_too_deep(state, too_deep.token))
+        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
         return None
     except Exception:  # lalr.Refused, _Chained, RecursionError, ...
         del state.comments[comments:]
@@ -420,8 +421,8 @@ def _with_comments(module: S.Module, state: _State) -> S.Module:
     return make.Module(module.items, comments, module.span)
 
 
-def _too_deep(state: _State, token) -> Diagnostic:
-    return error("nesting-too-deep", f"the program nests more than {MAX_NESTING} levels deep here",
+def _too_deep(state: _State, token, message: str | None = None) -> Diagnostic:
+    return error("nesting-too-deep", message or f"the program nests more than {MAX_NESTING} levels deep here",
                  _token_location(state, token),
                  help="split the expression with `let` bindings or helper functions")
 
@@ -436,10 +437,10 @@ def _parse_chunk(text: str, start: str, state: _State, first_line: int):
     try:
         return _get_parser().parse(padded, start=start)
     except _TooDeep as too_deep:
-        state.diagnostics.append(_too_deep(state, too_deep.token))
+        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
     except VisitError as visit:
         if isinstance(visit.orig_exc, _TooDeep):
-            state.diagnostics.append(_too_deep(state, visit.orig_exc.token))
+            state.diagnostics.append(_too_deep(state, visit.orig_exc.token, visit.orig_exc.message))
         else:
             raise
     except UnexpectedInput as problem:
@@ -926,7 +927,7 @@ def _chained(node, inner, where) -> None:
     known = chains.get(id(inner))
     length = known[1] + 1 if known is not None else 2
     if length > MAX_CHAIN:
-        raise _TooDeep(where)
+        raise _TooDeep(where, f"a chain of more than {MAX_CHAIN} calls, fields and `?`")
     chains[id(node)] = (node, length)
 
 
@@ -1135,7 +1136,7 @@ class _Builder:
 
     def binchain(self, span, children):
         if len(children) > 2 * MAX_CHAIN + 1:
-            raise _TooDeep(children[2 * MAX_CHAIN + 1])
+            raise _TooDeep(children[2 * MAX_CHAIN + 1], f"a chain of more than {MAX_CHAIN} operators")
         return _precedence(children)
 
     def unop(self, span, children):
@@ -1540,7 +1541,7 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _TooDeep as too_deep:
-        state.diagnostics.append(_too_deep(state, too_deep.token))
+        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
     return make.Lit("text", "", make.Span(line, column, line, column))
 
 
