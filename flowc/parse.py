@@ -49,7 +49,7 @@ make = SimpleNamespace(**{name: maker(value) for name, value in vars(S).items()
 #: before any later stage walks it (later stages recurse, and no Flow program needs more). The
 #: bound is what generated Python can take: code generation nests Python brackets and blocks as
 #: the Flow ones nest, and CPython refuses more than 200 nested brackets and 100 indentation
-#: levels (docs/language.md, "Limits").
+#: levels (docs/language.md, 3.5.1 "Limits").
 MAX_NESTING = 64
 
 #: Nesting without brackets (`- - x`, `return return x`, `flow() = flow() = x`, `else if` chains,
