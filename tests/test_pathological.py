@@ -119,3 +119,15 @@ def test_long_flat_shapes_run(tmp_path, shape):
     path.write_text(FLAT[shape](3_000), encoding="utf-8")
     done = flow(tmp_path, "run", str(path), "--runs", str(tmp_path / "runs"))
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("shape, size", [("add-chain", 1_000), ("member-chain", 999), ("and-chain", 1_000),
+                                         ("deep-not", 250), ("deep-if", 64), ("match-arms", 20_000)])
+def test_fmt_lays_out_what_parses_at_the_bounds(tmp_path, shape, size):
+    """`flow fmt` walks the tree as the checker does: at the bounds it lays out, never a RecursionError."""
+    path = tmp_path / "main.flow"
+    path.write_text(DEEP.get(shape, FLAT.get(shape))(size), encoding="utf-8")
+    done = flow(tmp_path, "fmt", str(path))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    again = flow(tmp_path, "fmt", "--check", str(path))
+    assert again.returncode == 0, again.stderr[-3000:]  # what it wrote is its own layout
