@@ -11,8 +11,9 @@ does (so `>` closes type arguments where a comparison would be read elsewhere, a
 members, not a decimal), but through a table from the state and the first character to a small
 regex of the terminals that can start there.
 
-Anything it does not take, it refuses (`Refused`): an unexpected character or token, or brackets
-nested too deep. The caller then parses with lark itself, which reports the error.
+Anything it does not take, it refuses (`Refused`): an unexpected character or token. The caller
+then parses with lark itself, which reports the error. Input nested too deep (brackets, or the
+stack of states) is `TooDeep`, which the caller reports itself.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Refused(Exception):
 
 class TooDeep(Exception):
     """The input nests deeper than the parser's bounds; `token` is where it went too deep. Not a
-    refusal: lark would only take longer to find the same."""
+    refusal: the caller reports it without asking lark (whose postlexer sees brackets only)."""
 
     def __init__(self, token: Tok) -> None:
         super().__init__("nesting too deep")

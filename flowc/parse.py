@@ -7,9 +7,10 @@ constructor on the next line, and all comments are kept for the formatter.
 
 There are two drivers of the one grammar and the one builder. The fast path (`flowc.lalr`) runs
 lark's own tables (parse table, per-state lexers), cached as plain data, without importing lark;
-it refuses anything unusual (a syntax error, brackets nested too deep, a chained comparison). lark
-itself (an inline transformer over the same builder) then parses that piece, so every diagnostic,
-message and recovery is lark's. Both produce the same tree: tests/test_parse_fast.py compares them.
+it refuses anything unusual (a syntax error, a chained comparison), and reports nesting past the
+bounds (`MAX_NESTING`, `MAX_STACK`) itself. lark itself (an inline transformer over the same
+builder) then parses a refused piece, so every other diagnostic, message and recovery is lark's.
+Both produce the same tree: tests/test_parse_fast.py compares them.
 
 Error recovery works at the level of top-level items: when a module does not parse, it is cut at
 every line that starts a declaration in column 1 and each piece is parsed alone, so each broken

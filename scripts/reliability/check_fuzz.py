@@ -242,9 +242,15 @@ def _by_size(results: list[dict]) -> str:
     for _, name in BUCKETS:
         inside = [r for r in results if _bucket(r["size"]) == name]
         if inside:
-            parts.append(f"{name}: {len(inside)} inputs, worst {max(r['seconds'] for r in inside):.2f} s, "
-                         f"peak {max(r['peak_kb'] for r in inside) / 1024:.0f} MB")
+            slowest = max(inside, key=lambda r: r["seconds"])
+            largest = max(inside, key=lambda r: r["peak_kb"])
+            parts.append(f"{name}: {len(inside)} inputs, worst {slowest['seconds']:.2f} s ({_name(slowest)}), "
+                         f"peak {largest['peak_kb'] / 1024:.0f} MB ({_name(largest)})")
     return "; ".join(parts)
+
+
+def _name(result: dict) -> str:
+    return result.get("label") or f"{result['family']} input of {result['size']:,} bytes"
 
 
 def _runs_at_the_bounds(quick: bool) -> dict:
@@ -296,7 +302,8 @@ def measure(quick: bool) -> list[dict]:
     rows = [
         _row("flow check: modules drawn from the grammar (hypothesis)", family["grammar"], registry),
         _row("flow check: mutated examples, token soup, examples with a shape added", family["mutated"], registry),
-        _row("flow check: pathological shapes (deep nesting to 100,000 levels, flat lists to 20,000)",
+        _row("flow check: pathological shapes (deep nesting to "
+             + ("100,000 levels, flat lists to 20,000)" if quick else "1,000,000 levels, flat lists to 100,000)"),
              family["shapes"], registry),
     ]
     all_failures = sum(1 for r in results if _verdict(r, registry))
