@@ -156,8 +156,8 @@ def record_literal_pattern(n: int) -> str:
     pats = ", ".join(f"f{i}: {i}" for i in range(n))
     inits = ", ".join(f"f{i}: {i}" for i in range(n))
     other = ", ".join(f"f{i}: {i + 1}" for i in range(n))
-    return f"type R {{ {fields} }}\n" + _via("r: R", "Int", f"match r {{ R {{ {pats} }} => 1, R {{ {other} }} => 2, _ => 0 }}",
-                                             f"R {{ {inits} }}")
+    arms = f"R {{ {pats} }} => 1, R {{ {other} }} => 2, _ => 0"
+    return f"type R {{ {fields} }}\n" + _via("r: R", "Int", f"match r {{ {arms} }}", f"R {{ {inits} }}")
 
 
 def list_elements(n: int) -> str:

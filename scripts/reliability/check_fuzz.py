@@ -59,7 +59,7 @@ def _draw(strategy, count: int) -> list[str]:
 def _inputs(quick: bool) -> list[dict]:
     from hypothesis import strategies as st
 
-    from tests.fuzzgen import SOURCES, grammar_programs, mutated, tokens
+    from tests.fuzzgen import grammar_programs, mutated, tokens
     from tests.shapes import DEEP, FLAT
 
     n = 100 if quick else 1_200
@@ -86,7 +86,6 @@ def _inputs(quick: bool) -> list[dict]:
     # Taken in turns, so that a budget spent early leaves every family tried.
     for index in range(max(len(f) for f in families)):
         out += [f[index] for f in families if index < len(f)]
-    del SOURCES
     return out
 
 
