@@ -52,9 +52,10 @@ class TooDeep(Exception):
     """The input nests deeper than the parser's bounds; `token` is where it went too deep. Not a
     refusal: the caller reports it without asking lark (whose postlexer sees brackets only)."""
 
-    def __init__(self, token: Tok) -> None:
+    def __init__(self, token: Tok, brackets: bool = False) -> None:
         super().__init__("nesting too deep")
         self.token = token
+        self.brackets = brackets  # too many brackets open (else: too deep a stack of states)
 
 
 # ---- reading lark's tables ---------------------------------------------------------------------
@@ -479,7 +480,7 @@ class Parser:
                         if action != NEST:
                             depth += 1
                             if depth > max_depth:
-                                raise TooDeep(token)
+                                raise TooDeep(token, brackets=True)
                             if action == OPEN_AT_LINE_START and first_line > prev_end_line:
                                 kind = line_start_kind[kind]
                                 token = new(Tok, (kind, value, first_line, column, line, token[5]))

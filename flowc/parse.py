@@ -299,7 +299,11 @@ def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
     except (lalr.TooDeep, _TooDeep) as too_deep:
         del state.comments[comments:]
         del state.diagnostics[diagnostics:]
-        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
+        message = getattr(too_deep, "message", None)
+        if isinstance(too_deep, lalr.TooDeep) and not too_deep.brackets:
+            message = ("the program nests too deeply here (unary operators, `return`, lambdas, `else if` "
+                       "and brackets together)")
+        state.diagnostics.append(_too_deep(state, too_deep.token, message))
         return None
     except Exception:  # lalr.Refused, _Chained, RecursionError, ...
         del state.comments[comments:]
@@ -423,7 +427,7 @@ def _with_comments(module: S.Module, state: _State) -> S.Module:
 
 
 def _too_deep(state: _State, token, message: str | None = None) -> Diagnostic:
-    return error("nesting-too-deep", message or f"the program nests more than {MAX_NESTING} levels deep here",
+    return error("nesting-too-deep", message or f"brackets and type arguments nest more than {MAX_NESTING} levels deep here",
                  _token_location(state, token),
                  help="split the expression with `let` bindings or helper functions")
 
