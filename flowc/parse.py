@@ -427,8 +427,8 @@ def _with_comments(module: S.Module, state: _State) -> S.Module:
 
 
 def _too_deep(state: _State, token, message: str | None = None) -> Diagnostic:
-    return error("nesting-too-deep", message or f"brackets and type arguments nest more than {MAX_NESTING} levels deep here",
-                 _token_location(state, token),
+    message = message or f"brackets and type arguments nest more than {MAX_NESTING} levels deep here"
+    return error("nesting-too-deep", message, _token_location(state, token),
                  help="split the expression with `let` bindings or helper functions")
 
 
