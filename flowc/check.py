@@ -971,6 +971,7 @@ class _ModuleChecker:
     def e_Match(self, e: S.Match, expected, scope: _Scope, tail) -> T.Type:
         scrutinee = self.expr(e.scrutinee, None, scope)
         arms: X.Arms | None = None
+        too_complex = False  # reported once, and then nothing more is asked of this match
         arm_scopes: list[_Scope] = []
         # A pattern that was already reported says nothing about coverage: when one is present,
         # neither missing cases nor unreachable arms are reported for this match.
@@ -985,7 +986,14 @@ class _ModuleChecker:
             patterns_ok = self._patterns_ok(reported_before)
             if arms is None:
                 arms = X.Arms(self.signature)
-            if patterns_ok and not arms.useful(pat, self.s.apply(scrutinee)):
+            reachable = True
+            if patterns_ok and not too_complex:
+                try:
+                    reachable = arms.useful(pat, self.s.apply(scrutinee))
+                except X.TooComplex:
+                    too_complex = True
+                    self._too_complex(e)
+            if not reachable:
                 self.warn("match-unreachable-arm", "no value reaches this arm: the arms above match everything it does",
                           arm.pattern.span, help="remove it or move it above the arm that covers it")
             if arm.guard is None:
@@ -995,7 +1003,12 @@ class _ModuleChecker:
         scrut_t = self.s.apply(scrutinee)
         patterns_ok = self._patterns_ok(reported_before)
         if not isinstance(scrut_t, T.TError) and patterns_ok:
-            gaps = X.missing(arms.rows if arms is not None else [], [scrut_t], self.signature)
+            try:
+                gaps = [] if too_complex else X.missing(arms.rows if arms is not None else [], [scrut_t],
+                                                         self.signature)
+            except X.TooComplex:
+                gaps = []
+                self._too_complex(e)
             if gaps:
                 shown = [X.show(g[0]) for g in gaps]
                 more = " and more" if len(gaps) >= X.MAX_WITNESSES else ""
@@ -1043,6 +1056,11 @@ class _ModuleChecker:
         self._unused(inner)
         return self.expect(T.UNIT, expected, e.span)
 
+    def _too_complex(self, e: S.Match) -> None:
+        self.report("match-too-complex", "whether this match covers every value is too costly to decide",
+                    _head_span(e),
+                    help="match fewer alternatives at once: nest a `match` in an arm, or add a `_` arm")
+
     def _unused(self, scope: _Scope) -> None:
         for name, local in scope.names.items():
             if local.kind == "let" and not local.used and not name.startswith("_"):
@@ -1064,7 +1082,12 @@ class _ModuleChecker:
                           help=f"remove it, or name it `_{name}`")
                 old.used = True
         # A pattern that binds or ignores the whole value misses nothing: no need to ask.
-        gaps = [] if pat is X.WILD else X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
+        try:
+            gaps = [] if pat is X.WILD else X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
+        except X.TooComplex:
+            gaps = []
+            self.report("match-too-complex", "whether this pattern matches every value is too costly to decide",
+                        stmt.pattern.span, help="use `match` with a `_` arm")
         if gaps and not isinstance(self.s.apply(t), T.TError):
             self.report("let-refutable", "this pattern does not match every value: `" + X.show(gaps[0][0])
                         + "` is not covered", stmt.pattern.span, help="use `match` for a pattern that can fail")

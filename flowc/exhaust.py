@@ -45,6 +45,44 @@ Signature = Callable[[Any], "list[Ctor] | None"]
 
 MAX_WITNESSES = 4
 
+#: Work one question (is this arm reachable, what does this match miss) may take, counted in the
+#: pattern cells each step reads (rows times columns), besides a few per cell of the question:
+#: deciding exhaustiveness is NP-hard in general (a match of Bool tuples can encode a formula of
+#: propositional logic, and its exhaustiveness is the formula's validity), so an answer is not
+#: always within reach. Past the bound the question is `TooComplex` and the checker says so
+#: (`match-too-complex`) in about a second rather than run for hours; a match of 20,000 arms of an
+#: enum of 20,000 constructors takes about 60,000.
+MAX_WORK = 1_000_000
+WORK_PER_CELL = 8
+
+
+class TooComplex(Exception):
+    """The question took more than MAX_WORK."""
+
+
+class _State:
+    """The current question's steps, its bound and remembered answers. Checks take turns (one at a
+    time, see frontend.with_big_stack), so one state serves them all."""
+
+    work = 0
+    bound = MAX_WORK
+    memo: dict = {}
+
+
+_state = _State()
+
+
+def _begin(cells: int) -> None:
+    _state.work = 0
+    _state.bound = MAX_WORK + WORK_PER_CELL * cells
+    _state.memo = {}
+
+
+def _step(cells: int) -> None:
+    _state.work += cells + 1
+    if _state.work > _state.bound:
+        raise TooComplex
+
 
 def _expand(row: list[Pat]) -> list[list[Pat]]:
     head = row[0]
@@ -127,6 +165,7 @@ class Arms:
     def useful(self, pat: Pat, scrutinee: Any) -> bool:
         """Does `pat` match a value of type `scrutinee` that no arm so far matches?
         (`useful(rows, [pat], [scrutinee], sig)`)"""
+        _begin(self._split.count)
         return _useful_split(self._split, [pat], [scrutinee], self._sig)
 
 
@@ -147,7 +186,13 @@ def _wild_columns(rows: list[list[Pat]], width: int) -> list[bool]:
 
 
 def useful(rows: list[list[Pat]], vector: list[Pat], types: list[Any], sig: Signature) -> bool:
-    """Is there a value matched by `vector` that no row matches?"""
+    """Is there a value matched by `vector` that no row matches? (TooComplex past MAX_WORK.)"""
+    _begin(len(rows) * len(vector))
+    return _useful(rows, vector, types, sig)
+
+
+def _useful(rows: list[list[Pat]], vector: list[Pat], types: list[Any], sig: Signature) -> bool:
+    _step(len(rows) * len(vector))
     if not rows:
         return True  # a pattern vector always matches some value
     if not vector:
@@ -164,12 +209,13 @@ def useful(rows: list[list[Pat]], vector: list[Pat], types: list[Any], sig: Sign
     head = vector[0]
     if head.__class__ is Con:  # one constructor: no need to sort the rows by every head
         arg_types = _arg_types(sig(types[0]), head.tag, len(head.args))
-        return useful(_specialize(rows, head.tag, len(head.args)), list(head.args) + vector[1:],
+        return _useful(_specialize(rows, head.tag, len(head.args)), list(head.args) + vector[1:],
                       arg_types + types[1:], sig)
     return _useful_split(_Split(rows), vector, types, sig)
 
 
 def _useful_split(split: _Split, vector: list[Pat], types: list[Any], sig: Signature) -> bool:
+    _step(split.count * len(vector))
     if not split.count:
         return True
     if not vector:
@@ -180,27 +226,47 @@ def _useful_split(split: _Split, vector: list[Pat], types: list[Any], sig: Signa
     ctors = sig(types[0])
     if isinstance(head, Con):
         arg_types = _arg_types(ctors, head.tag, len(head.args))
-        return useful(split.specialize(head.tag, len(head.args)), list(head.args) + vector[1:],
+        return _useful(split.specialize(head.tag, len(head.args)), list(head.args) + vector[1:],
                       arg_types + types[1:], sig)
     present = split.by_tag
     if ctors is not None and ctors and all(c[0] in present for c in ctors):
-        return any(useful(split.specialize(c[0], len(c[1])), [WILD] * len(c[1]) + vector[1:],
+        return any(_useful(split.specialize(c[0], len(c[1])), [WILD] * len(c[1]) + vector[1:],
                           list(c[1]) + types[1:], sig) for c in ctors)
-    return useful(split.default(), vector[1:], types[1:], sig)
+    return _useful(split.default(), vector[1:], types[1:], sig)
 
 
 def missing(rows: list[list[Pat]], types: list[Any], sig: Signature) -> list[list[Pat]]:
     """Values (as patterns) that no row matches; at most MAX_WITNESSES, in declaration order.
+    (TooComplex past MAX_WORK.)
 
     For a type with finitely many constructors every constructor is explored, so that a match
     missing both `Err(Failed(X))` and `Err(BadReply(_))` names both."""
+    _begin(len(rows) * len(types))
+    return _missing(rows, types, sig)
+
+
+def _missing(rows: list[list[Pat]], types: list[Any], sig: Signature) -> list[list[Pat]]:
+    """`missing`, remembered: specializing an or-pattern by each of its constructors often
+    leaves the same rows (`(true | false, true | false, ...)`), which would otherwise be explored
+    once per path, exponentially."""
+    # By identity: every pattern and type in a question is held by the question's own rows and
+    # types (the memo lives as long as the question), and ids are quicker to hash than patterns.
+    key = (tuple([tuple(map(id, row)) for row in rows]), tuple(map(id, types)))
+    known = _state.memo.get(key)
+    if known is None:
+        known = _state.memo[key] = _missing_step(rows, types, sig)
+    return known
+
+
+def _missing_step(rows: list[list[Pat]], types: list[Any], sig: Signature) -> list[list[Pat]]:
+    _step(len(rows) * len(types))
     if not types:
         return [] if rows else [[]]
     if len(types) > _WIDE and rows:
         wild = _wild_columns(rows, len(types))
         if any(wild):
             keep = [j for j, w in enumerate(wild) if not w]
-            found = missing([[row[j] for j in keep] for row in rows], [types[j] for j in keep], sig)
+            found = _missing([[row[j] for j in keep] for row in rows], [types[j] for j in keep], sig)
             out = []
             for witness in found:
                 given = iter(witness)
@@ -212,18 +278,18 @@ def missing(rows: list[list[Pat]], types: list[Any], sig: Signature) -> list[lis
     if ctors is not None and not ctors:
         return []  # a type with no values (Never): nothing can be missing
     if ctors is None:
-        rest = missing(split.default(), types[1:], sig)
+        rest = _missing(split.default(), types[1:], sig)
         return [[WILD] + r for r in rest][:MAX_WITNESSES]
     found: list[list[Pat]] = []
     default_rest: list[list[Pat]] | None = None
     for tag, arg_types, shape, names in ctors:
         arity = len(arg_types)
         if tag in present:
-            for w in missing(split.specialize(tag, arity), list(arg_types) + types[1:], sig):
+            for w in _missing(split.specialize(tag, arity), list(arg_types) + types[1:], sig):
                 found.append([Con(tag, tuple(w[:arity]), shape, names)] + w[arity:])
         else:
             if default_rest is None:
-                default_rest = missing(split.default(), types[1:], sig)
+                default_rest = _missing(split.default(), types[1:], sig)
             for r in default_rest:
                 found.append([Con(tag, tuple(WILD for _ in arg_types), shape, names)] + r)
         if len(found) >= MAX_WITNESSES:

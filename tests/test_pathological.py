@@ -131,3 +131,22 @@ def test_fmt_lays_out_what_parses_at_the_bounds(tmp_path, shape, size):
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     again = flow(tmp_path, "fmt", "--check", str(path))
     assert again.returncode == 0, again.stderr[-3000:]  # what it wrote is its own layout
+
+
+def test_a_match_too_costly_to_decide_is_refused_in_bounded_time(tmp_path):
+    """Exhaustiveness is NP-hard: a match over 30 Bools whose 180 arms each fix three of them is a
+    propositional formula. The checker gives up with `match-too-complex`, not after hours."""
+    import random
+
+    pick = random.Random(30)
+    arms = []
+    for _ in range(180):
+        columns = ["_"] * 30
+        for v in pick.sample(range(30), 3):
+            columns[v] = pick.choice(["true", "false"])
+        arms.append("(" + ", ".join(columns) + ") => 1")
+    text = ("flow f(t: (" + ", ".join(["Bool"] * 30) + ")) -> Int = match t {\n    " + ",\n    ".join(arms)
+            + ",\n}\npub flow main() -> Int = 1\n")
+    code, diagnostics, _ = check_file(tmp_path, text)
+    assert code == 2 and [d["code"] for d in diagnostics] == ["match-too-complex"]
+    assert diagnostics[0]["location"]["line"] == 1
