@@ -43,6 +43,7 @@ TESTED_ELSEWHERE = {
     "binding-failed": "tests/test_run.py::test_an_implementation_that_cannot_start_refuses_the_run",
     "binding-mismatch": "tests/test_run.py::test_an_implementation_with_another_fingerprint_is_refused",
     "nested-refused": "tests/test_nested.py::test_a_refused_resume_is_an_err_with_diagnostics",
+    "match-too-complex": "tests/test_pathological.py::test_a_match_too_costly_to_decide_is_refused_in_bounded_time",
 }
 
 
