@@ -22,7 +22,9 @@ from flowc import types as T
 from flowc.diagnostics import error, warning
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.records import record
-from flowc.resolve import UNBOUND_EFFECT, CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope, loc, signature
+from flowc.resolve import (UNBOUND_EFFECT, CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope,
+                           index_by_name, loc, signature)
+from flowc.resolve import by_name as field_named
 from flowc.typeinfo import holds_function, is_data, is_ord, satisfies
 
 ARITHMETIC = {"+", "-", "*", "/", "%"}
@@ -453,7 +455,7 @@ class _ModuleChecker:
                     return T.ERROR
                 if not f.pub and info.module != self.menv.identity:
                     self.report("field-private", f"field `{name}` of `{info.name}` is private to its module", span)
-                self.facts.refs[id(node)] = ("field", info.fields.index(f))
+                self.facts.refs[id(node)] = ("field", index_by_name(info.fields, name))
                 mapping = {p.name: a for p, a in zip(info.params, obj_t.args)}
                 return T.substitute(f.type, mapping)
         self.report("not-a-record", f"`{self.show(obj_t)}` has no fields; `.{name}` cannot be read", span)
@@ -838,7 +840,7 @@ class _ModuleChecker:
         mapping = {p.name: a for p, a in zip(info.params, instance.args)}
         given: set[str] = set()
         for f in e.fields:
-            decl = next((x for x in fields if x.name == f.name), None)
+            decl = field_named(tuple(fields), f.name)
             if decl is None:
                 guess = did_you_mean(f.name, [x.name for x in fields])
                 self.report("field-undefined", f"`{e.ctor.name}` has no field `{f.name}`", f.span,
@@ -972,7 +974,8 @@ class _ModuleChecker:
 
     def e_Match(self, e: S.Match, expected, scope: _Scope, tail) -> T.Type:
         scrutinee = self.expr(e.scrutinee, None, scope)
-        rows: list[list[X.Pat]] = []
+        arms: X.Arms | None = None
+        too_complex = False  # reported once, and then nothing more is asked of this match
         arm_scopes: list[_Scope] = []
         # A pattern that was already reported says nothing about coverage: when one is present,
         # neither missing cases nor unreachable arms are reported for this match.
@@ -985,17 +988,31 @@ class _ModuleChecker:
             if arm.guard is not None:
                 self.expr(arm.guard, T.BOOL, inner)
             patterns_ok = self._patterns_ok(reported_before)
-            if patterns_ok and not X.useful([r for r in rows], [pat], [self.s.apply(scrutinee)], self.signature):
+            if arms is None:
+                arms = X.Arms(self.signature)
+            reachable = True
+            if patterns_ok and not too_complex:
+                try:
+                    reachable = arms.useful(pat, self.s.apply(scrutinee))
+                except X.TooComplex:
+                    too_complex = True
+                    self._too_complex(e)
+            if not reachable:
                 self.warn("match-unreachable-arm", "no value reaches this arm: the arms above match everything it does",
                           arm.pattern.span, help="remove it or move it above the arm that covers it")
             if arm.guard is None:
-                rows.append([pat])
+                arms.add(pat)
             arm_scopes.append(inner)
         result = self.join([a.body for a in e.arms], expected, scope, tail, e.span, arm_scopes)
         scrut_t = self.s.apply(scrutinee)
         patterns_ok = self._patterns_ok(reported_before)
         if not isinstance(scrut_t, T.TError) and patterns_ok:
-            gaps = X.missing(rows, [scrut_t], self.signature)
+            try:
+                gaps = [] if too_complex else X.missing(arms.rows if arms is not None else [], [scrut_t],
+                                                         self.signature)
+            except X.TooComplex:
+                gaps = []
+                self._too_complex(e)
             if gaps:
                 shown = [X.show(g[0]) for g in gaps]
                 more = " and more" if len(gaps) >= X.MAX_WITNESSES else ""
@@ -1043,6 +1060,11 @@ class _ModuleChecker:
         self._unused(inner)
         return self.expect(T.UNIT, expected, e.span)
 
+    def _too_complex(self, e: S.Match) -> None:
+        self.report("match-too-complex", "whether this match covers every value is too costly to decide",
+                    _head_span(e),
+                    help="match fewer alternatives at once: nest a `match` in an arm, or add a `_` arm")
+
     def _unused(self, scope: _Scope) -> None:
         for name, local in scope.names.items():
             if local.kind == "let" and not local.used and not name.startswith("_"):
@@ -1064,7 +1086,12 @@ class _ModuleChecker:
                           help=f"remove it, or name it `_{name}`")
                 old.used = True
         # A pattern that binds or ignores the whole value misses nothing: no need to ask.
-        gaps = [] if pat is X.WILD else X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
+        try:
+            gaps = [] if pat is X.WILD else X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
+        except X.TooComplex:
+            gaps = []
+            self.report("match-too-complex", "whether this pattern matches every value is too costly to decide",
+                        stmt.pattern.span, help="use `match` with a `_` arm")
         if gaps and not isinstance(self.s.apply(t), T.TError):
             self.report("let-refutable", "this pattern does not match every value: `" + X.show(gaps[0][0])
                         + "` is not covered", stmt.pattern.span, help="use `match` for a pattern that can fail")
@@ -1284,7 +1311,7 @@ class _ModuleChecker:
     def _named_fields(self, p: S.PCtor, fields, mapping, bindings, kind, record: TypeInfo | None) -> tuple[X.Pat, ...]:
         by_name: dict[str, X.Pat] = {}
         for f in p.fields:
-            decl = next((x for x in fields if x.name == f.name), None)
+            decl = field_named(tuple(fields), f.name)
             if decl is None:
                 guess = did_you_mean(f.name, [x.name for x in fields])
                 self.report("field-undefined", f"`{p.name}` has no field `{f.name}`", f.span,

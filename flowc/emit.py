@@ -40,6 +40,12 @@ class Generated:
 
 def generate(checked) -> Generated:
     """Generate every module of a checked program (`frontend.Checked` without errors)."""
+    from flowc.frontend import with_big_stack
+
+    return with_big_stack(_generate, checked)
+
+
+def _generate(checked) -> Generated:
     from flowc.lower import lower
 
     env = checked.env

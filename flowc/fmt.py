@@ -37,7 +37,11 @@ def format_source(source: str, file: str = "<input>") -> Formatted:
     parsed = parse(source, file)
     if not parsed.ok:
         return Formatted(None, parsed.diagnostics)
-    return Formatted(_Printer(source, parsed.module).module(), ())
+    from flowc.frontend import with_big_stack
+
+    # The printer recurses over the tree, as deep as the parser's bounds let it be (a chain of
+    # 1,000 operators): on the thread the checker uses, not the caller's stack.
+    return Formatted(with_big_stack(lambda: _Printer(source, parsed.module).module()), ())
 
 
 class _Printer:

@@ -71,15 +71,6 @@ def check_program(root_file: str, read: Reader, parse_cache: dict | None = None,
     """Check the program rooted at `root_file`. `std_read` reads std modules from elsewhere than
     the package (replay and resume read them from the history's recorded sources). `disk=None`
     when `read` reads no real files (see `flowc.program.load`)."""
-    result: list[Checked] = []
-    failure: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            result.append(_check(root_file, read, parse_cache, std_read, disk))
-        except BaseException as problem:  # re-raised on the caller's thread
-            failure.append(problem)
-
     # A large program's trees, types and facts are hundreds of thousands of objects, and no
     # reference cycles: resolving and checking leave no cyclic garbage at all. The cyclic collector
     # still walks all of them at each full collection, which cost up to a third of a large check,
@@ -88,13 +79,10 @@ def check_program(root_file: str, read: Reader, parse_cache: dict | None = None,
     if paused:
         gc.disable()
     try:
-        _run_with_big_stack(work)
+        return with_big_stack(_check, root_file, read, parse_cache, std_read, disk)
     finally:
         if paused:
             gc.enable()
-    if failure:
-        raise failure[0]
-    return result[0]
 
 
 def _check(root_file: str, read: Reader, parse_cache: dict | None, std_read: Reader | None,
@@ -141,9 +129,27 @@ _STACK_BYTES = 512 * 1024 * 1024
 _one_check_at_a_time = threading.Lock()
 
 
-def _run_with_big_stack(work) -> None:
-    with _one_check_at_a_time:
-        _run_locked(work)
+def with_big_stack(function, *args):
+    """`function(*args)` on a thread with a large stack and recursion limit: the stages after
+    parsing (checking, code generation) recurse over the tree, as deep as the parser's nesting
+    bound lets it be."""
+    result: list = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(function(*args))
+        except BaseException as problem:  # re-raised on the caller's thread
+            failure.append(problem)
+
+    if threading.current_thread().name == "flowc":  # already on one (a check inside a generation)
+        work()
+    else:
+        with _one_check_at_a_time:
+            _run_locked(work)
+    if failure:
+        raise failure[0]
+    return result[0]
 
 
 def _run_locked(work) -> None:

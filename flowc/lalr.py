@@ -11,8 +11,9 @@ does (so `>` closes type arguments where a comparison would be read elsewhere, a
 members, not a decimal), but through a table from the state and the first character to a small
 regex of the terminals that can start there.
 
-Anything it does not take, it refuses (`Refused`): an unexpected character or token, or brackets
-nested too deep. The caller then parses with lark itself, which reports the error.
+Anything it does not take, it refuses (`Refused`): an unexpected character or token. The caller
+then parses with lark itself, which reports the error. Input nested too deep (brackets, or the
+stack of states) is `TooDeep`, which the caller reports itself.
 """
 
 from __future__ import annotations
@@ -71,12 +72,23 @@ class Tok(namedtuple("Tok", "type value line column end_line end_column")):
 
 _new_tok = tuple.__new__
 
-#: What the postlexer (`Parser`'s `postlex`) does with a token type.
-KEYWORD, OPEN, OPEN_AT_LINE_START, CLOSE = 1, 2, 3, 4
+#: What the postlexer (`Parser`'s `postlex`) does with a token type. NEST is a token that nests
+#: what follows it without a closing bracket (`-`, `return`, `else`, `->`, ...).
+KEYWORD, OPEN, OPEN_AT_LINE_START, CLOSE, NEST = 1, 2, 3, 4, 5
 
 
 class Refused(Exception):
     """The fast path does not take this input; parse it with lark."""
+
+
+class TooDeep(Exception):
+    """The input nests deeper than the parser's bounds; `token` is where it went too deep. Not a
+    refusal: the caller reports it without asking lark (whose postlexer sees brackets only)."""
+
+    def __init__(self, token: Tok, brackets: bool = False) -> None:
+        super().__init__("nesting too deep")
+        self.token = token
+        self.brackets = brackets  # too many brackets open (else: too deep a stack of states)
 
 
 # ---- reading lark's tables ---------------------------------------------------------------------
@@ -307,15 +319,19 @@ class Parser:
 
     The postlexer is described by `postlex`, from a token type to what it does: KEYWORD (the text
     may be a keyword: `keywords` maps it to the keyword's type), OPEN and CLOSE (brackets: deeper
-    than `max_depth` is refused), OPEN_AT_LINE_START (a bracket that becomes `line_start[type]`
-    when it is the first token on its line).
+    than `max_depth` is TooDeep), OPEN_AT_LINE_START (a bracket that becomes `line_start[type]`
+    when it is the first token on its line), NEST (a token that nests what follows it).
+
+    Nesting of every kind shows in the parser's stack of states: one that grows past `max_stack`
+    at an OPEN or NEST token is TooDeep too. Only those tokens look at it, so the common token
+    costs nothing more.
 
     A reducer of None means the rule passes its single child up unchanged (a `?rule` with one
     child, or an inlined `_rule` of one token): only the state changes.
     """
 
     def __init__(self, data: dict, reducers: list, *, postlex: dict[str, int], keywords: dict[str, str],
-                 line_start: dict[str, str], max_depth: int, collect: frozenset[str]):
+                 line_start: dict[str, str], max_depth: int, max_stack: int, collect: frozenset[str]):
         self._actions = data["actions"]
         self._start_states = data["start_states"]
         self._end_states = data["end_states"]
@@ -349,6 +365,7 @@ class Parser:
         self._keywords = keywords
         self._line_start = line_start
         self._max_depth = max_depth
+        self._max_stack = max_stack
         self._collect = collect
 
     def _entry(self, state: int, char: str) -> tuple:
@@ -379,7 +396,7 @@ class Parser:
                     absorbing[name] = strings
             if any(name in self._ignore or name in self._newline_types for name in candidates):
                 what = _CAREFUL
-            elif any(self._postlex.get(name) in (OPEN, CLOSE, OPEN_AT_LINE_START) for name in candidates):
+            elif any(self._postlex.get(name) in (OPEN, CLOSE, OPEN_AT_LINE_START, NEST) for name in candidates):
                 what = _BRACKET
             else:
                 what = _PLAIN
@@ -416,6 +433,7 @@ class Parser:
         postlex = self._postlex
         line_start_kind = self._line_start
         max_depth = self._max_depth
+        max_stack = self._max_stack
         collect = self._collect
         trailing = self._trailing_chars
         new = _new_tok
@@ -455,7 +473,13 @@ class Parser:
                     kind = found.lastgroup
                     value = found[kind]
                     if absorbing is not None and kind in absorbing:
-                        kind = absorbing[kind].get(value, kind)
+                        absorbed = absorbing[kind].get(value)
+                        if absorbed is not None:
+                            kind = absorbed
+                            # A keyword (`return`, `flow`, `if`, `else`...) may nest what follows.
+                            if len(states) > max_stack:
+                                raise TooDeep(new(Tok, (kind, value, line, pos - base, line,
+                                                        pos - base + len(value))))
                 else:
                     value = char
                     end = pos + 1
@@ -479,15 +503,19 @@ class Parser:
                             pos = end
                             continue
                     action = postlex.get(kind)
+                    token = new(Tok, (kind, value, first_line, column, line, pos + len(value) - base))
                     if action == CLOSE:
                         depth -= 1
                     elif action is not None and action != KEYWORD:  # (keywords are absorbed)
-                        depth += 1
-                        if depth > max_depth:
-                            raise Refused
-                        if action == OPEN_AT_LINE_START and first_line > prev_end_line:
-                            kind = line_start_kind[kind]
-                    token = new(Tok, (kind, value, first_line, column, line, pos + len(value) - base))
+                        if len(states) > max_stack:
+                            raise TooDeep(token)
+                        if action != NEST:
+                            depth += 1
+                            if depth > max_depth:
+                                raise TooDeep(token, brackets=True)
+                            if action == OPEN_AT_LINE_START and first_line > prev_end_line:
+                                kind = line_start_kind[kind]
+                                token = new(Tok, (kind, value, first_line, column, line, token[5]))
                 prev_end_line = line
                 pos = end
                 break

@@ -433,12 +433,20 @@ class _ModuleLowerer:
         if chain[-1][0] is not None:
             node = [_at(ast.Expr(_call("rt_fault", [ast.Constant("unreachable"),
                                                      ast.Constant("no arm of this match applies")])), e.span)]
-        for cond, body in reversed(chain):
-            if cond is None:
-                node = body
-            else:
-                node = [_at(ast.If(cond, body, node), e.span)]
-        return stmts + node
+        if len(chain) <= _ARM_GROUP:
+            return stmts + _if_chain(chain, node, e.span)
+        # An `elif` chain is a Python tree as deep as it is long, and CPython's compiler (and
+        # libcst) recurse over it: thousands of arms go in groups, each entered while no arm of
+        # an earlier group has matched.
+        done = self.temp()
+        stmts.append(_at(ast.Assign([_store(done)], ast.Constant(False)), e.span))
+        groups = [chain[i:i + _ARM_GROUP] for i in range(0, len(chain), _ARM_GROUP)]
+        for index, group in enumerate(groups):
+            marked = [(cond, [_at(ast.Assign([_store(done)], ast.Constant(True)), e.span), *body])
+                      for cond, body in group]
+            part = _if_chain(marked, node if index == len(groups) - 1 else [], e.span)
+            stmts.extend(part if index == 0 else [_at(ast.If(ast.UnaryOp(ast.Not(), _load(done)), part, []), e.span)])
+        return stmts
 
     # ---- patterns: a condition (None: always) and the bindings it makes
 
@@ -481,7 +489,7 @@ class _ModuleLowerer:
                     shared.setdefault(name, self.fn.names[id(local)])
                 parts = ([cond] if cond is not None else []) + [_walrus(n, a) for n, a in binds]
                 alts.append(_and(parts) if parts else ast.Constant(True))
-            return ast.BoolOp(ast.Or(), alts), []
+            return _bool_op(ast.Or, alts), []
         assert isinstance(p, S.PCtor)
         info, ctor = self.facts.ctors[id(p)]
         if ctor is None:  # a record pattern
@@ -500,9 +508,11 @@ class _ModuleLowerer:
 
     def named_subs(self, p: S.PCtor, fields, access: ast.expr, offset: int) -> list[tuple[Any, ast.expr]]:
         subs: list[tuple[Any, ast.expr]] = []
-        order = [f.name for f in fields]
+        order: dict[str, int] = {}
+        for i, f in enumerate(fields):
+            order.setdefault(f.name, i)
         for f in p.fields:
-            index = order.index(f.name) + offset
+            index = order[f.name] + offset
             if f.pattern is None:
                 subs.append((("bind", f), _index(access, index)))
             else:
@@ -775,7 +785,16 @@ class _ModuleLowerer:
                 test = _load(tmp) if op == "&&" else ast.UnaryOp(ast.Not(), _load(tmp))
                 return lstmts + [ast.Assign([_store(tmp)], left),
                                  ast.If(test, rstmts + [ast.Assign([_store(tmp)], right)], [])], _load(tmp)
-            return lstmts, ast.BoolOp(ast.And() if op == "&&" else ast.Or(), [left, right])
+            kind = ast.And if op == "&&" else ast.Or
+            operands = [*_bool_values(left), right] if isinstance(left, ast.BoolOp) and isinstance(left.op, kind) \
+                else [left, right]
+            if len(operands) > _BOOL_GROUP:
+                # A long `a && b && c ...` as one grouped `and`: the same order and short circuit,
+                # and no parentheses nested as deep as the chain is long (CPython allows 200).
+                return lstmts, _bool_op(kind, operands)
+            node = ast.BoolOp(kind(), [left, right])
+            node.flow_operands = operands  # type: ignore[attr-defined]
+            return lstmts, node
         holder = [left]
         stmts = lstmts + self.spill_before(rstmts, holder)
         left = holder[0]
@@ -922,6 +941,21 @@ class _ModuleLowerer:
 # ---- helpers -----------------------------------------------------------------------------------
 
 
+#: Arms of a match lowered as one `if`/`elif` chain; a longer match is split in chains this long.
+_ARM_GROUP = 64
+
+
+def _if_chain(chain: list[tuple[ast.expr | None, list[ast.stmt]]], otherwise: list[ast.stmt],
+              span: S.Span) -> list[ast.stmt]:
+    node = otherwise
+    for cond, body in reversed(chain):
+        if cond is None:
+            node = body
+        else:
+            node = [_at(ast.If(cond, body, node), span)]
+    return node
+
+
 def _stepped(body: list[ast.stmt]) -> list[ast.stmt]:
     """Count an evaluation step on every call and every round of a loop (`flow test` bounds
     them; the loader takes the statements out of a run's code)."""
@@ -1053,6 +1087,27 @@ def _and(parts: list[ast.expr]) -> ast.expr:
     if len(parts) == 1:
         return parts[0]
     return ast.BoolOp(ast.And(), parts)
+
+
+#: Operands of one `and` or `or`: libcst reads `a or b or c` as a tree as deep as it is long, so
+#: more are grouped, in order, into a balanced tree of parenthesized groups (the same short
+#: circuit, and only log-many levels).
+_BOOL_GROUP = 32
+
+
+def _bool_op(kind: type, values: list[ast.expr]) -> ast.BoolOp:
+    if len(values) <= _BOOL_GROUP:
+        node = ast.BoolOp(kind(), values)
+    else:
+        size = -(-len(values) // _BOOL_GROUP)
+        node = ast.BoolOp(kind(), [_bool_op(kind, values[i:i + size]) if size > 1 else values[i]
+                                   for i in range(0, len(values), size)])
+    node.flow_operands = values  # type: ignore[attr-defined]  # what a longer chain extends
+    return node
+
+
+def _bool_values(node: ast.BoolOp) -> list[ast.expr]:
+    return getattr(node, "flow_operands", node.values)
 
 
 def _walrus(name: str, access: ast.expr) -> ast.expr:

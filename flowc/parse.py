@@ -7,9 +7,10 @@ constructor on the next line, and all comments are kept for the formatter.
 
 There are two drivers of the one grammar and the one builder. The fast path (`flowc.lalr`) runs
 lark's own tables (parse table, per-state lexers), cached as plain data, without importing lark;
-it refuses anything unusual (a syntax error, brackets nested too deep, a chained comparison). lark
-itself (an inline transformer over the same builder) then parses that piece, so every diagnostic,
-message and recovery is lark's. Both produce the same tree: tests/test_parse_fast.py compares them.
+it refuses anything unusual (a syntax error, a chained comparison), and reports nesting past the
+bounds (`MAX_NESTING`, `MAX_STACK`) itself. lark itself (an inline transformer over the same
+builder) then parses a refused piece, so every other diagnostic, message and recovery is lark's.
+Both produce the same tree: tests/test_parse_fast.py compares them.
 
 Error recovery works at the level of top-level items: when a module does not parse, it is cut at
 every line that starts a declaration in column 1 and each piece is parsed alone, so each broken
@@ -45,9 +46,24 @@ make = SimpleNamespace(**{name: maker(value) for name, value in vars(S).items()
                           if isinstance(value, type) and hasattr(value, "__dataclass_fields__")
                           and value.__module__ == S.__name__})
 
-#: Brackets may nest this deep; deeper input is refused with `nesting-too-deep` before any later
-#: stage walks it (later stages recurse, and no Flow program needs more).
-MAX_NESTING = 256
+#: Brackets (`( [ { <`) may nest this deep; deeper input is refused with `nesting-too-deep`
+#: before any later stage walks it (later stages recurse, and no Flow program needs more). The
+#: bound is what generated Python can take: code generation nests Python brackets and blocks as
+#: the Flow ones nest, and CPython refuses more than 200 nested brackets and 100 indentation
+#: levels (docs/language.md, 3.5.1 "Limits").
+MAX_NESTING = 64
+
+#: Nesting without brackets (`- - x`, `return return x`, `flow() = flow() = x`, `else if` chains,
+#: `flow() -> flow() -> T`) shows only in the parser's stack of states, which every kind of
+#: nesting grows by one to five states a level: the stack may be this deep.
+MAX_STACK = 4 * MAX_NESTING
+
+#: The tokens that nest what follows them (lalr.NEST), by their text.
+_NESTING_WORDS = frozenset({"-", "!", "return", "flow", "else", "->", "if", "match"})
+
+#: Operators in one chain (`a + b + ... `), and postfixes (`x.a.b`, `f()()`, `r??`): the chain is
+#: a tree as deep as it is long.
+MAX_CHAIN = 1000
 
 
 @record
@@ -122,6 +138,9 @@ class _State:
         self.comments: list = []  # tokens: lalr.Tok, or lark's Token from the lark path
         self.diagnostics: list[Diagnostic] = []
         self.lost: set[str] = set()
+        #: id(node) -> (node, length) for a postfix node (`x.a`, `f(x)`, `r?`) on another: how
+        #: long its chain is. The node is held so that its id is not reused while parsing.
+        self.chains: dict[int, tuple] = {}
 
     def line_text(self, line: int) -> str:
         if self.lines is None:
@@ -164,11 +183,11 @@ class _Postlex:
                 kind = token.type
             if kind == "_LPAR" and token.line > prev_end_line:
                 token = Token.new_borrow_pos("_NL_LPAR", token.value, token)
-            if kind in ("_LPAR", "LSQB", "LBRACE"):
+            if kind in ("_LPAR", "LSQB", "LBRACE", "LESSTHAN"):
                 depth += 1
                 if depth > MAX_NESTING:
                     raise _TooDeep(token)
-            elif kind in ("RPAR", "RSQB", "RBRACE"):
+            elif kind in ("RPAR", "RSQB", "RBRACE", "MORETHAN"):
                 depth -= 1
             prev_end_line = token.end_line
             yield token
@@ -196,8 +215,9 @@ class _Chained(Exception):
 
 
 class _TooDeep(Exception):
-    def __init__(self, token) -> None:
+    def __init__(self, token, message: str | None = None) -> None:
         super().__init__("nesting too deep")
+        self.message = message
         self.token = token
 
 
@@ -276,6 +296,15 @@ def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
     comments, diagnostics = len(state.comments), len(state.diagnostics)
     try:
         return parser.run(text, start, state.comments, line, column)
+    except (lalr.TooDeep, _TooDeep) as too_deep:
+        del state.comments[comments:]
+        del state.diagnostics[diagnostics:]
+        message = getattr(too_deep, "message", None)
+        if isinstance(too_deep, lalr.TooDeep) and not too_deep.brackets:
+            message = ("the program nests too deeply here (unary operators, `return`, lambdas, `else if` "
+                       "and brackets together)")
+        state.diagnostics.append(_too_deep(state, too_deep.token, message))
+        return None
     except Exception:  # lalr.Refused, _Chained, RecursionError, ...
         del state.comments[comments:]
         del state.diagnostics[diagnostics:]
@@ -320,9 +349,11 @@ def _make_fast_parser() -> lalr.Parser:
     # The postlexer, as `_Postlex` does it for lark.
     keywords = {value: name for name, value in data["literals"].items() if value.isidentifier()}
     postlex = {"NAME": lalr.KEYWORD, "_LPAR": lalr.OPEN_AT_LINE_START, "LSQB": lalr.OPEN,
-               "LBRACE": lalr.OPEN, "RPAR": lalr.CLOSE, "RSQB": lalr.CLOSE, "RBRACE": lalr.CLOSE}
+               "LBRACE": lalr.OPEN, "LESSTHAN": lalr.OPEN, "RPAR": lalr.CLOSE, "RSQB": lalr.CLOSE,
+               "RBRACE": lalr.CLOSE, "MORETHAN": lalr.CLOSE}
+    postlex.update({name: lalr.NEST for name, value in data["literals"].items() if value in _NESTING_WORDS})
     return lalr.Parser(data, _reducers(data["rules"]), postlex=postlex, keywords=keywords,
-                       line_start={"_LPAR": "_NL_LPAR"}, max_depth=MAX_NESTING,
+                       line_start={"_LPAR": "_NL_LPAR"}, max_depth=MAX_NESTING, max_stack=MAX_STACK,
                        collect=frozenset({"COMMENT"}))
 
 
@@ -399,6 +430,12 @@ def _with_comments(module: S.Module, state: _State) -> S.Module:
     return make.Module(module.items, comments, module.span)
 
 
+def _too_deep(state: _State, token, message: str | None = None) -> Diagnostic:
+    message = message or f"brackets and type arguments nest more than {MAX_NESTING} levels deep here"
+    return error("nesting-too-deep", message, _token_location(state, token),
+                 help="split the expression with `let` bindings or helper functions")
+
+
 def _parse_chunk(text: str, start: str, state: _State, first_line: int):
     tree = _parse_fast(text, start, state, first_line, 1)
     if tree is not _REFUSED:
@@ -409,19 +446,10 @@ def _parse_chunk(text: str, start: str, state: _State, first_line: int):
     try:
         return _get_parser().parse(padded, start=start)
     except _TooDeep as too_deep:
-        token = too_deep.token
-        state.diagnostics.append(error(
-            "nesting-too-deep",
-            f"brackets are nested more than {MAX_NESTING} levels deep",
-            _token_location(state, token),
-            help="split the expression with `let` bindings or helper functions",
-        ))
+        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
     except VisitError as visit:
         if isinstance(visit.orig_exc, _TooDeep):
-            token = visit.orig_exc.token
-            state.diagnostics.append(error(
-                "nesting-too-deep", f"brackets are nested more than {MAX_NESTING} levels deep",
-                _token_location(state, token)))
+            state.diagnostics.append(_too_deep(state, visit.orig_exc.token, visit.orig_exc.message))
         else:
             raise
     except UnexpectedInput as problem:
@@ -898,6 +926,20 @@ def _state() -> _State:
     return _local.state
 
 
+_POSTFIX = (S.Member, S.Call, S.Try)
+
+
+def _chained(node, inner, where) -> None:
+    """`node` is a postfix on the postfix `inner`: a chain like `x.a.b` or `f()()` is a tree as
+    deep as it is long, and is held to MAX_CHAIN as an operator chain is."""
+    chains = _state().chains
+    known = chains.get(id(inner))
+    length = known[1] + 1 if known is not None else 2
+    if length > MAX_CHAIN:
+        raise _TooDeep(where, f"a chain of more than {MAX_CHAIN} calls, fields and `?`")
+    chains[id(node)] = (node, length)
+
+
 def _doc_before(line: int) -> str | None:
     """The `///` lines directly above `line` (each alone on its line), joined."""
     state = _state()
@@ -1102,6 +1144,8 @@ class _Builder:
         return make.Return(children[0], span)
 
     def binchain(self, span, children):
+        if len(children) > 2 * MAX_CHAIN + 1:
+            raise _TooDeep(children[2 * MAX_CHAIN + 1], f"a chain of more than {MAX_CHAIN} operators")
         return _precedence(children)
 
     def unop(self, span, children):
@@ -1109,13 +1153,22 @@ class _Builder:
         return make.Unary(op.value, operand, span)
 
     def member(self, span, children):
-        return make.Member(children[0], children[1].value, span)
+        node = make.Member(children[0], children[1].value, span)
+        if type(children[0]) in _POSTFIX:
+            _chained(node, children[0], children[1])
+        return node
 
     def call(self, span, children):
-        return make.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
+        node = make.Call(children[0], tuple(c for c in children[1:] if c is not None), span)
+        if type(children[0]) in _POSTFIX:
+            _chained(node, children[0], span)
+        return node
 
     def try_expr(self, span, children):
-        return make.Try(children[0], span)
+        node = make.Try(children[0], span)
+        if type(children[0]) in _POSTFIX:
+            _chained(node, children[0], span)
+        return node
 
     def int_lit(self, span, children):
         return make.Lit("int", children[0].value.replace("_", ""), span)
@@ -1485,6 +1538,8 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
                                        state.location(line, column - 2, line, column + 1)))
         return make.Lit("text", "", make.Span(line, column, line, column))
     tree = _parse_fast(inner, "expr_s", state, line, column)
+    if tree is None:  # too deep, and said so
+        return make.Lit("text", "", make.Span(line, column, line, column))
     if tree is not _REFUSED:
         return tree
     from lark.exceptions import UnexpectedInput
@@ -1495,8 +1550,7 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _TooDeep as too_deep:
-        state.diagnostics.append(error("nesting-too-deep", "brackets are nested too deeply",
-                                       _token_location(state, too_deep.token)))
+        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
     return make.Lit("text", "", make.Span(line, column, line, column))
 
 

@@ -61,16 +61,46 @@ class TypeInfo:
     ctors: tuple[CtorInfo, ...] = ()
 
     def ctor(self, name: str) -> CtorInfo | None:
-        for c in self.ctors:
-            if c.name == name:
-                return c
-        return None
+        return by_name(self.ctors, name)
 
     def field(self, name: str) -> FieldInfo | None:
-        for f in self.fields:
-            if f.name == name:
-                return f
+        return by_name(self.fields, name)
+
+
+#: id(tuple of fields or constructors) -> (the tuple, name -> the first of that name), for a type
+#: of many: a match of all 20,000 constructors of an enum looks each up once, and a scan for each
+#: would be their square. The tuple is held so that its id is not reused.
+_NAMED: dict[int, tuple[tuple, dict]] = {}
+
+
+def by_name(items: tuple, name: str):
+    """The first of `items` (fields or constructors) named `name`, or None."""
+    if len(items) <= 8:
+        for item in items:
+            if item.name == name:
+                return item
         return None
+    found = _named(items).get(name)
+    return found[1] if found is not None else None
+
+
+def index_by_name(items: tuple, name: str) -> int:
+    """The position of the first of `items` named `name` (there is one)."""
+    if len(items) <= 8:
+        return next(i for i, item in enumerate(items) if item.name == name)
+    return _named(items)[name][0]
+
+
+def _named(items: tuple) -> dict:
+    known = _NAMED.get(id(items))
+    if known is None or known[0] is not items:
+        index: dict = {}
+        for position, item in enumerate(items):
+            index.setdefault(item.name, (position, item))
+        if len(_NAMED) > 1024:
+            _NAMED.clear()
+        known = _NAMED[id(items)] = (items, index)
+    return known[1]
 
 
 @record(frozen=False)

@@ -34,6 +34,11 @@ CASES = ROOT / "tests" / "cases" / "codes"
 #: Codes that no case file can show (the case harness gives every module as text, and runs only
 #: `flow check`), with what triggers them instead.
 NO_EXAMPLE = {
+    "match-too-complex": "A `match` whose coverage is too costly to decide: exhaustiveness is NP-hard "
+                         "in general, and a match over a tuple of 30 `Bool`s with 180 arms, each fixing "
+                         "three of them, encodes a formula of propositional logic. The checker gives up "
+                         "after a bounded amount of work (about a second) at the `match`, rather than "
+                         "run for hours. No match a person writes comes near the bound.",
     "file-not-utf8": "A source file whose bytes are not valid UTF-8, for example a file saved as "
                      "Latin-1 with an accented letter in a comment. The diagnostic names the byte "
                      "offset of the first bad byte.",

@@ -44,6 +44,7 @@ TESTED_ELSEWHERE = {
     "binding-mismatch": "tests/test_run.py::test_an_implementation_with_another_fingerprint_is_refused",
     "nested-refused": "tests/test_nested.py::test_a_refused_resume_is_an_err_with_diagnostics",
     "pin-unverified": "tests/test_paths.py::test_a_pinned_commit_that_does_not_match_is_refused",
+    "match-too-complex": "tests/test_pathological.py::test_a_match_too_costly_to_decide_is_refused_in_bounded_time",
 }
 
 

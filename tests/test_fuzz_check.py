@@ -1,12 +1,12 @@
 """Whatever text `flow check` is given, only diagnostics come out: never an exception.
 
-Inputs are the example programs mutated (characters and whole lines deleted, duplicated, swapped,
-replaced by tokens) and random sequences of Flow tokens.
+Inputs (tests/fuzzgen.py) are modules drawn from the grammar, the example programs mutated
+(characters and whole lines deleted, duplicated, swapped, replaced by tokens), random sequences of
+Flow tokens, and the pathological shapes of tests/shapes.py at random sizes, alone and inside a
+mutated example.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,19 +14,8 @@ from hypothesis import strategies as st
 from flowc.diagnostics.codes import REGISTRY
 from flowc.frontend import check_program
 from flowc.parse import parse
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = [p for p in sorted((ROOT / "examples").rglob("*.flow")) + sorted((ROOT / "tests" / "cases" / "examples").rglob("*.flow"))
-            if p.is_file()]
-SOURCES = [p.read_text(encoding="utf-8") for p in EXAMPLES]
-TOKENS = [
-    "use", "as", "pub", "type", "flow", "let", "guard", "else", "if", "match", "return", "true", "false",
-    "_", "x", "xs", "Ok", "Err", "Some", "None", "Int", "Text", "List", "planner.Step", "task.race",
-    "(", ")", "[", "]", "{", "}", "<", ">", ",", ":", ".", "..", "=", "=>", "->", "!", "!tool", "?", "|",
-    "||", "&&", "==", "!=", "<=", "+", "-", "*", "/", "%", "++", "@tool", "@test", "@fake(a.b)",
-    "1", "1_000", "3.14", "5s", "250ms", '"text"', '"a ${x} b"', '"\\q"', '"unterminated', "//c\n",
-    "///doc\n", "\n", " ", "\t", "\u00e9", "\x00",
-]
+from tests.fuzzgen import SOURCES, grammar_programs, mutated, tokens
+from tests.shapes import SHAPES
 
 
 def check_text(text: str) -> None:
@@ -43,33 +32,6 @@ def check_text(text: str) -> None:
         assert d.severity in ("error", "warning")
 
 
-@st.composite
-def mutated(draw) -> str:
-    text = draw(st.sampled_from(SOURCES))
-    for _ in range(draw(st.integers(1, 4))):
-        lines = text.split("\n")
-        kind = draw(st.sampled_from(["drop-char", "dup-line", "drop-line", "swap", "insert-token"]))
-        if kind == "drop-char" and text:
-            i = draw(st.integers(0, len(text) - 1))
-            text = text[:i] + text[i + 1:]
-        elif kind == "dup-line":
-            i = draw(st.integers(0, len(lines) - 1))
-            lines.insert(i, lines[i])
-            text = "\n".join(lines)
-        elif kind == "drop-line":
-            i = draw(st.integers(0, len(lines) - 1))
-            del lines[i]
-            text = "\n".join(lines)
-        elif kind == "swap" and len(lines) > 1:
-            i = draw(st.integers(0, len(lines) - 2))
-            lines[i], lines[i + 1] = lines[i + 1], lines[i]
-            text = "\n".join(lines)
-        else:
-            i = draw(st.integers(0, len(text)))
-            text = text[:i] + draw(st.sampled_from(TOKENS)) + text[i:]
-    return text
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_mutated_examples_give_only_diagnostics(text):
@@ -77,7 +39,7 @@ def test_mutated_examples_give_only_diagnostics(text):
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(TOKENS), max_size=60).map(" ".join))
+@given(tokens())
 def test_random_tokens_give_only_diagnostics(text):
     check_text(text)
 
@@ -99,3 +61,17 @@ def test_identity_ignores_layout_and_comments(source, data):
     a, b = parse(source, "x.flow"), parse(respaced, "x.flow")
     if a.ok and b.ok:
         assert S.dump(a.module) == S.dump(b.module)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(grammar_programs())
+def test_programs_from_the_grammar_give_only_diagnostics(text):
+    check_text(text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(SHAPES)), st.integers(1, 3000), st.sampled_from(SOURCES), st.booleans())
+def test_pathological_shapes_give_only_diagnostics(shape, size, example, beside):
+    """Each shape at any size up to well past the nesting bounds, alone or beside a real program
+    (the shape's `main` may then clash with the program's: a diagnostic too)."""
+    check_text(SHAPES[shape](size) + ("\n" + example if beside else ""))

@@ -74,8 +74,17 @@ def assert_same(source: str) -> tuple[P.Parsed, list[str]]:
     return fast, refused
 
 
+#: Nesting without brackets is bounded by the fast path's stack of states, which lark's parser
+#: does not show its postlexer: lark alone takes these (later stages then bound them).
+_STACK_BOUNDED = {"syntax/nesting_kinds.flow:main.flow"}
+
+
 @pytest.mark.parametrize("name, source", CORPUS, ids=[name for name, _ in CORPUS])
 def test_corpus_parses_the_same(name, source):
+    if name in _STACK_BOUNDED:
+        fast, _, _ = parse_both(source)
+        assert {d.code for d in fast.diagnostics} == {"nesting-too-deep"}
+        return
     assert_same(source)
 
 

@@ -204,6 +204,9 @@ MATCH_NOT_EXHAUSTIVE: Final = register(
 MATCH_UNREACHABLE_ARM: Final = register(
     "match-unreachable-arm", "warning", "A `match` arm can never be chosen because earlier arms cover all its values."
 )
+MATCH_TOO_COMPLEX: Final = register(
+    "match-too-complex", "error", "Whether a `match` or `let` pattern covers every value takes too long to decide."
+)
 PATTERN_BINDINGS_DIFFER: Final = register(
     "pattern-bindings-differ", "error", "The alternatives of an `A | B` pattern do not bind the same names with the same types."
 )
