@@ -32,7 +32,8 @@ from types import SimpleNamespace
 from flowc import lalr
 from flowc import syntax as S
 from flowc.cachedir import cache_folder
-from flowc.diagnostics import Diagnostic, Location, error
+from flowc.diagnostics import Diagnostic, Location
+from flowc.diagnostics import messages as M
 from flowc.lalr import Tok
 from flowc.records import maker, record
 
@@ -406,30 +407,21 @@ def _parse_chunk(text: str, start: str, state: _State, first_line: int):
         return _get_parser().parse(padded, start=start)
     except _TooDeep as too_deep:
         token = too_deep.token
-        state.diagnostics.append(error(
-            "nesting-too-deep",
-            f"brackets are nested more than {MAX_NESTING} levels deep",
-            _token_location(state, token),
-            help="split the expression with `let` bindings or helper functions",
-        ))
+        state.diagnostics.append(M.nesting_too_deep_brackets_limit(limit=MAX_NESTING).at(_token_location(state,
+                                                                   token)))
     except VisitError as visit:
         if isinstance(visit.orig_exc, _TooDeep):
             token = visit.orig_exc.token
-            state.diagnostics.append(error(
-                "nesting-too-deep", f"brackets are nested more than {MAX_NESTING} levels deep",
-                _token_location(state, token)))
+            state.diagnostics.append(M.nesting_too_deep_brackets_limit(limit=MAX_NESTING).at(_token_location(state, token)))
         else:
             raise
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _Chained as chained:
-        state.diagnostics.append(error(
-            "syntax-error", f"comparisons do not chain: `{chained.first.value}` then `{chained.second.value}`",
-            _token_location(state, chained.second), help="join the comparisons with `&&`"))
+        state.diagnostics.append(M.syntax_error_chained_comparison(first=chained.first.value,
+                                                                   second=chained.second.value).at(_token_location(state, chained.second)))
     except RecursionError:
-        state.diagnostics.append(error(
-            "nesting-too-deep", "the expression is nested too deeply to compile",
-            state.location(first_line, 1, first_line, 2)))
+        state.diagnostics.append(M.nesting_too_deep_expression().at(state.location(first_line, 1, first_line, 2)))
     return None
 
 
@@ -475,46 +467,23 @@ def _syntax_diagnostic(problem, state: _State, text: str) -> Diagnostic:
         char = text[problem.pos_in_stream] if problem.pos_in_stream < len(text) else ""
         loc = state.location(line, column, line, column + 1)
         if char == '"':
-            return error("text-unterminated", "this text literal is never closed", loc,
-                         help='end it with `"`; inside `${...}` use no `{` or `}`')
+            return M.text_unterminated().at(loc)
         shown = char if char.isprintable() else f"U+{ord(char):04X}"
-        return error("syntax-error", f"unexpected character `{shown}`", loc)
+        return M.syntax_error_character(shown=shown).at(loc)
     if isinstance(problem, UnexpectedEOF):
         line = text.count("\n") + 1
         column = len(text) - (text.rfind("\n") + 1) + 1
         expected = sorted({_describe_terminal(t) for t in problem.expected})
-        return error("syntax-error", "unexpected end of file", state.location(line, column, line, column + 1),
-                     help=_expected_help(expected))
+        return M.syntax_error_end_of_file(expected=expected).at(state.location(line, column, line, column + 1))
     assert isinstance(problem, UnexpectedToken)
     token = problem.token
     expected = sorted({_describe_terminal(t) for t in problem.expected if not t.startswith("_NL")})
     if token.type == "$END":
         line = text.count("\n") + 1
         column = len(text) - (text.rfind("\n") + 1) + 1
-        return error("syntax-error", "unexpected end of file", state.location(line, column, line, column + 1),
-                     help=_expected_help(expected))
-    what = _describe_token(token)
-    help_text = _expected_help(expected)
-    if token.type == "NAME" and "a type or constructor name" in expected and len(expected) <= 2:
-        help_text = "type and constructor names start with an upper-case letter"
-    elif token.type == "UPPER" and expected == ["a name"]:
-        help_text = "value, function and field names start with a lower-case letter"
-    return error("syntax-error", f"unexpected {what}", _token_location(state, token), help=help_text)
-
-
-def _describe_token(token) -> str:
-    value = str(token.value)
-    if len(value) > 40:
-        value = value[:37] + "..."
-    return f"`{value}`"
-
-
-def _expected_help(expected: list[str]) -> str | None:
-    if not expected:
-        return None
-    if len(expected) <= 8:
-        return "expected " + ", ".join(expected[:-1]) + (" or " if len(expected) > 1 else "") + expected[-1]
-    return None
+        return M.syntax_error_end_of_file(expected=expected).at(state.location(line, column, line, column + 1))
+    return M.syntax_error_token(token=str(token.value), token_type=token.type, expected=expected).at(
+        _token_location(state, token))
 
 
 def _token_location(state: _State, token) -> Location:
@@ -1209,9 +1178,7 @@ class _Builder:
     def p_text(self, span, children):
         lit = _text(children[0], span)
         if isinstance(lit, S.Interp):
-            _state().diagnostics.append(error(
-                "syntax-error", "a pattern cannot interpolate", _location_of(span),
-                help="match the text with a plain literal and test the rest in an arm guard"))
+            _state().diagnostics.append(M.syntax_error_pattern_interpolation().at(_location_of(span)))
             lit = make.Lit("text", "", span)
         return make.PLit(lit, span)
 
@@ -1377,8 +1344,7 @@ def _duration(token: Tok, span: S.Span) -> S.Lit:
     except InvalidOperation:  # pragma: no cover - the token's pattern admits only numbers
         nanos = Decimal(0)
     if nanos != nanos.to_integral_value():
-        _state().diagnostics.append(error(
-            "literal-invalid", f"`{token.value}` is not a whole number of nanoseconds", _location_of(span)))
+        _state().diagnostics.append(M.literal_invalid_duration(value=token.value).at(_location_of(span)))
         nanos = Decimal(0)
     return make.Lit("duration", str(int(nanos)), span)
 
@@ -1386,8 +1352,7 @@ def _duration(token: Tok, span: S.Span) -> S.Lit:
 def _decode_plain_text(token: Tok) -> str:
     lit = _text(token, _token_span(token))
     if isinstance(lit, S.Interp):
-        _state().diagnostics.append(error("syntax-error", "a module path cannot interpolate",
-                                          _location_of(_token_span(token))))
+        _state().diagnostics.append(M.syntax_error_path_interpolation().at(_location_of(_token_span(token))))
         return ""
     return lit.value
 
@@ -1437,10 +1402,8 @@ def _text(token: Tok, span: S.Span) -> S.Lit | S.Interp:
                     index = close + 1
                     continue
             line, column = position(index)
-            _state().diagnostics.append(error(
-                "escape-invalid", f"`\\{nxt}` is not an escape",
-                _state().location(line, column, line, column + 2),
-                help='escapes are \\n \\t \\r \\0 \\\\ \\" \\$ and \\u{hex}'))
+            _state().diagnostics.append(M.escape_invalid(nxt=nxt).at(_state().location(line, column, line,
+                                                         column + 2)))
             index += 2
             continue
         close = _interpolation_end(body, index + 2)
@@ -1477,8 +1440,8 @@ def _interpolation_end(body: str, start: int) -> int:
 def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     state = _state()
     if not inner.strip():
-        state.diagnostics.append(error("syntax-error", "an interpolation needs an expression",
-                                       state.location(line, column - 2, line, column + 1)))
+        state.diagnostics.append(M.syntax_error_empty_interpolation().at(state.location(line, column - 2, line,
+                                                                    column + 1)))
         return make.Lit("text", "", make.Span(line, column, line, column))
     tree = _parse_fast(inner, "expr_s", state, line, column)
     if tree is not _REFUSED:
@@ -1491,8 +1454,7 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _TooDeep as too_deep:
-        state.diagnostics.append(error("nesting-too-deep", "brackets are nested too deeply",
-                                       _token_location(state, too_deep.token)))
+        state.diagnostics.append(M.nesting_too_deep_brackets().at(_token_location(state, too_deep.token)))
     return make.Lit("text", "", make.Span(line, column, line, column))
 
 

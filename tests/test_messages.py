@@ -1,0 +1,69 @@
+"""The message registry: every diagnostic the compiler reports is worded in
+flowc/diagnostics/messages.py, under a registered code, and no stage builds its own prose."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from flowc.diagnostics import messages as M
+from flowc.diagnostics.codes import REGISTRY
+
+FLOWC = Path(M.__file__).resolve().parents[1]
+
+#: Codes that only the host reports (flow run / flow test), not the compiler.
+HOST_CODES = {"binding-failed", "binding-mismatch", "binding-missing", "binding-not-approved",
+              "input-invalid", "nested-refused", "entry-not-found"}
+
+
+def test_every_message_names_a_registered_code():
+    for code in M.MESSAGES:
+        assert code in REGISTRY, code
+
+
+def test_every_compiler_code_has_a_message():
+    missing = sorted(set(REGISTRY) - set(M.MESSAGES) - HOST_CODES)
+    assert not missing, f"codes without a message function: {missing}"
+
+
+def test_message_functions_take_facts_by_keyword_only():
+    for functions in M.MESSAGES.values():
+        for make in functions:
+            params = inspect.signature(make.__wrapped__).parameters.values()
+            assert all(p.kind is p.KEYWORD_ONLY for p in params), make.__name__
+
+
+def test_a_message_carries_its_code_and_is_placed_with_its_severity():
+    from flowc.diagnostics import Location
+
+    where = Location("main.flow", 3, 5, 3, 9)
+    said = M.type_mismatch(expected="Int", what="", found="Text")
+    assert (said.code, said.text) == ("type-mismatch", "expected `Int`, found `Text`")
+    assert said.at(where).severity == "error"
+    assert said.at(where).location == where
+    unused = M.unused_variable(name="x")
+    assert unused.at(where).severity == "warning"
+    assert M.match_unreachable_arm().warn_at(None).severity == "warning"
+
+
+def _calls_with_literal_codes(path: Path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
+        if name in ("error", "warning", "report", "warn", "_report", "refuse"):
+            for arg in node.args[:2]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value in REGISTRY:
+                    yield node.lineno, arg.value
+
+
+@pytest.mark.parametrize("path", sorted(p for p in FLOWC.rglob("*.py") if "diagnostics" not in p.parts),
+                         ids=lambda p: str(p.relative_to(FLOWC)))
+def test_no_compiler_stage_words_its_own_diagnostic(path):
+    found = list(_calls_with_literal_codes(path))
+    assert not found, f"{path.name}: diagnostics built inline (use flowc/diagnostics/messages.py): {found}"
