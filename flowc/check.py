@@ -19,6 +19,7 @@ from typing import Any
 from flowc import exhaust as X
 from flowc import syntax as S
 from flowc import types as T
+from flowc.diagnostics import Location
 from flowc.diagnostics import messages as M
 from flowc.diagnostics.messages import Message
 from flowc.diagnostics.suggest import did_you_mean
@@ -178,6 +179,10 @@ class _ModuleChecker:
         self.type_params: dict[str, T.Type] = {}
         self.effect_params: dict[str, T.Effect] = {}
         self.current_fn = ""
+        #: while an argument of a call to a named function is checked: (the argument's span, the
+        #: parameter's name, the callee's name, where the parameter is declared), so that a
+        #: mismatch of the argument as a whole names the parameter and points at its declaration
+        self.argument: tuple[S.Span, str, str, Location] | None = None
 
     # ---- reporting
 
@@ -190,7 +195,7 @@ class _ModuleChecker:
     def show(self, t: T.Type) -> str:
         return T.show(t, self.s)
 
-    def expect(self, actual: T.Type, expected: T.Type | None, span: S.Span, what: str = "") -> T.Type:
+    def expect(self, actual: T.Type, expected: T.Type | None, span: S.Span) -> T.Type:
         if expected is None:
             return actual
         if actual is expected:
@@ -201,8 +206,12 @@ class _ModuleChecker:
             a, e = self.s.apply(actual), self.s.apply(expected)
             if isinstance(a, T.TFun) and isinstance(e, T.TFun) and self._only_effect_differs(a, e):
                 self.report(M.tool_in_pure_context(), span)
+            elif self.argument is not None and self.argument[0] == span:
+                _, param, callee, declared = self.argument
+                self.report(M.type_mismatch_argument(expected=self.show(e), found=self.show(a), param=param,
+                                                     callee=callee, declared=_place(declared)), span)
             else:
-                self.report(M.type_mismatch(expected=self.show(e), what=what, found=self.show(a)), span)
+                self.report(M.type_mismatch(expected=self.show(e), found=self.show(a)), span)
             return T.ERROR
         return expected
 
@@ -283,7 +292,7 @@ class _ModuleChecker:
 
     # ---- effects
 
-    def use_effect(self, effect: T.Effect, span: S.Span, what: str) -> None:
+    def use_effect(self, effect: T.Effect, span: S.Span, callee: str | None) -> None:
         effect = self.s.effect(effect)
         if effect == T.PURE:
             return
@@ -300,7 +309,7 @@ class _ModuleChecker:
             ctx.used_tool = True
             return
         name = self.current_fn.rsplit(".", 1)[-1]
-        self.report(M.missing_tool_mark(what=what, name=name), span)
+        self.report(M.missing_tool_mark(callee=callee, name=name), span)
         ctx.used_tool = True
 
     # ---- expressions
@@ -471,26 +480,31 @@ class _ModuleChecker:
                                               fn_type=self.show(fn_t)), e.span)
             for a in e.args:
                 self.expr(a, None, scope)
-            self.use_effect(fn_t.effect, e.span, f"`{direct}`" if direct else "this call")
-            return self.s.resolve(fn_t.ret)
+            self.use_effect(fn_t.effect, e.span, direct)
+            return T.ERROR  # a failed call has no result to check further: nothing that uses it reports
         # Arguments that are not lambdas first, then the expected result, then lambdas: lambda
         # parameters take the types the other arguments and the context have fixed.
         lambdas = []
-        for arg, param in zip(e.args, fn_t.params):
+        target = self._callee(e.fn, scope)
+        outer = self.argument
+        for index, (arg, param) in enumerate(zip(e.args, fn_t.params)):
             if isinstance(arg, S.Lambda):
-                lambdas.append((arg, param))
+                lambdas.append((index, arg, param))
             else:
+                self.argument = self._argument(target, direct, index, arg)
                 self.expr(arg, param, scope)
+                self.argument = outer
         if expected is not None and lambdas:
             try:
                 snapshot = (dict(self.s.types), dict(self.s.effects))
                 T.unify(self.s, fn_t.ret, expected)
             except T.Mismatch:
                 self.s.types, self.s.effects = snapshot
-        for arg, param in lambdas:
+        for index, arg, param in lambdas:
+            self.argument = self._argument(target, direct, index, arg)
             self.expr(arg, param, scope)
-        what = f"`{direct}`" if direct else "this call"
-        self.use_effect(fn_t.effect, e.span, what)
+            self.argument = outer
+        self.use_effect(fn_t.effect, e.span, direct)
         self._record_call(e, fn_t, scope, tail)
         if tail:
             self._maybe_place(e, scope)
@@ -518,16 +532,29 @@ class _ModuleChecker:
             return f"{fn.obj.name}.{fn.name}"
         return None
 
-    def _maybe_place(self, call: S.Call, scope: _Scope) -> None:
-        """A tail call to a top-level, non-Tool function is a checkpoint place."""
-        target: FnInfo | None = None
-        fn = call.fn
+    def _callee(self, fn: S.Expr, scope: _Scope) -> FnInfo | None:
+        """The top-level function a call names directly (`f(...)`, `module.f(...)`), if any."""
         if isinstance(fn, S.Var) and scope.lookup(fn.name) is None:
-            target = self.menv.fns.get(fn.name)
-        elif isinstance(fn, S.Member) and isinstance(fn.obj, S.Var) and scope.lookup(fn.obj.name) is None \
+            return self.menv.fns.get(fn.name)
+        if isinstance(fn, S.Member) and isinstance(fn.obj, S.Var) and scope.lookup(fn.obj.name) is None \
                 and fn.obj.name in self.menv.imports:
             module = self.env.modules.get(self.menv.imports[fn.obj.name])
-            target = module.fns.get(fn.name) if module else None
+            return module.fns.get(fn.name) if module else None
+        return None
+
+    def _argument(self, target: FnInfo | None, direct: str | None, index: int,
+                  arg: S.Expr) -> tuple[S.Span, str, str, Location] | None:
+        if target is None or direct is None or index >= len(target.decl.params):
+            return None
+        module = self.env.modules.get(target.module)
+        if module is None:
+            return None
+        param = target.decl.params[index]
+        return arg.span, param.name, direct, loc(module, param.span)
+
+    def _maybe_place(self, call: S.Call, scope: _Scope) -> None:
+        """A tail call to a top-level, non-Tool function is a checkpoint place."""
+        target = self._callee(call.fn, scope)
         if target is None or target.tool or target.intrinsic or target.decl.body is None:
             return
         if self.ctx.effect is None:
@@ -937,6 +964,9 @@ class _ModuleChecker:
         # A pattern that was already reported says nothing about coverage: when one is present,
         # neither missing cases nor unreachable arms are reported for this match.
         reported_before = len(self.env.diagnostics)
+        # A scrutinee that is (or holds) an already reported error has no type to cover: neither
+        # unreachable arms nor missing cases are reported for it.
+        scrutinee_known = not _holds_error(self.s.apply(scrutinee))
         for arm in e.arms:
             inner = _Scope(scope)
             bindings: dict[str, Local] = {}
@@ -945,7 +975,7 @@ class _ModuleChecker:
             if arm.guard is not None:
                 self.expr(arm.guard, T.BOOL, inner)
             patterns_ok = self._patterns_ok(reported_before)
-            if patterns_ok and not X.useful([r for r in rows], [pat], [self.s.apply(scrutinee)], self.signature):
+            if scrutinee_known and patterns_ok and not X.useful([r for r in rows], [pat], [self.s.apply(scrutinee)], self.signature):
                 self.warn(M.match_unreachable_arm(), arm.pattern.span)
             if arm.guard is None:
                 rows.append([pat])
@@ -953,7 +983,7 @@ class _ModuleChecker:
         result = self.join([a.body for a in e.arms], expected, scope, tail, e.span, arm_scopes)
         scrut_t = self.s.apply(scrutinee)
         patterns_ok = self._patterns_ok(reported_before)
-        if not isinstance(scrut_t, T.TError) and patterns_ok:
+        if scrutinee_known and not _holds_error(scrut_t) and patterns_ok:
             gaps = X.missing(rows, [scrut_t], self.signature)
             if gaps:
                 shown = [X.show(g[0]) for g in gaps]
@@ -1330,6 +1360,24 @@ def _has_unknown(t: T.Type) -> bool:
     if isinstance(t, T.TFun):
         return any(_has_unknown(p) for p in t.params) or _has_unknown(t.ret)
     return False
+
+
+def _holds_error(t: T.Type) -> bool:
+    """Whether `t` is, or has inside it, the type of something already reported."""
+    cls = t.__class__
+    if cls is T.TError:
+        return True
+    if cls is T.TCon:
+        return any(_holds_error(a) for a in t.args)
+    if cls is T.TTuple:
+        return any(_holds_error(i) for i in t.items)
+    if cls is T.TFun:
+        return any(_holds_error(p) for p in t.params) or _holds_error(t.ret)
+    return False
+
+
+def _place(location: Location) -> str:
+    return f"{location.file}:{location.line}:{location.column}"
 
 
 def _quote(text: str) -> str:

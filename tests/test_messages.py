@@ -40,7 +40,7 @@ def test_a_message_carries_its_code_and_is_placed_with_its_severity():
     from flowc.diagnostics import Location
 
     where = Location("main.flow", 3, 5, 3, 9)
-    said = M.type_mismatch(expected="Int", what="", found="Text")
+    said = M.type_mismatch(expected="Int", found="Text")
     assert (said.code, said.text) == ("type-mismatch", "expected `Int`, found `Text`")
     assert said.at(where).severity == "error"
     assert said.at(where).location == where

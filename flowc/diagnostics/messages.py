@@ -570,8 +570,14 @@ def type_arity_mismatch(*, name: str, expected, found: str) -> Said:
 
 
 @message("type-mismatch")
-def type_mismatch(*, expected, what: str, found: str) -> Said:
-    return said(f'expected `{expected}`{what}, found `{found}`')
+def type_mismatch(*, expected: str, found: str) -> Said:
+    return said(f'expected `{expected}`, found `{found}`')
+
+
+@message("type-mismatch")
+def type_mismatch_argument(*, expected: str, found: str, param: str, callee: str, declared: str) -> Said:
+    return said(f"expected `{expected}` for parameter `{param}` of `{callee}`, found `{found}`",
+                notes=(f"`{param}` is declared at {declared}",))
 
 
 @message("type-mismatch")
@@ -690,7 +696,8 @@ def generic_tool_requirement(*, name: str) -> Said:
 
 
 @message("missing-tool-mark")
-def missing_tool_mark(*, what: str, name: str) -> Said:
+def missing_tool_mark(*, callee: str | None, name: str) -> Said:
+    what = f"`{callee}`" if callee else "this call"
     return said(f'{what} can make a Tool call, but `{name}` is not marked `!tool`', help='mark the function: `-> ... !tool`')
 
 
