@@ -131,8 +131,10 @@ class _Loader:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as problem:
-            self.diagnostics.append(M.file_unreadable_manifest_toml(problem=problem).at(Location(manifest, 1, 1,
-                                                                    1, 2)))
+            from flowc.diagnostics.places import toml_error_location
+
+            where = toml_error_location(manifest, problem, text) or Location(manifest, 1, 1, 1, 2)
+            self.diagnostics.append(M.file_unreadable_manifest_toml(problem=problem).at(where))
             return {}
         pins: dict[str, Pin] = {}
         table = data.get("pins", {})

@@ -845,3 +845,69 @@ def unused_variable(*, name: str) -> Said:
 def unused_variable_shadowed(*, name: str) -> Said:
     return said(f'`{name}` is never used before it is bound again', help=f'remove it, or name it `_{name}`')
 
+
+
+# ---- running: the entry, its input and its bindings (the host, before the first fact) -----------
+
+
+@message("entry-not-found")
+def entry_not_found(*, entry: str, root_file: str) -> Said:
+    return said(f"`{entry}` is not a `pub flow` of {root_file}", help="name a top-level `pub flow` with --entry")
+
+
+@message("not-data")
+def not_data_entry_input(*, name: str) -> Said:
+    return said(f"entry parameter `{name}` is not data")
+
+
+@message("input-invalid")
+def input_invalid_json(*, problem) -> Said:
+    return said(f"the input is not JSON: {problem}")
+
+
+@message("input-invalid")
+def input_invalid_missing(*, name: str) -> Said:
+    return said(f"the input has no `{name}`")
+
+
+@message("input-invalid")
+def input_invalid_not_object() -> Said:
+    return said("the input is a JSON object keyed by parameter name")
+
+
+@message("input-invalid")
+def input_invalid_unknown_parameter(*, entry: str, key: str, names: list[str]) -> Said:
+    return said(f"the entry `{entry}` has no parameter `{key}`",
+                help="parameters: " + ", ".join(names) if names else "it takes no input")
+
+
+@message("input-invalid")
+def input_invalid_value(*, name: str, problem) -> Said:
+    return said(f"`{name}`: {problem}")
+
+
+@message("binding-failed")
+def binding_failed(*, problem) -> Said:
+    return said(str(problem))
+
+
+@message("binding-mismatch")
+def binding_mismatch(*, shown: str, identity: str, found: str | None, declared: str) -> Said:
+    detail = f" (fingerprint {found}, declared {declared})" if found else " (it does not list it)"
+    return said(f"`{shown}` does not implement `{identity}` as declared" + detail,
+                help="regenerate the implementation's description from `flow tools`")
+
+
+@message("binding-missing")
+def binding_missing(*, identity: str) -> Said:
+    module = identity.rsplit(".", 1)[0]
+    return said(f"no implementation is bound for the Tool `{identity}`",
+                help=f'add to flow.toml: [tools] "{module}" = '
+                     '{ python = "tools/impl.py" } (or command = [...], or pending = true)')
+
+
+@message("binding-not-approved")
+def binding_not_approved(*, shown: str, nobody_to_ask: bool) -> Said:
+    return said(f"running `{shown}` was not approved" + (" (nobody could be asked)" if nobody_to_ask else ""),
+                help="pass --allow to approve the implementations flow.toml names, "
+                     "or answer yes at a terminal (remembered for this commit)")
