@@ -14,18 +14,19 @@ which calls are in tail position) are recorded in `Facts`, keyed by node.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowc import exhaust as X
 from flowc import syntax as S
 from flowc import types as T
-from flowc.diagnostics import Location
-from flowc.diagnostics import messages as M
-from flowc.diagnostics.messages import Message
+from flowc.diagnostics import M, Location
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.records import record
 from flowc.resolve import UNBOUND_EFFECT, CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope, loc, signature
 from flowc.typeinfo import holds_function, is_data, is_ord, satisfies
+
+if TYPE_CHECKING:
+    from flowc.diagnostics.messages import Message
 
 ARITHMETIC = {"+", "-", "*", "/", "%"}
 COMPARISON = {"<", "<=", ">", ">="}
@@ -180,9 +181,9 @@ class _ModuleChecker:
         self.effect_params: dict[str, T.Effect] = {}
         self.current_fn = ""
         #: while an argument of a call to a named function is checked: (the argument's span, the
-        #: parameter's name, the callee's name, where the parameter is declared), so that a
-        #: mismatch of the argument as a whole names the parameter and points at its declaration
-        self.argument: tuple[S.Span, str, str, Location] | None = None
+        #: callee, its name at the call, the argument's index), so that a mismatch of the argument
+        #: as a whole names the parameter and points at its declaration (worked out only then)
+        self.argument: tuple[S.Span, FnInfo, str, int] | None = None
 
     # ---- reporting
 
@@ -206,10 +207,10 @@ class _ModuleChecker:
             a, e = self.s.apply(actual), self.s.apply(expected)
             if isinstance(a, T.TFun) and isinstance(e, T.TFun) and self._only_effect_differs(a, e):
                 self.report(M.tool_in_pure_context(), span)
-            elif self.argument is not None and self.argument[0] == span:
-                _, param, callee, declared = self.argument
+            elif self.argument is not None and self.argument[0] == span and self._parameter() is not None:
+                param, declared = self._parameter()
                 self.report(M.type_mismatch_argument(expected=self.show(e), found=self.show(a), param=param,
-                                                     callee=callee, declared=_place(declared)), span)
+                                                     callee=self.argument[2], declared=_place(declared)), span)
             else:
                 self.report(M.type_mismatch(expected=self.show(e), found=self.show(a)), span)
             return T.ERROR
@@ -485,13 +486,14 @@ class _ModuleChecker:
         # Arguments that are not lambdas first, then the expected result, then lambdas: lambda
         # parameters take the types the other arguments and the context have fixed.
         lambdas = []
-        target = self._callee(e.fn, scope)
+        target = self._callee(e.fn, scope) if direct is not None else None
         outer = self.argument
         for index, (arg, param) in enumerate(zip(e.args, fn_t.params)):
             if isinstance(arg, S.Lambda):
                 lambdas.append((index, arg, param))
             else:
-                self.argument = self._argument(target, direct, index, arg)
+                if target is not None:
+                    self.argument = (arg.span, target, direct, index)
                 self.expr(arg, param, scope)
                 self.argument = outer
         if expected is not None and lambdas:
@@ -501,7 +503,8 @@ class _ModuleChecker:
             except T.Mismatch:
                 self.s.types, self.s.effects = snapshot
         for index, arg, param in lambdas:
-            self.argument = self._argument(target, direct, index, arg)
+            if target is not None:
+                self.argument = (arg.span, target, direct, index)
             self.expr(arg, param, scope)
             self.argument = outer
         self.use_effect(fn_t.effect, e.span, direct)
@@ -542,15 +545,15 @@ class _ModuleChecker:
             return module.fns.get(fn.name) if module else None
         return None
 
-    def _argument(self, target: FnInfo | None, direct: str | None, index: int,
-                  arg: S.Expr) -> tuple[S.Span, str, str, Location] | None:
-        if target is None or direct is None or index >= len(target.decl.params):
-            return None
+    def _parameter(self) -> tuple[str, Location] | None:
+        """The name and declaration of the parameter whose argument is being checked."""
+        assert self.argument is not None
+        _, target, _, index = self.argument
         module = self.env.modules.get(target.module)
-        if module is None:
+        if module is None or index >= len(target.decl.params):
             return None
         param = target.decl.params[index]
-        return arg.span, param.name, direct, loc(module, param.span)
+        return param.name, loc(module, param.span)
 
     def _maybe_place(self, call: S.Call, scope: _Scope) -> None:
         """A tail call to a top-level, non-Tool function is a checkpoint place."""

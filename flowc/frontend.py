@@ -17,7 +17,7 @@ from dataclasses import FrozenInstanceError
 from flowc import syntax as S
 from flowc.check import Facts, Place, check
 from flowc.diagnostics import Diagnostic, Location, sort_key
-from flowc.diagnostics import messages as M
+from flowc.diagnostics import M
 from flowc.disk import DISK, DiskChecks
 from flowc.program import STD_VERSION, Program, Reader, load
 from flowc.resolve import Env, resolve

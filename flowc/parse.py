@@ -33,7 +33,7 @@ from flowc import lalr
 from flowc import syntax as S
 from flowc.cachedir import cache_folder
 from flowc.diagnostics import Diagnostic, Location
-from flowc.diagnostics import messages as M
+from flowc.diagnostics import M
 from flowc.lalr import Tok
 from flowc.records import maker, record
 

@@ -22,7 +22,7 @@ from flowc import stdcache
 from flowc.disk import DISK, DiskChecks
 from flowc import syntax as S
 from flowc.diagnostics import Diagnostic, Location
-from flowc.diagnostics import messages as M
+from flowc.diagnostics import M
 from flowc.parse import Parsed, parse
 from flowc.records import record
 

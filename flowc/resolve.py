@@ -10,16 +10,18 @@ in `check.py` against this environment.
 from __future__ import annotations
 
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 from flowc import syntax as S
 from flowc import types as T
-from flowc.diagnostics import Diagnostic, Location
-from flowc.diagnostics import messages as M
-from flowc.diagnostics.messages import Message
+from flowc.diagnostics import M, Diagnostic, Location
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.program import PRELUDE, LoadedModule, Program
 from flowc.records import record
 from flowc.typeinfo import is_data, satisfies
+
+if TYPE_CHECKING:
+    from flowc.diagnostics.messages import Message
 
 #: The owner of an effect variable already reported as unbound: nothing else is said about it.
 UNBOUND_EFFECT = "<unbound>"

@@ -17,12 +17,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flowc
 from flowc.compiled import Compiled, Function
 from flowc.diagnostics import Diagnostic, Location
-from flowc.diagnostics import messages as M
+from flowc.diagnostics import M
 from flowc.diagnostics.places import json_error_location, toml_error_location, toml_key_location
 from flowc.emit import Generated
 from flowc.disk import DiskChecks
@@ -32,6 +32,9 @@ from flowrt.files import read_text
 from flowrt.store import RunStore, StorageError
 from sandbox.bigint import IntOverLimit
 from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
+
+if TYPE_CHECKING:
+    from flowc.diagnostics.messages import Message
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
 
@@ -61,7 +64,7 @@ class Refused(Exception):
 INPUT = "<input>"
 
 
-def refuse(message: M.Message, location: Location | None, sources: dict[str, str] | None = None) -> Refused:
+def refuse(message: Message, location: Location | None, sources: dict[str, str] | None = None) -> Refused:
     """A refusal at `location`: the real place when there is one (a flow.toml entry, the entry's
     declaration, a JSON syntax error's position), else none rather than a made-up `1:1`."""
     return Refused([message.at(location)], sources)

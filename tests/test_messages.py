@@ -67,3 +67,18 @@ def _calls_with_literal_codes(path: Path):
 def test_no_compiler_stage_words_its_own_diagnostic(path):
     found = list(_calls_with_literal_codes(path))
     assert not found, f"{path.name}: diagnostics built inline (use flowc/diagnostics/messages.py): {found}"
+
+
+def test_checking_a_program_without_problems_never_loads_the_registry(tmp_path):
+    """Messages cost start-up only when there is something to say."""
+    import subprocess
+    import sys
+
+    (tmp_path / "ok.flow").write_text("pub flow main() -> Int = 1\n")
+    probe = ("import sys\nfrom flowc.frontend import check_program\n"
+             f"c = check_program({str(tmp_path / 'ok.flow')!r}, lambda p: open(p).read())\n"
+             "assert c.ok, c.diagnostics\n"
+             "print('flowc.diagnostics.messages' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

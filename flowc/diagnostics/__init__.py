@@ -19,6 +19,7 @@ from typing import Any
 from flowc.records import record
 
 __all__ = [
+    "M",
     "REGISTRY",
     "Code",
     "Diagnostic",
@@ -38,6 +39,21 @@ def __getattr__(name: str) -> Any:
 
         return getattr(import_module("flowc.diagnostics.codes"), name)
     raise AttributeError(f"module 'flowc.diagnostics' has no attribute {name!r}")
+
+
+class _Messages:
+    """`M.<message>(...)`: the message registry (`messages.py`), imported when a stage first reports
+    something, so that checking a program without problems never loads it (start-up counts)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        from flowc.diagnostics import messages
+
+        return getattr(messages, name)
+
+
+M: Any = _Messages()
 
 
 @record
