@@ -180,10 +180,11 @@ class _ModuleChecker:
         self.type_params: dict[str, T.Type] = {}
         self.effect_params: dict[str, T.Effect] = {}
         self.current_fn = ""
-        #: while an argument of a call to a named function is checked: (the argument's span, the
-        #: callee, its name at the call, the argument's index), so that a mismatch of the argument
-        #: as a whole names the parameter and points at its declaration (worked out only then)
-        self.argument: tuple[S.Span, FnInfo, str, int] | None = None
+        #: while the arguments of a call that names its callee are checked: (the call, its scope,
+        #: the callee's name), so that a mismatch of an argument as a whole names the parameter and
+        #: points at its declaration. Which argument and parameter is worked out only then: this
+        #: is set once per call, and checking a valid program pays nothing more.
+        self.call: tuple[S.Call, _Scope, str] | None = None
 
     # ---- reporting
 
@@ -207,10 +208,10 @@ class _ModuleChecker:
             a, e = self.s.apply(actual), self.s.apply(expected)
             if isinstance(a, T.TFun) and isinstance(e, T.TFun) and self._only_effect_differs(a, e):
                 self.report(M.tool_in_pure_context(), span)
-            elif self.argument is not None and self.argument[0] == span and self._parameter() is not None:
-                param, declared = self._parameter()
+            elif self.call is not None and (parameter := self._parameter(span)) is not None:
+                param, declared = parameter
                 self.report(M.type_mismatch_argument(expected=self.show(e), found=self.show(a), param=param,
-                                                     callee=self.argument[2], declared=_place(declared)), span)
+                                                     callee=self.call[2], declared=_place(declared)), span)
             else:
                 self.report(M.type_mismatch(expected=self.show(e), found=self.show(a)), span)
             return T.ERROR
@@ -486,27 +487,22 @@ class _ModuleChecker:
         # Arguments that are not lambdas first, then the expected result, then lambdas: lambda
         # parameters take the types the other arguments and the context have fixed.
         lambdas = []
-        target = self._callee(e.fn, scope) if direct is not None else None
-        outer = self.argument
-        for index, (arg, param) in enumerate(zip(e.args, fn_t.params)):
+        outer = self.call
+        self.call = (e, scope, direct) if direct is not None else None
+        for arg, param in zip(e.args, fn_t.params):
             if isinstance(arg, S.Lambda):
-                lambdas.append((index, arg, param))
+                lambdas.append((arg, param))
             else:
-                if target is not None:
-                    self.argument = (arg.span, target, direct, index)
                 self.expr(arg, param, scope)
-                self.argument = outer
         if expected is not None and lambdas:
             try:
                 snapshot = (dict(self.s.types), dict(self.s.effects))
                 T.unify(self.s, fn_t.ret, expected)
             except T.Mismatch:
                 self.s.types, self.s.effects = snapshot
-        for index, arg, param in lambdas:
-            if target is not None:
-                self.argument = (arg.span, target, direct, index)
+        for arg, param in lambdas:
             self.expr(arg, param, scope)
-            self.argument = outer
+        self.call = outer
         self.use_effect(fn_t.effect, e.span, direct)
         self._record_call(e, fn_t, scope, tail)
         if tail:
@@ -545,11 +541,16 @@ class _ModuleChecker:
             return module.fns.get(fn.name) if module else None
         return None
 
-    def _parameter(self) -> tuple[str, Location] | None:
-        """The name and declaration of the parameter whose argument is being checked."""
-        assert self.argument is not None
-        _, target, _, index = self.argument
-        module = self.env.modules.get(target.module)
+    def _parameter(self, span: S.Span) -> tuple[str, Location] | None:
+        """The name and declaration of the parameter of the call being checked whose argument is
+        exactly `span`, if any."""
+        assert self.call is not None
+        call, scope, _ = self.call
+        index = next((i for i, arg in enumerate(call.args) if arg.span == span), None)
+        if index is None:
+            return None
+        target = self._callee(call.fn, scope)
+        module = self.env.modules.get(target.module) if target is not None else None
         if module is None or index >= len(target.decl.params):
             return None
         param = target.decl.params[index]
