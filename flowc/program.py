@@ -246,10 +246,9 @@ class _Loader:
             head, _, rest = text.partition("/")
             inner = posixpath.normpath(rest) if rest else ""
             if not _stays_inside(inner) or rest != inner:
-                self.diagnostics.append(error(
-                    "module-outside-root" if rest and not _stays_inside(inner) else "module-not-found",
-                    f'`{text}` is not a module path inside `{head}`', location,
-                    help=f'write "{head}/<path>" with a path below the repository\'s directory, no `.` or `..`'))
+                leaves = rest and not _stays_inside(inner)
+                said = M.module_outside_root_repo_path if leaves else M.module_not_found_repo_path
+                self.diagnostics.append(said(text=text, head=head).at(location))
                 return None
             name, _, version = head.partition("@")
             if name == "std":

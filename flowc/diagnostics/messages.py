@@ -249,6 +249,21 @@ def module_not_found_path_syntax(*, text: str) -> Said:
     return said(f'`{text}` is not a module path', help='write "./name" for a file beside this one, or "std@v1/name"')
 
 
+def _repo_path(text: str, head: str) -> Said:
+    return said(f'`{text}` is not a module path inside `{head}`',
+                help=f'write "{head}/<path>" with a path below the repository\'s directory, no `.` or `..`')
+
+
+@message("module-not-found")
+def module_not_found_repo_path(*, text: str, head: str) -> Said:
+    return _repo_path(text, head)
+
+
+@message("module-outside-root")
+def module_outside_root_repo_path(*, text: str, head: str) -> Said:
+    return _repo_path(text, head)
+
+
 @message("module-outside-root")
 def module_outside_root_link(*, display: str, where: str) -> Said:
     return said(f'`{display}` leads outside {where} through a symbolic link; it is not read', help="modules are read only inside the program root and the pinned repositories' directories")
