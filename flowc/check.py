@@ -675,7 +675,7 @@ class _ModuleChecker:
             ctor = candidates[0]
             return ctor, self._fresh_instance(self.env.types[ctor.type_identity])
         if len(candidates) > 1:
-            types = ", ".join(sorted(T.display_name(c.type_identity) for c in candidates))
+            types = sorted(T.display_name(c.type_identity) for c in candidates)
             self.report(M.cannot_infer_constructor(name=name, types=types), span)
             return None, T.ERROR
         if wanted is not None and wanted.kind == "enum":

@@ -157,10 +157,10 @@ class _Loader:
             problem = self.disk.confine(path, boundary)
             if problem is not None:
                 self.failed.add(identity)
-                where = "the program root" if not _is_repo(identity) else f"the pinned directory of `{identity.split('/', 1)[0]}`"
+                repo = identity.split("/", 1)[0] if _is_repo(identity) else None
                 if problem == "leaves":
-                    self.diagnostics.append(M.module_outside_root_link(display=display,
-                                                                       where=where).at(via or Location(display, 1, 1, 1, 2)))
+                    self.diagnostics.append(M.module_outside_root_link(display=display, repo=repo).at(
+                        via or Location(display, 1, 1, 1, 2)))
                 else:
                     self.diagnostics.append(M.file_unreadable_not_regular(display=display).at(via or Location(display, 1, 1, 1, 2)))
                 return False
@@ -234,8 +234,7 @@ class _Loader:
                 self.diagnostics.append(M.module_not_found_directory(text=text).at(location))
                 return None
             if not _stays_inside(joined):
-                where = f"the pinned directory of `{head}`" if head else "the program root"
-                self.diagnostics.append(M.module_outside_root_path(text=text, where=where, head=head).at(location))
+                self.diagnostics.append(M.module_outside_root_path(text=text, repo=head or None).at(location))
                 return None
             if "@" in joined.split("/", 1)[0]:
                 # It would read as a repository module: a directory of the program may not be named so.

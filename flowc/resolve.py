@@ -441,8 +441,7 @@ def _check_attributes(env: Env, menv: ModuleEnv, fn: FnInfo) -> None:
         return
     if fn.tool or fn.intrinsic:
         if decl.body is not None:
-            what = "a Tool declaration" if fn.tool else "an intrinsic"
-            _report(env, M.body_unexpected(what=what), menv, decl.body.span if hasattr(decl.body,
+            _report(env, M.body_unexpected(tool=fn.tool), menv, decl.body.span if hasattr(decl.body,
                                            "span") else decl.span)
         if decl.effect is not None and fn.tool:
             _report(env, M.unneeded_tool_mark_on_tool(), menv, decl.span)
@@ -482,12 +481,9 @@ def _check_test_signature(env: Env, menv: ModuleEnv, fn: FnInfo) -> None:
 def _check_fake(env: Env, menv: ModuleEnv, fn: FnInfo, attr: S.Attr) -> None:
     target = lookup_path(env, menv, attr.target)
     if target is None or not target.tool:
-        shown = ".".join(attr.target)
-        what = "is not a Tool declaration" if target is not None else "names no function"
-        if target is None and not _path_module_broken(env, menv, attr.target):
-            _report(env, M.fake_target_invalid(shown=shown, what=what), menv, attr.span)
-        elif target is not None:
-            _report(env, M.fake_target_invalid(shown=shown, what=what), menv, attr.span)
+        if target is not None or not _path_module_broken(env, menv, attr.target):
+            _report(env, M.fake_target_invalid(target=".".join(attr.target), exists=target is not None), menv,
+                    attr.span)
         return
     fn.fake_target = target
     want_params = target.sig.params

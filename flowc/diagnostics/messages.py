@@ -264,9 +264,14 @@ def module_outside_root_repo_path(*, text: str, head: str) -> Said:
     return _repo_path(text, head)
 
 
+def _root_or_pin(repo: str | None) -> str:
+    return f"the pinned directory of `{repo}`" if repo else "the program root"
+
+
 @message("module-outside-root")
-def module_outside_root_link(*, display: str, where: str) -> Said:
-    return said(f'`{display}` leads outside {where} through a symbolic link; it is not read', help="modules are read only inside the program root and the pinned repositories' directories")
+def module_outside_root_link(*, display: str, repo: str | None) -> Said:
+    return said(f'`{display}` leads outside {_root_or_pin(repo)} through a symbolic link; it is not read',
+                help="modules are read only inside the program root and the pinned repositories' directories")
 
 
 @message("module-outside-root")
@@ -275,8 +280,11 @@ def module_outside_root_manifest() -> Said:
 
 
 @message("module-outside-root")
-def module_outside_root_path(*, text: str, where: str, head) -> Said:
-    return said(f'`{text}` leaves {where}', help="modules are read only inside the program root and the pinned repositories' directories: move the module below it, or pin its directory in flow.toml's [pins]" if not head else "a repository's modules use only modules of the same repository")
+def module_outside_root_path(*, text: str, repo: str | None) -> Said:
+    return said(f'`{text}` leaves {_root_or_pin(repo)}',
+                help="modules are read only inside the program root and the pinned repositories' directories: "
+                     "move the module below it, or pin its directory in flow.toml's [pins]"
+                if not repo else "a repository's modules use only modules of the same repository")
 
 
 @message("pin-unverified")
@@ -440,8 +448,8 @@ def cannot_infer_callee() -> Said:
 
 
 @message("cannot-infer")
-def cannot_infer_constructor(*, name: str, types: str) -> Said:
-    return said(f'`{name}` could be a constructor of {types}', help='give the expected type, e.g. with a `let` annotation')
+def cannot_infer_constructor(*, name: str, types: list[str]) -> Said:
+    return said(f'`{name}` could be a constructor of {", ".join(types)}', help='give the expected type, e.g. with a `let` annotation')
 
 
 @message("cannot-infer")
@@ -807,7 +815,8 @@ def body_missing_type(*, name: str) -> Said:
 
 
 @message("body-unexpected")
-def body_unexpected(*, what: str) -> Said:
+def body_unexpected(*, tool: bool) -> Said:
+    what = "a Tool declaration" if tool else "an intrinsic"
     return said(f'{what} has no body: its implementation is outside Flow')
 
 
@@ -832,8 +841,9 @@ def fake_signature_mismatch_generic(*, identity: str, params) -> Said:
 
 
 @message("fake-target-invalid")
-def fake_target_invalid(*, shown, what: str) -> Said:
-    return said(f'`@fake({shown})` {what}')
+def fake_target_invalid(*, target: str, exists: bool) -> Said:
+    what = "is not a Tool declaration" if exists else "names no function"
+    return said(f'`@fake({target})` {what}')
 
 
 @message("fake-target-invalid")
