@@ -1,11 +1,13 @@
 """Diagnostics as data.
 
 A `Diagnostic` is a frozen record: a registered kebab-case `code` (see `codes.py`), a severity,
-a message, an optional `Location` and optional notes and help. Stages build them with `error()` /
-`warning()`, which refuse an unregistered code (that is a compiler bug, so it raises), collect them
-and carry on. Nothing here writes prose, colour or carets: `render.py` is the one place that turns
-diagnostics into human text (`render`) or JSON (`render_json`); `suggest.py` holds the one
-"did you mean" helper.
+a message, an optional `Location` and optional notes and help. Stages never write a message: they
+call a function of the message registry with the facts, `M.<message>(...)` (`messages.py`, loaded
+on first use through `M`), and place the result with `.at(location)`; that goes through `error()` /
+`warning()`, which refuse an unregistered code (a compiler bug, so it raises). Stages collect
+diagnostics and carry on. `render.py` is the one place that turns diagnostics into human text
+(`render`) or JSON (`render_json`); `suggest.py` holds the one "did you mean" helper; `places.py`
+finds where in a flow.toml or a JSON input a problem is.
 
 Locations use 1-based lines and 1-based columns counted in code points; `end_column` is exclusive,
 so a one-character span has `end_column == column + 1`.
