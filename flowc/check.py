@@ -14,18 +14,21 @@ which calls are in tail position) are recorded in `Facts`, keyed by node.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowc import exhaust as X
 from flowc import syntax as S
 from flowc import types as T
-from flowc.diagnostics import error, warning
+from flowc.diagnostics import M, Location
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.records import record
 from flowc.resolve import (UNBOUND_EFFECT, CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo, TypeScope,
                            index_by_name, loc, signature)
 from flowc.resolve import by_name as field_named
 from flowc.typeinfo import holds_function, is_data, is_ord, satisfies
+
+if TYPE_CHECKING:
+    from flowc.diagnostics.messages import Message
 
 ARITHMETIC = {"+", "-", "*", "/", "%"}
 COMPARISON = {"<", "<=", ">", ">="}
@@ -183,19 +186,24 @@ class _ModuleChecker:
         self.type_params: dict[str, T.Type] = {}
         self.effect_params: dict[str, T.Effect] = {}
         self.current_fn = ""
+        #: while the arguments of a call that names its callee are checked: (the call, its scope,
+        #: the callee's name), so that a mismatch of an argument as a whole names the parameter and
+        #: points at its declaration. Which argument and parameter is worked out only then: this
+        #: is set once per call, and checking a valid program pays nothing more.
+        self.call: tuple[S.Call, _Scope, str] | None = None
 
     # ---- reporting
 
-    def report(self, code: str, message: str, span: S.Span, **extra: Any) -> None:
-        self.env.diagnostics.append(error(code, message, loc(self.menv, span), **extra))
+    def report(self, message: Message, span: S.Span) -> None:
+        self.env.diagnostics.append(message.at(loc(self.menv, span)))
 
-    def warn(self, code: str, message: str, span: S.Span, **extra: Any) -> None:
-        self.env.diagnostics.append(warning(code, message, loc(self.menv, span), **extra))
+    def warn(self, message: Message, span: S.Span) -> None:
+        self.env.diagnostics.append(message.warn_at(loc(self.menv, span)))
 
     def show(self, t: T.Type) -> str:
         return T.show(t, self.s)
 
-    def expect(self, actual: T.Type, expected: T.Type | None, span: S.Span, what: str = "") -> T.Type:
+    def expect(self, actual: T.Type, expected: T.Type | None, span: S.Span) -> T.Type:
         if expected is None:
             return actual
         if actual is expected:
@@ -205,10 +213,13 @@ class _ModuleChecker:
         except T.Mismatch:
             a, e = self.s.apply(actual), self.s.apply(expected)
             if isinstance(a, T.TFun) and isinstance(e, T.TFun) and self._only_effect_differs(a, e):
-                self.report("tool-in-pure-context", "this function can make Tool calls, but a pure function is expected here",
-                            span, help="the parameter's type would need `!tool`")
+                self.report(M.tool_in_pure_context(), span)
+            elif self.call is not None and (parameter := self._parameter(span)) is not None:
+                param, declared = parameter
+                self.report(M.type_mismatch_argument(expected=self.show(e), found=self.show(a), param=param,
+                                                     callee=self.call[2], declared=_place(declared)), span)
             else:
-                self.report("type-mismatch", f"expected `{self.show(e)}`{what}, found `{self.show(a)}`", span)
+                self.report(M.type_mismatch(expected=self.show(e), found=self.show(a)), span)
             return T.ERROR
         return expected
 
@@ -230,10 +241,9 @@ class _ModuleChecker:
     def _check_entry(self, fn: FnInfo) -> None:
         for p, t in zip(fn.decl.params, fn.sig.params):
             if not is_data(self.env, t):
-                self.report("not-data", f"entry parameter `{p.name}` has type `{T.show(t)}`, which is not data",
-                            p.span, help="a run's input is JSON: functions and tasks cannot be given")
+                self.report(M.not_data_entry_parameter(name=p.name, type=T.show(t)), p.span)
         if not is_data(self.env, fn.sig.ret):
-            self.report("not-data", f"the entry's result `{T.show(fn.sig.ret)}` is not data", fn.decl.ret.span)
+            self.report(M.not_data_entry_result(result=T.show(fn.sig.ret)), fn.decl.ret.span)
 
     def check_function(self, fn: FnInfo) -> None:
         decl = fn.decl
@@ -281,19 +291,16 @@ class _ModuleChecker:
         for t, requirement, span in ctx.obligations:
             resolved = self.s.apply(t)
             if not satisfies(self.env, resolved, requirement):
-                self.report("requirement-unmet", f"`{self.show(resolved)}` does not satisfy `{requirement}`", span,
-                            help=_requirement_help(requirement))
+                self.report(M.requirement_unmet(type=self.show(resolved), requirement=requirement), span)
         for t, span, tool in ctx.generic_tool_calls:
             if _has_unknown(self.s.apply(t)):
-                self.report("cannot-infer", f"the type argument of `{tool.replace('std@v1/', '')}` cannot be inferred",
-                            span, help="annotate the result, e.g. `let plan: Plan = ...`")
+                self.report(M.cannot_infer_type_argument(tool=tool), span)
         if declared == T.TOOL and not ctx.used_tool and not ctx.allow_tools:
-            self.report("unneeded-tool-mark", f"`{decl.name}` is marked `!tool` but makes no Tool call", decl.name_span,
-                        help="remove `!tool`")
+            self.report(M.unneeded_tool_mark(name=decl.name), decl.name_span)
 
     # ---- effects
 
-    def use_effect(self, effect: T.Effect, span: S.Span, what: str) -> None:
+    def use_effect(self, effect: T.Effect, span: S.Span, callee: str | None) -> None:
         effect = self.s.effect(effect)
         if effect == T.PURE:
             return
@@ -310,8 +317,7 @@ class _ModuleChecker:
             ctx.used_tool = True
             return
         name = self.current_fn.rsplit(".", 1)[-1]
-        self.report("missing-tool-mark", f"{what} can make a Tool call, but `{name}` is not marked `!tool`", span,
-                    help="mark the function: `-> ... !tool`")
+        self.report(M.missing_tool_mark(callee=callee, name=name), span)
         ctx.used_tool = True
 
     # ---- expressions
@@ -322,7 +328,7 @@ class _ModuleChecker:
     def e_Lit(self, e: S.Lit, expected, scope, tail) -> T.Type:
         t = _LITERAL_TYPES[e.kind]
         if e.kind == "decimal" and not _decimal_in_range(e.value):
-            self.report("literal-invalid", "this decimal's exponent is outside the signed 64-bit range", e.span)
+            self.report(M.literal_invalid_decimal_exponent(), e.span)
         return self.expect(t, expected, e.span)
 
     def e_Interp(self, e: S.Interp, expected, scope, tail) -> T.Type:
@@ -331,7 +337,7 @@ class _ModuleChecker:
                 continue
             t = self.expr(part, None, scope)
             if not is_data(self.env, self.s.apply(t)):
-                self.report("not-data", f"`{self.show(t)}` cannot be shown in text", part.span)
+                self.report(M.not_data_in_text(type=self.show(t)), part.span)
         return self.expect(T.TEXT, expected, e.span)
 
     def e_Var(self, e: S.Var, expected, scope: _Scope, tail) -> T.Type:
@@ -347,16 +353,14 @@ class _ModuleChecker:
             self.facts.refs[id(e)] = ("fn", fn)
             return self.expect(self.instantiate(fn, e.span, e), expected, e.span)
         if e.name in self.menv.imports:
-            self.report("not-callable", f"`{e.name}` is a module, not a value", e.span,
-                        help=f"name one of its members: `{e.name}.name`")
+            self.report(M.not_callable_module(name=e.name), e.span)
             return T.ERROR
         if e.name in self.menv.loaded.parsed.lost or e.name in self.menv.loaded.failed_aliases \
                 or self._failed_import(e.name):
             return T.ERROR
         candidates = scope.all_names() + list(self.menv.fns)
         guess = did_you_mean(e.name, candidates)
-        self.report("name-undefined", f"`{e.name}` is not defined", e.span,
-                    help=f"did you mean `{guess}`?" if guess else None)
+        self.report(M.name_undefined(name=e.name, guess=guess), e.span)
         return T.ERROR
 
     def instantiate(self, fn: FnInfo, span: S.Span, node: Any = None) -> T.Type:
@@ -397,7 +401,7 @@ class _ModuleChecker:
         if ctor.form == "bare":
             return self.expect(enum_type, expected, e.span)
         if ctor.form == "named":
-            self.report("type-mismatch", f"`{e.name}` has named fields: write `{e.name} {{ ... }}`", e.span)
+            self.report(M.type_mismatch_named_fields(name=e.name), e.span)
             return T.ERROR
         payload = self.payload_types(ctor, enum_type)
         return self.expect(T.TFun(tuple(payload), enum_type, T.PURE), expected, e.span)
@@ -420,12 +424,10 @@ class _ModuleChecker:
         if fn is None:
             if not target.broken:
                 guess = did_you_mean(name, [n for n, f in target.fns.items() if f.pub])
-                self.report("member-undefined", f"module `{alias}` has no function `{name}`", span,
-                            help=f"did you mean `{alias}.{guess}`?" if guess else None)
+                self.report(M.member_undefined(alias=alias, name=name, guess=guess), span)
             return None
         if not fn.pub and target.identity != self.menv.identity:
-            self.report("name-private", f"`{alias}.{name}` is private to its module", span,
-                        help="mark it `pub` where it is declared to use it here")
+            self.report(M.name_private_member(alias=alias, name=name), span)
         return fn
 
     def member_type(self, obj_t: T.Type, name: str, span: S.Span, node: Any = None) -> T.Type:
@@ -438,11 +440,10 @@ class _ModuleChecker:
                 if index < len(obj_t.items):
                     self.facts.refs[id(node)] = ("field", index)
                     return obj_t.items[index]
-                self.report("field-undefined", f"a {len(obj_t.items)}-tuple has no element {index}", span)
+                self.report(M.field_undefined_tuple(n_items=len(obj_t.items), index=index), span)
                 return T.ERROR
         if isinstance(obj_t, T.TVar):
-            self.report("cannot-infer", f"the type of this value must be known to read `.{name}`", span,
-                        help="annotate the value's type")
+            self.report(M.cannot_infer_record_type(name=name), span)
             return T.ERROR
         if isinstance(obj_t, T.TCon):
             info = self.env.types.get(obj_t.name)
@@ -450,15 +451,14 @@ class _ModuleChecker:
                 f = info.field(name)
                 if f is None:
                     guess = did_you_mean(name, [x.name for x in info.fields])
-                    self.report("field-undefined", f"`{info.name}` has no field `{name}`", span,
-                                help=f"did you mean `{guess}`?" if guess else None)
+                    self.report(M.field_undefined_access(record=info.name, field=name, guess=guess), span)
                     return T.ERROR
                 if not f.pub and info.module != self.menv.identity:
-                    self.report("field-private", f"field `{name}` of `{info.name}` is private to its module", span)
+                    self.report(M.field_private(field=name, record=info.name), span)
                 self.facts.refs[id(node)] = ("field", index_by_name(info.fields, name))
                 mapping = {p.name: a for p, a in zip(info.params, obj_t.args)}
                 return T.substitute(f.type, mapping)
-        self.report("not-a-record", f"`{self.show(obj_t)}` has no fields; `.{name}` cannot be read", span)
+        self.report(M.not_a_record_field_read(type=self.show(obj_t), name=name), span)
         return T.ERROR
 
     # -- calls
@@ -474,26 +474,27 @@ class _ModuleChecker:
             self.ctx.used_tool = True  # unknown callee: do not also claim the mark is unneeded
             return T.ERROR
         if isinstance(fn_t, T.TVar):
-            self.report("cannot-infer", "the type of this function must be known to call it", e.fn.span)
+            self.report(M.cannot_infer_callee(), e.fn.span)
             for a in e.args:
                 self.expr(a, None, scope)
             return T.ERROR
         if not isinstance(fn_t, T.TFun):
-            self.report("not-callable", f"`{self.show(fn_t)}` is not a function", e.fn.span)
+            self.report(M.not_callable(type=self.show(fn_t)), e.fn.span)
             for a in e.args:
                 self.expr(a, None, scope)
             return T.ERROR
         if len(e.args) != len(fn_t.params):
-            self.report("arity-mismatch", f"this function takes {len(fn_t.params)} argument"
-                        f"{'s' if len(fn_t.params) != 1 else ''}, found {len(e.args)}", e.span,
-                        help=f"its type is `{self.show(fn_t)}`")
+            self.report(M.arity_mismatch_call(n_params=len(fn_t.params), n_args=len(e.args),
+                                              fn_type=self.show(fn_t)), e.span)
             for a in e.args:
                 self.expr(a, None, scope)
-            self.use_effect(fn_t.effect, e.span, f"`{direct}`" if direct else "this call")
-            return self.s.resolve(fn_t.ret)
+            self.use_effect(fn_t.effect, e.span, direct)
+            return T.ERROR  # a failed call has no result to check further: nothing that uses it reports
         # Arguments that are not lambdas first, then the expected result, then lambdas: lambda
         # parameters take the types the other arguments and the context have fixed.
         lambdas = []
+        outer = self.call
+        self.call = (e, scope, direct) if direct is not None else None
         for arg, param in zip(e.args, fn_t.params):
             if isinstance(arg, S.Lambda):
                 lambdas.append((arg, param))
@@ -507,8 +508,8 @@ class _ModuleChecker:
                 self.s.types, self.s.effects = snapshot
         for arg, param in lambdas:
             self.expr(arg, param, scope)
-        what = f"`{direct}`" if direct else "this call"
-        self.use_effect(fn_t.effect, e.span, what)
+        self.call = outer
+        self.use_effect(fn_t.effect, e.span, direct)
         self._record_call(e, fn_t, scope, tail)
         if tail:
             self._maybe_place(e, scope)
@@ -536,16 +537,34 @@ class _ModuleChecker:
             return f"{fn.obj.name}.{fn.name}"
         return None
 
-    def _maybe_place(self, call: S.Call, scope: _Scope) -> None:
-        """A tail call to a top-level, non-Tool function is a checkpoint place."""
-        target: FnInfo | None = None
-        fn = call.fn
+    def _callee(self, fn: S.Expr, scope: _Scope) -> FnInfo | None:
+        """The top-level function a call names directly (`f(...)`, `module.f(...)`), if any."""
         if isinstance(fn, S.Var) and scope.lookup(fn.name) is None:
-            target = self.menv.fns.get(fn.name)
-        elif isinstance(fn, S.Member) and isinstance(fn.obj, S.Var) and scope.lookup(fn.obj.name) is None \
+            return self.menv.fns.get(fn.name)
+        if isinstance(fn, S.Member) and isinstance(fn.obj, S.Var) and scope.lookup(fn.obj.name) is None \
                 and fn.obj.name in self.menv.imports:
             module = self.env.modules.get(self.menv.imports[fn.obj.name])
-            target = module.fns.get(fn.name) if module else None
+            return module.fns.get(fn.name) if module else None
+        return None
+
+    def _parameter(self, span: S.Span) -> tuple[str, Location] | None:
+        """The name and declaration of the parameter of the call being checked whose argument is
+        exactly `span`, if any."""
+        assert self.call is not None
+        call, scope, _ = self.call
+        index = next((i for i, arg in enumerate(call.args) if arg.span == span), None)
+        if index is None:
+            return None
+        target = self._callee(call.fn, scope)
+        module = self.env.modules.get(target.module) if target is not None else None
+        if module is None or index >= len(target.decl.params):
+            return None
+        param = target.decl.params[index]
+        return param.name, loc(module, param.span)
+
+    def _maybe_place(self, call: S.Call, scope: _Scope) -> None:
+        """A tail call to a top-level, non-Tool function is a checkpoint place."""
+        target = self._callee(call.fn, scope)
         if target is None or target.tool or target.intrinsic or target.decl.body is None:
             return
         if self.ctx.effect is None:
@@ -570,10 +589,9 @@ class _ModuleChecker:
             for a in e.args:
                 self.expr(a, None, scope)
             if ctor.form == "bare":
-                self.report("arity-mismatch", f"`{ref.name}` takes no payload", e.span,
-                            help=f"write `{ref.name}` alone")
+                self.report(M.arity_mismatch_no_payload(name=ref.name), e.span)
             else:
-                self.report("type-mismatch", f"`{ref.name}` has named fields: write `{ref.name} {{ ... }}`", e.span)
+                self.report(M.type_mismatch_named_fields(name=ref.name), e.span)
             return T.ERROR
         payload = self.payload_types(ctor, enum_type)
         self._type_obligations(self.env.types[ctor.type_identity], enum_type, ref.span)
@@ -586,8 +604,7 @@ class _ModuleChecker:
             except T.Mismatch:
                 self.s.types, self.s.effects = snapshot
         if len(e.args) != len(payload):
-            self.report("arity-mismatch", f"`{ref.name}` takes {len(payload)} value"
-                        f"{'s' if len(payload) != 1 else ''}, found {len(e.args)}", e.span)
+            self.report(M.arity_mismatch_payload(name=ref.name, n_payload=len(payload), n_args=len(e.args)), e.span)
             for a in e.args:
                 self.expr(a, None, scope)
             return self.expect(enum_type, expected, e.span)
@@ -616,13 +633,12 @@ class _ModuleChecker:
     def token_call(self, e: S.Call, host: TypeInfo, expected, scope: _Scope) -> T.Type:
         """`Page("tab-1")` in a fake or a test: a host value with the token "tab-1"."""
         if not self.ctx.allow_tools:
-            self.report("ctor-undefined", f"`{host.name}` is a host type: only the host, or a `@fake`, makes its values",
-                        e.fn.span)
+            self.report(M.ctor_undefined_host_type(name=host.name), e.fn.span)
             for a in e.args:
                 self.expr(a, None, scope)
             return T.ERROR
         if len(e.args) != 1:
-            self.report("arity-mismatch", f"`{host.name}(token)` takes the token text", e.span)
+            self.report(M.arity_mismatch_host_token(name=host.name), e.span)
             return T.ERROR
         self.expr(e.args[0], T.TEXT, scope)
         self.facts.calls[id(e)] = CallFact("token", host, T.PURE, (), False)
@@ -646,14 +662,13 @@ class _ModuleChecker:
             if not found:
                 if not target.broken:
                     guess = did_you_mean(name, sorted({c.name for i in target.types.values() if i.pub for c in i.ctors}))
-                    self.report("ctor-undefined", f"module `{qualifier}` has no constructor `{name}`", span,
-                                help=f"did you mean `{qualifier}.{guess}`?" if guess else None)
+                    self.report(M.ctor_undefined_module(qualifier=qualifier, name=name, guess=guess), span)
                 return None, T.ERROR
             wanted = self._expected_info(expected)
             choice = next((c for c in found if wanted and c.type_identity == wanted.identity), found[0])
             info = self.env.types[choice.type_identity]
             if not info.pub and info.module != self.menv.identity:
-                self.report("name-private", f"type `{info.name}` of `{name}` is private to its module", span)
+                self.report(M.name_private_ctor_type(type_name=info.name, name=name), span)
             return choice, self._fresh_instance(info)
         wanted = self._expected_info(expected)
         if wanted is not None and wanted.kind == "enum":
@@ -666,15 +681,13 @@ class _ModuleChecker:
             ctor = candidates[0]
             return ctor, self._fresh_instance(self.env.types[ctor.type_identity])
         if len(candidates) > 1:
-            types = ", ".join(sorted(T.display_name(c.type_identity) for c in candidates))
-            self.report("cannot-infer", f"`{name}` could be a constructor of {types}", span,
-                        help="give the expected type, e.g. with a `let` annotation")
+            types = sorted(T.display_name(c.type_identity) for c in candidates)
+            self.report(M.cannot_infer_constructor(name=name, types=types), span)
             return None, T.ERROR
         if wanted is not None and wanted.kind == "enum":
             guess = did_you_mean(name, [c.name for c in wanted.ctors])
-            self.report("ctor-undefined", f"`{wanted.name}` has no constructor `{name}`", span,
-                        help=f"did you mean `{guess}`?" if guess else
-                        "its constructors are " + ", ".join(f"`{c.name}`" for c in wanted.ctors))
+            self.report(M.ctor_undefined_of_type(type_name=wanted.name, name=name, guess=guess,
+                                                 ctors=wanted.ctors), span)
             return None, T.ERROR
         if name in self.menv.loaded.parsed.lost:
             return None, T.ERROR
@@ -682,9 +695,7 @@ class _ModuleChecker:
                        {c.name for info in self.env.prelude().types.values() for c in info.ctors})
         guess = did_you_mean(name, known)
         other = self._ctor_elsewhere(name)
-        self.report("ctor-undefined", f"there is no constructor `{name}` here", span,
-                    help=f"did you mean `{guess}`?" if guess else
-                    (f"it is declared in module `{other}`: write `{other}.{name}`" if other else None))
+        self.report(M.ctor_undefined_here(name=name, guess=guess, other=other), span)
         return None, T.ERROR
 
     def _ctor_elsewhere(self, name: str) -> str | None:
@@ -731,24 +742,21 @@ class _ModuleChecker:
             if isinstance(t, T.TVar):
                 t = self.s.resolve(right)
             if not (t == T.TEXT or (isinstance(t, T.TCon) and t.name == "List") or isinstance(t, (T.TError, T.TVar))):
-                self.report("operator-mismatch", f"`++` joins Text or Lists, not `{self.show(t)}`", e.span)
+                self.report(M.operator_mismatch_concat(type=self.show(t)), e.span)
                 return T.ERROR
             return self.expect(t, expected, e.span)
         if op in ARITHMETIC:
             if left_known and left not in _NUMBERS:
                 self.expr(e.right, None, scope)
-                self.report("operator-mismatch", f"`{op}` works on Int or Decimal, not `{self.show(left)}`", e.span,
-                            help=_arith_help(left))
+                self.report(M.operator_mismatch_arith_left(op=op, type=self.show(left)), e.span)
                 return T.ERROR
             right = self.s.resolve(self.expr(e.right, None, scope))
             right_known = right.__class__ not in _UNKNOWN_TYPES
             if left_known and right_known and left != right:
-                self.report("operator-mismatch", f"`{op}` needs both sides of one type: "
-                            f"`{self.show(left)}` and `{self.show(right)}`", e.span,
-                            help="convert explicitly, e.g. `decimal.from_int(n)`")
+                self.report(M.operator_mismatch_sides(op=op, left=self.show(left), right=self.show(right)), e.span)
                 return T.ERROR
             if right_known and right not in _NUMBERS:
-                self.report("operator-mismatch", f"`{op}` works on Int or Decimal, not `{self.show(right)}`", e.span)
+                self.report(M.operator_mismatch_arith_right(op=op, type=self.show(right)), e.span)
                 return T.ERROR
             result = left if not isinstance(left, T.TVar) else right
             return self.expect(result, expected, e.span)
@@ -757,11 +765,9 @@ class _ModuleChecker:
         t = self.s.apply(left)
         if op in EQUALITY:
             if not is_data(self.env, t):
-                self.report("not-comparable", f"`{self.show(t)}` values cannot be compared with `{op}`", e.span,
-                            help="only data types (no functions or tasks) have equality")
+                self.report(M.not_comparable_equality(type=self.show(t), op=op), e.span)
         elif not is_ord(self.env, t):
-            self.report("not-comparable", f"`{self.show(t)}` has no order; `{op}` needs an Ord type", e.span,
-                        help="Int, Decimal, Text, Bool, Bytes, Duration, Instant and lists or tuples of them are ordered")
+            self.report(M.not_comparable_order(type=self.show(t), op=op), e.span)
         return self.expect(T.BOOL, expected, e.span)
 
     def e_Unary(self, e: S.Unary, expected, scope, tail) -> T.Type:
@@ -770,7 +776,7 @@ class _ModuleChecker:
             return self.expect(T.BOOL, expected, e.span)
         t = self.s.resolve(self.expr(e.operand, expected if expected in (T.INT, T.DECIMAL) else None, scope))
         if t not in (T.INT, T.DECIMAL) and not isinstance(t, (T.TError, T.TVar)):
-            self.report("operator-mismatch", f"`-` works on Int or Decimal, not `{self.show(t)}`", e.span)
+            self.report(M.operator_mismatch_negate(type=self.show(t)), e.span)
             return T.ERROR
         return self.expect(t, expected, e.span)
 
@@ -779,8 +785,7 @@ class _ModuleChecker:
         if isinstance(t, T.TError):
             return T.ERROR
         if not (isinstance(t, T.TCon) and t.name == T.RESULT):
-            self.report("try-outside-result", f"`?` needs a Result, found `{self.show(t)}`", e.span,
-                        help="`?` returns a Result's Err early; match on other values instead")
+            self.report(M.try_outside_result_operand(type=self.show(t)), e.span)
             return T.ERROR
         ok, err = t.args
         ret = self.s.resolve(self.ctx.ret)
@@ -788,16 +793,14 @@ class _ModuleChecker:
             if isinstance(ret, T.TVar):
                 T.unify(self.s, T.result_of(self.s.fresh(), err), ret)
             else:
-                self.report("try-outside-result", f"`?` returns the error early, but this function returns "
-                            f"`{self.show(ret)}`, not a Result", e.span, help="match on the Result instead")
+                self.report(M.try_outside_result_function(returns=self.show(ret)), e.span)
                 return self.expect(ok, expected, e.span)
         else:
             try:
                 T.unify(self.s, err, ret.args[1])
             except T.Mismatch:
-                self.report("try-error-mismatch", f"`?` would return `{self.show(err)}`, but this function's error "
-                            f"type is `{self.show(ret.args[1])}`", e.span,
-                            help="convert the error first, e.g. with `result.map_err`")
+                self.report(M.try_error_mismatch(operand_error=self.show(err),
+                                                 function_error=self.show(ret.args[1])), e.span)
         return self.expect(ok, expected, e.span)
 
     # -- literals of structure
@@ -843,16 +846,15 @@ class _ModuleChecker:
             decl = field_named(tuple(fields), f.name)
             if decl is None:
                 guess = did_you_mean(f.name, [x.name for x in fields])
-                self.report("field-undefined", f"`{e.ctor.name}` has no field `{f.name}`", f.span,
-                            help=f"did you mean `{guess}`?" if guess else None)
+                self.report(M.field_undefined_literal(record=e.ctor.name, field=f.name, guess=guess), f.span)
                 if f.value is not None:
                     self.expr(f.value, None, scope)
                 continue
             if f.name in given:
-                self.report("field-duplicate", f"field `{f.name}` is given twice", f.span)
+                self.report(M.field_duplicate_literal(name=f.name), f.span)
             given.add(f.name)
             if not decl.pub and info.module != self.menv.identity:
-                self.report("field-private", f"field `{f.name}` of `{info.name}` is private to its module", f.span)
+                self.report(M.field_private(field=f.name, record=info.name), f.span)
             want = T.substitute(decl.type, mapping)
             if f.value is None:
                 shorthand = S.Var(f.name, f.span)
@@ -863,13 +865,12 @@ class _ModuleChecker:
                 self.expr(f.value, want, scope)
         if e.base is not None:
             if ctor is not None:
-                self.report("type-mismatch", "`..base` updates a record; a constructor is built whole", e.base.span)
+                self.report(M.type_mismatch_update_of_constructor(), e.base.span)
             self.expr(e.base, instance, scope)
         else:
             absent = [x.name for x in fields if x.name not in given]
             if absent:
-                self.report("field-missing", f"`{e.ctor.name}` is missing field{'s' if len(absent) > 1 else ''} "
-                            + ", ".join(f"`{n}`" for n in absent), e.span)
+                self.report(M.field_missing_literal(name=e.ctor.name, n_absent=len(absent), absent=absent), e.span)
         return self.expect(instance, expected, e.span)
 
     def _record_target(self, ref: S.CtorRef, expected):
@@ -881,21 +882,19 @@ class _ModuleChecker:
                 return None, None, (), None
             info = target.types.get(ref.name)
             if info is not None and not info.pub and info.module != self.menv.identity:
-                self.report("name-private", f"type `{ref.qualifier}.{ref.name}` is private to its module", ref.span)
+                self.report(M.name_private_type(qualifier=ref.qualifier, name=ref.name), ref.span)
         else:
             info = self.menv.types.get(ref.name)
         if info is not None:
             if info.kind != "record":
-                self.report("not-a-record", f"`{ref.name}` is not a record type", ref.span,
-                            help="an enum value is built with one of its constructors")
+                self.report(M.not_a_record_type(name=ref.name), ref.span)
                 return None, None, (), None
             return info, self._fresh_instance(info, ref.span), info.fields, None
         ctor, instance = self.find_ctor(ref.name, ref.qualifier, expected, ref.span)
         if ctor is None:
             return None, None, (), None
         if ctor.form != "named":
-            self.report("not-a-record", f"`{ref.name}` has no named fields", ref.span,
-                        help=f"write `{ref.name}(...)`" if ctor.form == "positional" else f"write `{ref.name}`")
+            self.report(M.not_a_record_positional_ctor(name=ref.name, form=ctor.form), ref.span)
             return None, None, (), None
         return self.env.types[ctor.type_identity], instance, ctor.fields, ctor
 
@@ -906,9 +905,7 @@ class _ModuleChecker:
         want_fn = want if isinstance(want, T.TFun) and len(want.params) == len(e.params) else None
         arity_wrong = isinstance(want, T.TFun) and want_fn is None
         if arity_wrong:
-            self.report("arity-mismatch", f"a function taking {len(want.params)} parameter"
-                        f"{'s' if len(want.params) != 1 else ''} is expected here, this one takes {len(e.params)}",
-                        e.span)
+            self.report(M.arity_mismatch_lambda(n_expected=len(want.params), n_found=len(e.params)), e.span)
         tscope = TypeScope(self.env, self.menv, self.type_params, dict(self.effect_params), self.current_fn)
         inner = _Scope(scope)
         params: list[T.Type] = []
@@ -922,8 +919,7 @@ class _ModuleChecker:
             elif arity_wrong:
                 t = T.ERROR
             else:
-                self.report("cannot-infer", f"the type of parameter `{p.name}` cannot be inferred", p.span,
-                            help=f"write it: `{p.name}: Type`")
+                self.report(M.cannot_infer_parameter(name=p.name), p.span)
                 t = T.ERROR
             inner.names[p.name] = self.bind_param(p, t)
             params.append(t)
@@ -937,15 +933,14 @@ class _ModuleChecker:
         declared = tscope.effect(e.effect, e.span) if e.effect else None
         effect = declared if declared is not None else inferred
         if declared is not None and not T.effect_leq(inferred, declared):
-            self.report("missing-tool-mark", "this function makes Tool calls but is not marked `!tool`", e.span)
+            self.report(M.missing_tool_mark_lambda(), e.span)
         fn_t = T.TFun(tuple(params), ret, effect)
         self.later(self.facts.lambdas, e, effect)
         if arity_wrong:
             return T.ERROR
         if want_fn is not None and not T.effect_leq(self.s.effect(effect), self.s.effect(want_fn.effect)) \
                 and not isinstance(want_fn.effect, T.EffVar):
-            self.report("tool-in-pure-context", "this function makes Tool calls, but a pure function is expected here",
-                        e.span, help="the expected function type would need `!tool`")
+            self.report(M.tool_in_pure_context_lambda(), e.span)
             return want_fn
         return self.expect(fn_t, expected, e.span)
 
@@ -980,6 +975,9 @@ class _ModuleChecker:
         # A pattern that was already reported says nothing about coverage: when one is present,
         # neither missing cases nor unreachable arms are reported for this match.
         reported_before = len(self.env.diagnostics)
+        # A scrutinee that is (or holds) an already reported error has no type to cover: neither
+        # unreachable arms nor missing cases are reported for it.
+        scrutinee_known = not _holds_error(self.s.apply(scrutinee))
         for arm in e.arms:
             inner = _Scope(scope)
             bindings: dict[str, Local] = {}
@@ -991,22 +989,21 @@ class _ModuleChecker:
             if arms is None:
                 arms = X.Arms(self.signature)
             reachable = True
-            if patterns_ok and not too_complex:
+            if scrutinee_known and patterns_ok and not too_complex:
                 try:
                     reachable = arms.useful(pat, self.s.apply(scrutinee))
                 except X.TooComplex:
                     too_complex = True
                     self._too_complex(e)
             if not reachable:
-                self.warn("match-unreachable-arm", "no value reaches this arm: the arms above match everything it does",
-                          arm.pattern.span, help="remove it or move it above the arm that covers it")
+                self.warn(M.match_unreachable_arm(), arm.pattern.span)
             if arm.guard is None:
                 arms.add(pat)
             arm_scopes.append(inner)
         result = self.join([a.body for a in e.arms], expected, scope, tail, e.span, arm_scopes)
         scrut_t = self.s.apply(scrutinee)
         patterns_ok = self._patterns_ok(reported_before)
-        if not isinstance(scrut_t, T.TError) and patterns_ok:
+        if scrutinee_known and not _holds_error(scrut_t) and patterns_ok:
             try:
                 gaps = [] if too_complex else X.missing(arms.rows if arms is not None else [], [scrut_t],
                                                          self.signature)
@@ -1016,8 +1013,7 @@ class _ModuleChecker:
             if gaps:
                 shown = [X.show(g[0]) for g in gaps]
                 more = " and more" if len(gaps) >= X.MAX_WITNESSES else ""
-                self.report("match-not-exhaustive", "this match does not cover " + ", ".join(f"`{s}`" for s in shown)
-                            + more, _head_span(e), help="add an arm for each missing case, or a `_` arm")
+                self.report(M.match_not_exhaustive(shown=shown, more=more), _head_span(e))
         if not e.arms:
             return self.expect(T.NEVER, expected, e.span)
         return result
@@ -1053,23 +1049,19 @@ class _ModuleChecker:
                 self.expr(stmt.cond, T.BOOL, inner)
                 t = self.expr(stmt.else_, None, inner)
                 if self.s.resolve(t) != T.NEVER:
-                    self.report("guard-must-leave", "the `else` block of a `guard` must leave: end it with `return`",
-                                stmt.else_.span)
+                    self.report(M.guard_must_leave(), stmt.else_.span)
             elif isinstance(stmt, S.FnDecl):
                 self.s_local_fn(stmt, inner)
         self._unused(inner)
         return self.expect(T.UNIT, expected, e.span)
 
     def _too_complex(self, e: S.Match) -> None:
-        self.report("match-too-complex", "whether this match covers every value is too costly to decide",
-                    _head_span(e),
-                    help="match fewer alternatives at once: nest a `match` in an arm, or add a `_` arm")
+        self.report(M.match_too_complex_match(), _head_span(e))
 
     def _unused(self, scope: _Scope) -> None:
         for name, local in scope.names.items():
             if local.kind == "let" and not local.used and not name.startswith("_"):
-                self.warn("unused-variable", f"`{name}` is never used", local.span,
-                          help=f"remove it, or name it `_{name}`")
+                self.warn(M.unused_variable(name=name), local.span)
 
     def s_let(self, stmt: S.Let, scope: _Scope) -> None:
         declared = None
@@ -1082,19 +1074,16 @@ class _ModuleChecker:
         for name in bindings:
             old = scope.names.get(name)
             if old is not None and old.kind == "let" and not old.used and not name.startswith("_"):
-                self.warn("unused-variable", f"`{name}` is never used before it is bound again", old.span,
-                          help=f"remove it, or name it `_{name}`")
+                self.warn(M.unused_variable_shadowed(name=name), old.span)
                 old.used = True
         # A pattern that binds or ignores the whole value misses nothing: no need to ask.
         try:
             gaps = [] if pat is X.WILD else X.missing([[pat]], [self.s.apply(declared or t)], self.signature)
         except X.TooComplex:
             gaps = []
-            self.report("match-too-complex", "whether this pattern matches every value is too costly to decide",
-                        stmt.pattern.span, help="use `match` with a `_` arm")
+            self.report(M.match_too_complex_pattern(), stmt.pattern.span)
         if gaps and not isinstance(self.s.apply(t), T.TError):
-            self.report("let-refutable", "this pattern does not match every value: `" + X.show(gaps[0][0])
-                        + "` is not covered", stmt.pattern.span, help="use `match` for a pattern that can fail")
+            self.report(M.let_refutable(missing=X.show(gaps[0][0])), stmt.pattern.span)
         scope.names.update(bindings)
 
     def s_local_fn(self, decl: S.FnDecl, scope: _Scope) -> None:
@@ -1117,8 +1106,7 @@ class _ModuleChecker:
         assert decl.body is not None
         self.expr(decl.body, sig.ret, inner, tail=True)
         if sig.effect == T.TOOL and not self.ctx.used_tool and not self.ctx.allow_tools:
-            self.report("unneeded-tool-mark", f"`{decl.name}` is marked `!tool` but makes no Tool call",
-                        decl.name_span, help="remove `!tool`")
+            self.report(M.unneeded_tool_mark(name=decl.name), decl.name_span)
         uses_tool = self.ctx.used_tool
         self.ctx, self.type_params, self.effect_params, self.current_fn = saved
         if uses_tool and sig.effect == T.TOOL:
@@ -1147,7 +1135,7 @@ class _ModuleChecker:
 
     def p_PBind(self, p: S.PBind, t, bindings, kind) -> X.Pat:
         if p.name in bindings:
-            self.report("definition-duplicate", f"`{p.name}` is bound twice in this pattern", p.span)
+            self.report(M.definition_duplicate_in_pattern(name=p.name), p.span)
         bindings[p.name] = Local(t, p.span, "let" if kind == "let" else "param", used=kind != "let")
         self.facts.bindings[id(p)] = bindings[p.name]
         return X.WILD
@@ -1158,7 +1146,7 @@ class _ModuleChecker:
         try:
             T.unify(self.s, lt, t)
         except T.Mismatch:
-            self.report("pattern-mismatch", f"a {lit.kind} literal cannot match a value of type `{self.show(t)}`", p.span)
+            self.report(M.pattern_mismatch_literal(kind=lit.kind, type=self.show(t)), p.span)
             return X.WILD
         if lit.kind == "bool":
             return X.Con(lit.value, ())
@@ -1179,7 +1167,7 @@ class _ModuleChecker:
             T.unify(self.s, want, t)
         if not isinstance(want, T.TTuple) or len(want.items) != len(p.items):
             if not isinstance(want, T.TError):
-                self.report("pattern-mismatch", f"a {len(p.items)}-tuple pattern cannot match `{self.show(t)}`", p.span)
+                self.report(M.pattern_mismatch_tuple(n_items=len(p.items), type=self.show(t)), p.span)
             for item in p.items:
                 self.pattern(item, T.ERROR, bindings, kind)
             return X.WILD
@@ -1193,7 +1181,7 @@ class _ModuleChecker:
             T.unify(self.s, want, t)
         if not (isinstance(want, T.TCon) and want.name == "List"):
             if not isinstance(want, T.TError):
-                self.report("pattern-mismatch", f"a list pattern cannot match `{self.show(t)}`", p.span)
+                self.report(M.pattern_mismatch_list(type=self.show(t)), p.span)
             for item in p.items:
                 self.pattern(item, T.ERROR, bindings, kind)
             return X.WILD
@@ -1220,18 +1208,16 @@ class _ModuleChecker:
                 first = own
                 continue
             if set(own) != set(first):
-                self.report("pattern-bindings-differ", "every alternative must bind the same names: "
-                            f"{_names(first)} and {_names(own)}", alt.span)
+                self.report(M.pattern_bindings_differ(first=first, own=own), alt.span)
                 continue
             for name in own:
                 try:
                     T.unify(self.s, own[name].type, first[name].type)
                 except T.Mismatch:
-                    self.report("pattern-bindings-differ", f"`{name}` has different types in the alternatives",
-                                own[name].span)
+                    self.report(M.pattern_bindings_differ_types(name=name), own[name].span)
         for name, local in (first or {}).items():
             if name in bindings:
-                self.report("definition-duplicate", f"`{name}` is bound twice in this pattern", local.span)
+                self.report(M.definition_duplicate_in_pattern(name=name), local.span)
             bindings[name] = local
         return X.Or(tuple(alts))
 
@@ -1252,7 +1238,7 @@ class _ModuleChecker:
             try:
                 T.unify(self.s, instance, t)
             except T.Mismatch:
-                self.report("pattern-mismatch", f"a `{p.name}` pattern cannot match `{self.show(t)}`", p.span)
+                self.report(M.pattern_mismatch_shape(name=p.name, type=self.show(t)), p.span)
                 return X.WILD
             mapping = {q.name: a for q, a in zip(record.params, instance.args)}
             self.facts.ctors[id(p)] = (record, None)
@@ -1268,8 +1254,8 @@ class _ModuleChecker:
         try:
             T.unify(self.s, instance, t)
         except T.Mismatch:
-            self.report("pattern-mismatch", f"`{p.name}` is a constructor of `{T.display_name(ctor.type_identity)}`, "
-                        f"not of `{self.show(t)}`", p.span)
+            self.report(M.pattern_mismatch_ctor_of_other_type(name=p.name,
+                                                              owner=T.display_name(ctor.type_identity), type=self.show(t)), p.span)
             self._bind_quietly(p, bindings, kind)
             return X.WILD
         payload = self.payload_types(ctor, instance)
@@ -1277,20 +1263,19 @@ class _ModuleChecker:
         self.facts.ctors[id(p)] = (enum_info, ctor)
         if ctor.form == "bare":
             if p.form != "bare":
-                self.report("pattern-mismatch", f"`{p.name}` has no payload", p.span, help=f"write `{p.name}`")
+                self.report(M.pattern_mismatch_no_payload(name=p.name), p.span)
             return X.Con(ctor.name, ())
         if ctor.form == "positional":
             if p.form == "bare":
-                self.report("pattern-mismatch", f"`{p.name}` carries {len(payload)} value"
-                            f"{'s' if len(payload) != 1 else ''}", p.span,
-                            help=f"write `{p.name}(" + ", ".join("_" for _ in payload) + ")`")
+                self.report(M.pattern_mismatch_payload_omitted(name=p.name, n_payload=len(payload),
+                                                               payload=payload), p.span)
                 return X.WILD
             if p.form == "named":
-                self.report("pattern-mismatch", f"`{p.name}` carries positional values, not named fields", p.span)
+                self.report(M.pattern_mismatch_carries_positional(name=p.name), p.span)
                 return X.WILD
             if len(p.args) != len(payload):
-                self.report("arity-mismatch", f"`{p.name}` carries {len(payload)} value"
-                            f"{'s' if len(payload) != 1 else ''}, the pattern has {len(p.args)}", p.span)
+                self.report(M.arity_mismatch_pattern_payload(name=p.name, n_payload=len(payload),
+                                                             n_args=len(p.args)), p.span)
                 for sub, pt in zip(p.args, list(payload) + [T.ERROR] * len(p.args)):
                     self.pattern(sub, pt, bindings, kind)
                 return X.WILD
@@ -1299,10 +1284,9 @@ class _ModuleChecker:
         # named payload
         if p.form != "named":
             if p.form == "bare":
-                self.report("pattern-mismatch", f"`{p.name}` has named fields", p.span,
-                            help=f"write `{p.name} {{ .. }}`")
+                self.report(M.pattern_mismatch_named_fields(name=p.name), p.span)
             else:
-                self.report("pattern-mismatch", f"`{p.name}` has named fields: match them by name", p.span)
+                self.report(M.pattern_mismatch_named_by_position(name=p.name), p.span)
             return X.WILD
         mapping = {q.name: a for q, a in zip(enum_info.params, instance.args)}
         args = self._named_fields(p, ctor.fields, mapping, bindings, kind, None)
@@ -1314,13 +1298,12 @@ class _ModuleChecker:
             decl = field_named(tuple(fields), f.name)
             if decl is None:
                 guess = did_you_mean(f.name, [x.name for x in fields])
-                self.report("field-undefined", f"`{p.name}` has no field `{f.name}`", f.span,
-                            help=f"did you mean `{guess}`?" if guess else None)
+                self.report(M.field_undefined_pattern(record=p.name, field=f.name, guess=guess), f.span)
                 continue
             if f.name in by_name:
-                self.report("field-duplicate", f"field `{f.name}` appears twice in this pattern", f.span)
+                self.report(M.field_duplicate_pattern(name=f.name), f.span)
             if record is not None and not decl.pub and record.module != self.menv.identity:
-                self.report("field-private", f"field `{f.name}` of `{record.name}` is private to its module", f.span)
+                self.report(M.field_private(field=f.name, record=record.name), f.span)
             ft = T.substitute(decl.type, mapping)
             if f.pattern is None:
                 shorthand = S.PBind(f.name, f.span)
@@ -1330,8 +1313,7 @@ class _ModuleChecker:
                 by_name[f.name] = self.pattern(f.pattern, ft, bindings, kind)
         absent = [x.name for x in fields if x.name not in by_name]
         if absent and not p.rest:
-            self.report("field-missing", "this pattern does not mention " + ", ".join(f"`{n}`" for n in absent),
-                        p.span, help="add the fields, or `..` to ignore the rest")
+            self.report(M.field_missing_pattern(absent=absent), p.span)
         return tuple(by_name.get(x.name, X.WILD) for x in fields)
 
     def signature(self, t: Any) -> list[X.Ctor] | None:
@@ -1412,22 +1394,22 @@ def _has_unknown(t: T.Type) -> bool:
     return False
 
 
-def _requirement_help(requirement: str) -> str:
-    if requirement == "Ord":
-        return "Ord types: Int, Decimal, Text, Bool, Bytes, Duration, Instant, Unit, and lists or tuples of them"
-    return "data types hold no functions or tasks"
+def _holds_error(t: T.Type) -> bool:
+    """Whether `t` is, or has inside it, the type of something already reported."""
+    cls = t.__class__
+    if cls is T.TError:
+        return True
+    if cls is T.TCon:
+        return any(_holds_error(a) for a in t.args)
+    if cls is T.TTuple:
+        return any(_holds_error(i) for i in t.items)
+    if cls is T.TFun:
+        return any(_holds_error(p) for p in t.params) or _holds_error(t.ret)
+    return False
 
 
-def _arith_help(t: T.Type) -> str | None:
-    if t == T.TEXT:
-        return "join Text with `++`"
-    if t in (T.DURATION, T.INSTANT):
-        return "use `duration.add` / `instant.add`"
-    return None
-
-
-def _names(bindings: dict[str, Local]) -> str:
-    return "{" + ", ".join(sorted(bindings)) + "}"
+def _place(location: Location) -> str:
+    return f"{location.file}:{location.line}:{location.column}"
 
 
 def _quote(text: str) -> str:

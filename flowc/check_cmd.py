@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import field
 
-from flowc.diagnostics import Diagnostic, Location, error, sort_key
+from flowc.diagnostics import Diagnostic, Location, M, sort_key
 from flowc.frontend import check_program, program_identity
 from flowc.program import Program
 from flowc.records import record
@@ -68,8 +68,8 @@ def run_check(paths: list[str], jail: str | None = None) -> CheckReport:
     report = CheckReport()
     roots, problems = program_roots(paths)
     for problem in problems:
-        report.diagnostics.append(error("file-unreadable", f"cannot read directory `{problem.path}`: "
-                                        f"{problem.reason}", Location(problem.path, 1, 1, 1, 2)))
+        report.diagnostics.append(M.file_unreadable_directory(path=problem.path, reason=problem.reason).at(
+            Location(problem.path, 1, 1, 1, 2)))
     cache: dict = {}
     texts: dict[str, str] = {}
 

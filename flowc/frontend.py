@@ -16,7 +16,8 @@ from dataclasses import FrozenInstanceError
 
 from flowc import syntax as S
 from flowc.check import Facts, Place, check
-from flowc.diagnostics import Diagnostic, Location, error, sort_key
+from flowc.diagnostics import Diagnostic, Location, sort_key
+from flowc.diagnostics import M
 from flowc.disk import DISK, DiskChecks
 from flowc.program import STD_VERSION, Program, Reader, load
 from flowc.resolve import Env, resolve
@@ -101,8 +102,7 @@ def _check(root_file: str, read: Reader, parse_cache: dict | None, std_read: Rea
         places = tuple(checked.places)
         facts = checked.facts
     except RecursionError:
-        env.diagnostics.append(error("nesting-too-deep", "the program is nested too deeply to check",
-                                     Location(root_file, 1, 1, 1, 2)))
+        env.diagnostics.append(M.nesting_too_deep_program().at(Location(root_file, 1, 1, 1, 2)))
         places = ()
     diagnostics.extend(env.diagnostics)
     unique = sorted(set(diagnostics), key=sort_key)

@@ -33,7 +33,8 @@ from types import SimpleNamespace
 from flowc import lalr
 from flowc import syntax as S
 from flowc.cachedir import cache_folder
-from flowc.diagnostics import Diagnostic, Location, error
+from flowc.diagnostics import Diagnostic, Location
+from flowc.diagnostics import M
 from flowc.lalr import Tok
 from flowc.records import maker, record
 
@@ -215,9 +216,12 @@ class _Chained(Exception):
 
 
 class _TooDeep(Exception):
-    def __init__(self, token, message: str | None = None) -> None:
+    """Nesting past a bound; `kind` says which: None (brackets and type arguments), "postfix"
+    or "operators" (a chain), "stack" (the fast parser's stack)."""
+
+    def __init__(self, token, kind: str | None = None) -> None:
         super().__init__("nesting too deep")
-        self.message = message
+        self.kind = kind
         self.token = token
 
 
@@ -299,11 +303,10 @@ def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
     except (lalr.TooDeep, _TooDeep) as too_deep:
         del state.comments[comments:]
         del state.diagnostics[diagnostics:]
-        message = getattr(too_deep, "message", None)
+        kind = getattr(too_deep, "kind", None)
         if isinstance(too_deep, lalr.TooDeep) and not too_deep.brackets:
-            message = ("the program nests too deeply here (unary operators, `return`, lambdas, `else if` "
-                       "and brackets together)")
-        state.diagnostics.append(_too_deep(state, too_deep.token, message))
+            kind = "stack"
+        state.diagnostics.append(_too_deep(state, too_deep.token, kind))
         return None
     except Exception:  # lalr.Refused, _Chained, RecursionError, ...
         del state.comments[comments:]
@@ -430,10 +433,14 @@ def _with_comments(module: S.Module, state: _State) -> S.Module:
     return make.Module(module.items, comments, module.span)
 
 
-def _too_deep(state: _State, token, message: str | None = None) -> Diagnostic:
-    message = message or f"brackets and type arguments nest more than {MAX_NESTING} levels deep here"
-    return error("nesting-too-deep", message, _token_location(state, token),
-                 help="split the expression with `let` bindings or helper functions")
+def _too_deep(state: _State, token, kind: str | None = None) -> Diagnostic:
+    if kind == "stack":
+        said = M.nesting_too_deep_stack()
+    elif kind is not None:
+        said = M.nesting_too_deep_chain(limit=MAX_CHAIN, of=kind)
+    else:
+        said = M.nesting_too_deep_brackets_limit(limit=MAX_NESTING)
+    return said.at(_token_location(state, token))
 
 
 def _parse_chunk(text: str, start: str, state: _State, first_line: int):
@@ -446,22 +453,19 @@ def _parse_chunk(text: str, start: str, state: _State, first_line: int):
     try:
         return _get_parser().parse(padded, start=start)
     except _TooDeep as too_deep:
-        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
+        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "kind", None)))
     except VisitError as visit:
         if isinstance(visit.orig_exc, _TooDeep):
-            state.diagnostics.append(_too_deep(state, visit.orig_exc.token, visit.orig_exc.message))
+            state.diagnostics.append(_too_deep(state, visit.orig_exc.token, visit.orig_exc.kind))
         else:
             raise
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _Chained as chained:
-        state.diagnostics.append(error(
-            "syntax-error", f"comparisons do not chain: `{chained.first.value}` then `{chained.second.value}`",
-            _token_location(state, chained.second), help="join the comparisons with `&&`"))
+        state.diagnostics.append(M.syntax_error_chained_comparison(first=chained.first.value,
+                                                                   second=chained.second.value).at(_token_location(state, chained.second)))
     except RecursionError:
-        state.diagnostics.append(error(
-            "nesting-too-deep", "the expression is nested too deeply to compile",
-            state.location(first_line, 1, first_line, 2)))
+        state.diagnostics.append(M.nesting_too_deep_expression().at(state.location(first_line, 1, first_line, 2)))
     return None
 
 
@@ -507,46 +511,23 @@ def _syntax_diagnostic(problem, state: _State, text: str) -> Diagnostic:
         char = text[problem.pos_in_stream] if problem.pos_in_stream < len(text) else ""
         loc = state.location(line, column, line, column + 1)
         if char == '"':
-            return error("text-unterminated", "this text literal is never closed", loc,
-                         help='end it with `"`; inside `${...}` use no `{` or `}`')
+            return M.text_unterminated().at(loc)
         shown = char if char.isprintable() else f"U+{ord(char):04X}"
-        return error("syntax-error", f"unexpected character `{shown}`", loc)
+        return M.syntax_error_character(shown=shown).at(loc)
     if isinstance(problem, UnexpectedEOF):
         line = text.count("\n") + 1
         column = len(text) - (text.rfind("\n") + 1) + 1
         expected = sorted({_describe_terminal(t) for t in problem.expected})
-        return error("syntax-error", "unexpected end of file", state.location(line, column, line, column + 1),
-                     help=_expected_help(expected))
+        return M.syntax_error_end_of_file(expected=expected).at(state.location(line, column, line, column + 1))
     assert isinstance(problem, UnexpectedToken)
     token = problem.token
     expected = sorted({_describe_terminal(t) for t in problem.expected if not t.startswith("_NL")})
     if token.type == "$END":
         line = text.count("\n") + 1
         column = len(text) - (text.rfind("\n") + 1) + 1
-        return error("syntax-error", "unexpected end of file", state.location(line, column, line, column + 1),
-                     help=_expected_help(expected))
-    what = _describe_token(token)
-    help_text = _expected_help(expected)
-    if token.type == "NAME" and "a type or constructor name" in expected and len(expected) <= 2:
-        help_text = "type and constructor names start with an upper-case letter"
-    elif token.type == "UPPER" and expected == ["a name"]:
-        help_text = "value, function and field names start with a lower-case letter"
-    return error("syntax-error", f"unexpected {what}", _token_location(state, token), help=help_text)
-
-
-def _describe_token(token) -> str:
-    value = str(token.value)
-    if len(value) > 40:
-        value = value[:37] + "..."
-    return f"`{value}`"
-
-
-def _expected_help(expected: list[str]) -> str | None:
-    if not expected:
-        return None
-    if len(expected) <= 8:
-        return "expected " + ", ".join(expected[:-1]) + (" or " if len(expected) > 1 else "") + expected[-1]
-    return None
+        return M.syntax_error_end_of_file(expected=expected).at(state.location(line, column, line, column + 1))
+    return M.syntax_error_token(token=str(token.value), token_type=token.type, expected=expected).at(
+        _token_location(state, token))
 
 
 def _token_location(state: _State, token) -> Location:
@@ -936,7 +917,7 @@ def _chained(node, inner, where) -> None:
     known = chains.get(id(inner))
     length = known[1] + 1 if known is not None else 2
     if length > MAX_CHAIN:
-        raise _TooDeep(where, f"a chain of more than {MAX_CHAIN} calls, fields and `?`")
+        raise _TooDeep(where, "postfix")
     chains[id(node)] = (node, length)
 
 
@@ -1145,7 +1126,7 @@ class _Builder:
 
     def binchain(self, span, children):
         if len(children) > 2 * MAX_CHAIN + 1:
-            raise _TooDeep(children[2 * MAX_CHAIN + 1], f"a chain of more than {MAX_CHAIN} operators")
+            raise _TooDeep(children[2 * MAX_CHAIN + 1], "operators")
         return _precedence(children)
 
     def unop(self, span, children):
@@ -1266,9 +1247,7 @@ class _Builder:
     def p_text(self, span, children):
         lit = _text(children[0], span)
         if isinstance(lit, S.Interp):
-            _state().diagnostics.append(error(
-                "syntax-error", "a pattern cannot interpolate", _location_of(span),
-                help="match the text with a plain literal and test the rest in an arm guard"))
+            _state().diagnostics.append(M.syntax_error_pattern_interpolation().at(_location_of(span)))
             lit = make.Lit("text", "", span)
         return make.PLit(lit, span)
 
@@ -1434,8 +1413,7 @@ def _duration(token: Tok, span: S.Span) -> S.Lit:
     except InvalidOperation:  # pragma: no cover - the token's pattern admits only numbers
         nanos = Decimal(0)
     if nanos != nanos.to_integral_value():
-        _state().diagnostics.append(error(
-            "literal-invalid", f"`{token.value}` is not a whole number of nanoseconds", _location_of(span)))
+        _state().diagnostics.append(M.literal_invalid_duration(value=token.value).at(_location_of(span)))
         nanos = Decimal(0)
     return make.Lit("duration", str(int(nanos)), span)
 
@@ -1443,8 +1421,7 @@ def _duration(token: Tok, span: S.Span) -> S.Lit:
 def _decode_plain_text(token: Tok) -> str:
     lit = _text(token, _token_span(token))
     if isinstance(lit, S.Interp):
-        _state().diagnostics.append(error("syntax-error", "a module path cannot interpolate",
-                                          _location_of(_token_span(token))))
+        _state().diagnostics.append(M.syntax_error_path_interpolation().at(_location_of(_token_span(token))))
         return ""
     return lit.value
 
@@ -1494,10 +1471,8 @@ def _text(token: Tok, span: S.Span) -> S.Lit | S.Interp:
                     index = close + 1
                     continue
             line, column = position(index)
-            _state().diagnostics.append(error(
-                "escape-invalid", f"`\\{nxt}` is not an escape",
-                _state().location(line, column, line, column + 2),
-                help='escapes are \\n \\t \\r \\0 \\\\ \\" \\$ and \\u{hex}'))
+            _state().diagnostics.append(M.escape_invalid(nxt=nxt).at(_state().location(line, column, line,
+                                                         column + 2)))
             index += 2
             continue
         close = _interpolation_end(body, index + 2)
@@ -1534,8 +1509,8 @@ def _interpolation_end(body: str, start: int) -> int:
 def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     state = _state()
     if not inner.strip():
-        state.diagnostics.append(error("syntax-error", "an interpolation needs an expression",
-                                       state.location(line, column - 2, line, column + 1)))
+        state.diagnostics.append(M.syntax_error_empty_interpolation().at(state.location(line, column - 2, line,
+                                                                    column + 1)))
         return make.Lit("text", "", make.Span(line, column, line, column))
     tree = _parse_fast(inner, "expr_s", state, line, column)
     if tree is None:  # too deep, and said so
@@ -1550,7 +1525,7 @@ def _parse_interpolation(inner: str, line: int, column: int) -> S.Expr:
     except UnexpectedInput as problem:
         state.diagnostics.append(_syntax_diagnostic(problem, state, padded))
     except _TooDeep as too_deep:
-        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "message", None)))
+        state.diagnostics.append(_too_deep(state, too_deep.token, getattr(too_deep, "kind", None)))
     return make.Lit("text", "", make.Span(line, column, line, column))
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from flowc import stdcache
 from flowc.disk import DISK, DiskChecks
 from flowc import syntax as S
-from flowc.diagnostics import Diagnostic, Location, error
+from flowc.diagnostics import Diagnostic, Location
+from flowc.diagnostics import M
 from flowc.parse import Parsed, parse
 from flowc.records import record
 
@@ -119,9 +120,7 @@ class _Loader:
     def _read_pins(self) -> dict[str, Pin]:
         manifest = posixpath.join(self.root_dir, "flow.toml") if self.root_dir else "flow.toml"
         if self.disk is not None and self.disk.confine(manifest, self.root_dir or ".") is not None:
-            self.diagnostics.append(error(
-                "module-outside-root", "flow.toml is a link that leaves the program root, or not a file; "
-                "it is not read", Location(manifest, 1, 1, 1, 2)))
+            self.diagnostics.append(M.module_outside_root_manifest().at(Location(manifest, 1, 1, 1, 2)))
             return {}
         try:
             text = self.read(manifest)
@@ -132,8 +131,10 @@ class _Loader:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as problem:
-            self.diagnostics.append(error("file-unreadable", f"flow.toml is not valid TOML: {problem}",
-                                          Location(manifest, 1, 1, 1, 2)))
+            from flowc.diagnostics.places import toml_error_location
+
+            where = toml_error_location(manifest, problem, text) or Location(manifest, 1, 1, 1, 2)
+            self.diagnostics.append(M.file_unreadable_manifest_toml(problem=problem).at(where))
             return {}
         pins: dict[str, Pin] = {}
         table = data.get("pins", {})
@@ -156,39 +157,33 @@ class _Loader:
             problem = self.disk.confine(path, boundary)
             if problem is not None:
                 self.failed.add(identity)
-                where = "the program root" if not _is_repo(identity) else f"the pinned directory of `{identity.split('/', 1)[0]}`"
+                repo = identity.split("/", 1)[0] if _is_repo(identity) else None
                 if problem == "leaves":
-                    self.diagnostics.append(error(
-                        "module-outside-root", f"`{display}` leads outside {where} through a symbolic link; "
-                        "it is not read", via or Location(display, 1, 1, 1, 2),
-                        help="modules are read only inside the program root and the pinned repositories' directories"))
-                else:
-                    self.diagnostics.append(error(
-                        "file-unreadable", f"`{display}` is not a regular file; it is not read",
+                    self.diagnostics.append(M.module_outside_root_link(display=display, repo=repo).at(
                         via or Location(display, 1, 1, 1, 2)))
+                else:
+                    self.diagnostics.append(M.file_unreadable_not_regular(display=display).at(via or Location(display, 1, 1, 1, 2)))
                 return False
         try:
             source = (self.std_read if std else self.read)(path)
         except UnicodeDecodeError as problem:
             self.failed.add(identity)
-            self.diagnostics.append(error(
-                "file-not-utf8", f"`{display}` is not valid UTF-8 (byte {problem.start})",
-                via or Location(display, 1, 1, 1, 2)))
+            self.diagnostics.append(M.file_not_utf8(display=display,
+                                                    start=problem.start).at(via or Location(display, 1, 1, 1, 2)))
             return False
         except ValueError as problem:  # e.g. a NUL in the path: no file can have that name
             self.failed.add(identity)
-            self.diagnostics.append(error("file-unreadable", f"cannot read `{display}`: {problem}",
-                                          via or Location(display, 1, 1, 1, 2)))
+            self.diagnostics.append(M.file_unreadable(display=display,
+                                                      problem=problem).at(via or Location(display, 1, 1, 1, 2)))
             return False
         except OSError as problem:
             self.failed.add(identity)
             reason = problem.strerror or type(problem).__name__
             if via is not None and isinstance(problem, FileNotFoundError):
-                self.diagnostics.append(error(
-                    "module-not-found", f"no module `{identity}`: `{display}` does not exist", via))
+                self.diagnostics.append(M.module_not_found(identity=identity, display=display).at(via))
             else:
-                self.diagnostics.append(error(
-                    "file-unreadable", f"cannot read `{display}`: {reason}", via or Location(display, 1, 1, 1, 2)))
+                self.diagnostics.append(M.file_unreadable(display=display,
+                                                          problem=reason).at(via or Location(display, 1, 1, 1, 2)))
             return False
         parsed = self.parse_cache.get((display, source))
         if parsed is None:
@@ -219,9 +214,7 @@ class _Loader:
                 continue
             alias = item.alias or target.rsplit("/", 1)[-1]
             if alias in bound:
-                self.diagnostics.append(error(
-                    "import-duplicate", f"`{alias}` is already bound by another `use`", location,
-                    help=f'rename one: `use "{item.path}" as other_name`'))
+                self.diagnostics.append(M.import_duplicate(alias=alias, path=item.path).at(location))
                 continue
             bound[alias] = item
             imports.append(Import(alias, target, item.span))
@@ -229,7 +222,7 @@ class _Loader:
 
     def _target_identity(self, text: str, importer: str, location: Location) -> str | None:
         if "\x00" in text:
-            self.diagnostics.append(error("module-not-found", "a module path cannot hold a NUL character", location))
+            self.diagnostics.append(M.module_not_found_nul().at(location))
             return None
         if text.startswith("./") or text.startswith("../"):
             # Relative to the importer's directory, inside its own tree: the program root, or the
@@ -238,59 +231,43 @@ class _Loader:
             head, _, inner = importer.partition("/") if in_tree else ("", "", importer)
             joined = posixpath.normpath(posixpath.join(posixpath.dirname(inner), text))
             if text.endswith("/") or posixpath.basename(joined) in (".", ".."):
-                self.diagnostics.append(error("module-not-found", f'`{text}` names a directory, not a module', location,
-                                              help='name the module file without `.flow`, e.g. "./planner"'))
+                self.diagnostics.append(M.module_not_found_directory(text=text).at(location))
                 return None
             if not _stays_inside(joined):
-                where = f"the pinned directory of `{head}`" if head else "the program root"
-                self.diagnostics.append(error(
-                    "module-outside-root", f'`{text}` leaves {where}', location,
-                    help="modules are read only inside the program root and the pinned repositories' "
-                         "directories: move the module below it, or pin its directory in flow.toml's [pins]"
-                    if not head else "a repository's modules use only modules of the same repository"))
+                self.diagnostics.append(M.module_outside_root_path(text=text, repo=head or None).at(location))
                 return None
             if "@" in joined.split("/", 1)[0]:
                 # It would read as a repository module: a directory of the program may not be named so.
-                self.diagnostics.append(error(
-                    "module-not-found", f'`{text}` names a directory whose name holds `@`', location,
-                    help='`@` is for repositories: write "<repo>@<version>/<path>" and pin it'))
+                self.diagnostics.append(M.module_not_found_at_sign(text=text).at(location))
                 return None
             return f"{head}/{joined}" if head else joined
         if "@" in text.split("/", 1)[0]:
             head, _, rest = text.partition("/")
             inner = posixpath.normpath(rest) if rest else ""
             if not _stays_inside(inner) or rest != inner:
-                self.diagnostics.append(error(
-                    "module-outside-root" if rest and not _stays_inside(inner) else "module-not-found",
-                    f'`{text}` is not a module path inside `{head}`', location,
-                    help=f'write "{head}/<path>" with a path below the repository\'s directory, no `.` or `..`'))
+                leaves = rest and not _stays_inside(inner)
+                said = M.module_outside_root_repo_path if leaves else M.module_not_found_repo_path
+                self.diagnostics.append(said(text=text, head=head).at(location))
                 return None
             name, _, version = head.partition("@")
             if name == "std":
                 if version != STD_VERSION:
-                    self.diagnostics.append(error(
-                        "std-version-unknown", f"there is no std `{version}`; this compiler ships std@{STD_VERSION}",
-                        location))
+                    self.diagnostics.append(M.std_version_unknown(version=version,
+                                                                  std_version=STD_VERSION).at(location))
                     return None
                 if not rest or not (STD_DIR / f"{rest}.flow").is_file() or rest == "prelude":
                     known = sorted(p.stem for p in STD_DIR.glob("*.flow") if p.stem != "prelude")
                     from flowc.diagnostics.suggest import did_you_mean
                     guess = did_you_mean(rest, known)
-                    self.diagnostics.append(error(
-                        "std-module-unknown", f"std@{STD_VERSION} has no module `{rest}`", location,
-                        help=f"did you mean `std@{STD_VERSION}/{guess}`?" if guess else
-                        "std modules: " + ", ".join(known)))
+                    self.diagnostics.append(M.std_module_unknown(std_version=STD_VERSION, rest=rest, guess=guess,
+                                                                 known=known).at(location))
                     return None
                 return f"std@{STD_VERSION}/{rest}"
             if head not in self.pins:
-                self.diagnostics.append(error(
-                    "repo-unpinned", f"`{head}` is not pinned", location,
-                    help=f'add `[pins] "{head}" = {{ path = "...", commit = "..." }}` to flow.toml'))
+                self.diagnostics.append(M.repo_unpinned(head=head).at(location))
                 return None
             return f"{head}/{rest}"
-        self.diagnostics.append(error(
-            "module-not-found", f'`{text}` is not a module path', location,
-            help='write "./name" for a file beside this one, or "std@v1/name"'))
+        self.diagnostics.append(M.module_not_found_path_syntax(text=text).at(location))
         return None
 
     def _load_import(self, imp: Import, importer_display: str) -> None:
@@ -321,11 +298,7 @@ class _Loader:
             self.verified[pin.repo] = problem = self.disk.verify_pin(pin.path, pin.commit)
             if problem is not None:
                 message, actual = problem
-                self.diagnostics.append(error(
-                    "pin-unverified", f"`{pin.repo}` cannot be used: {message}", location,
-                    help=f'if that directory is what you mean to run, pin it: "{pin.repo}" = '
-                         f'{{ path = "...", commit = "{actual}" }}' if actual else
-                    "make the directory hold the pinned commit, or change the pin"))
+                self.diagnostics.append(M.pin_unverified(repo=pin.repo, message=message, actual=actual).at(location))
         return self.verified[pin.repo] is None
 
     # -- cycles
@@ -370,9 +343,7 @@ class _Loader:
         first, second = cycle[0], cycle[1]
         module = self.modules[first]
         use = next(i for i in module.imports if i.identity == second)
-        self.diagnostics.append(error(
-            "import-cycle", "import cycle: " + " → ".join(cycle), _loc(module.file, use.span),
-            help="move what both modules need into a third module that both use"))
+        self.diagnostics.append(M.import_cycle(cycle=cycle).at(_loc(module.file, use.span)))
 
 
 def _is_repo(identity: str) -> bool:

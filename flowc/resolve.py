@@ -10,14 +10,18 @@ in `check.py` against this environment.
 from __future__ import annotations
 
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 from flowc import syntax as S
 from flowc import types as T
-from flowc.diagnostics import Diagnostic, Location, error
+from flowc.diagnostics import M, Diagnostic, Location
 from flowc.diagnostics.suggest import did_you_mean
 from flowc.program import PRELUDE, LoadedModule, Program
 from flowc.records import record
 from flowc.typeinfo import is_data, satisfies
+
+if TYPE_CHECKING:
+    from flowc.diagnostics.messages import Message
 
 #: The owner of an effect variable already reported as unbound: nothing else is said about it.
 UNBOUND_EFFECT = "<unbound>"
@@ -194,8 +198,8 @@ def loc(menv: ModuleEnv, span: S.Span) -> Location:
     return Location(menv.file, span.line, span.column, span.end_line, span.end_column)
 
 
-def _report(env: Env, code: str, message: str, menv: ModuleEnv, span: S.Span, **extra) -> None:
-    env.diagnostics.append(error(code, message, loc(menv, span), **extra))
+def _report(env: Env, message: Message, menv: ModuleEnv, span: S.Span) -> None:
+    env.diagnostics.append(message.at(loc(menv, span)))
 
 
 # ---- declaring names ---------------------------------------------------------------------------
@@ -208,17 +212,16 @@ def _declare(env: Env, menv: ModuleEnv) -> None:
             continue
         name = item.name
         if name in seen:
-            _report(env, "definition-duplicate", f"`{name}` is defined twice in this module", menv,
-                    item.name_span, notes=(f"first defined at line {seen[name].line}",))
+            _report(env, M.definition_duplicate_in_module(name=name, first_line=seen[name].line), menv,
+                                                          item.name_span)
             continue
         seen[name] = item.name_span
         if name in menv.imports:
-            _report(env, "definition-duplicate", f"`{name}` is already the name of an imported module", menv,
-                    item.name_span)
+            _report(env, M.definition_duplicate_module_name(name=name), menv, item.name_span)
         identity = f"{menv.identity}.{name}"
         if isinstance(item, S.TypeDecl):
             if name in T.SCALARS or name in T.BUILTIN_GENERICS:
-                _report(env, "definition-duplicate", f"`{name}` is a built-in type", menv, item.name_span)
+                _report(env, M.definition_duplicate_builtin_type(name=name), menv, item.name_span)
                 continue
             info = TypeInfo(identity, name, menv.identity, item.params, item.kind, item.pub, item)
             menv.types[name] = info
@@ -273,8 +276,7 @@ class TypeScope:
                 candidates = list(self.params) + list(T.SCALARS) + list(T.BUILTIN_GENERICS) + \
                     list(menv.types) + list(env.prelude().types)
                 guess = did_you_mean(texpr.name, candidates)
-                _report(env, "type-undefined", f"there is no type `{texpr.name}`", menv, texpr.span,
-                        help=f"did you mean `{guess}`?" if guess else None)
+                _report(env, M.type_undefined(name=texpr.name, guess=guess), menv, texpr.span)
                 return T.ERROR
         else:
             target = self.module_for(texpr.qualifier, texpr.span)
@@ -285,12 +287,12 @@ class TypeScope:
                 if target.broken:
                     return T.ERROR
                 guess = did_you_mean(texpr.name, [n for n, t in target.types.items() if t.pub])
-                _report(env, "type-undefined", f"module `{texpr.qualifier}` has no type `{texpr.name}`", menv,
-                        texpr.span, help=f"did you mean `{texpr.qualifier}.{guess}`?" if guess else None)
+                _report(env, M.type_undefined_module(qualifier=texpr.qualifier, name=texpr.name, guess=guess),
+                                                     menv, texpr.span)
                 return T.ERROR
             if not info.pub and target.identity != menv.identity:
-                _report(env, "name-private", f"type `{texpr.qualifier}.{texpr.name}` is private to its module",
-                        menv, texpr.span, help="mark it `pub` where it is declared to use it here")
+                _report(env, M.name_private_type_with_help(qualifier=texpr.qualifier, name=texpr.name), menv,
+                                                           texpr.span)
         if not self._arity(texpr, len(info.params), len(args)):
             return T.ERROR
         self._requirements(info, args, texpr.span)
@@ -302,9 +304,8 @@ class TypeScope:
                 if isinstance(arg, T.TParam):
                     continue  # checked where the parameter is given a type
                 if bound in ("Eq", "Ord", "Data") and not satisfies(self.env, arg, bound):
-                    _report(self.env, "requirement-unmet",
-                            f"`{T.show(arg)}` does not satisfy `{bound}`, which `{info.name}` requires of "
-                            f"`{param.name}`", self.menv, span)
+                    _report(self.env, M.requirement_unmet_type_argument(arg_type=T.show(arg), bound=bound,
+                                                                        info_name=info.name, param_name=param.name), self.menv, span)
 
     def module_for(self, alias: str, span: S.Span) -> ModuleEnv | None:
         identity = self.menv.imports.get(alias)
@@ -313,8 +314,7 @@ class TypeScope:
             if any(i.alias == alias for i in known):
                 return None  # the module itself failed to load; already reported
             guess = did_you_mean(alias, list(self.menv.imports))
-            _report(self.env, "name-undefined", f"no module is imported as `{alias}`", self.menv, span,
-                    help=f"did you mean `{guess}`?" if guess else f'add `use "./{alias}"` or `use "std@v1/{alias}"`')
+            _report(self.env, M.name_undefined_module(alias=alias, guess=guess), self.menv, span)
             return None
         return self.env.modules.get(identity)
 
@@ -329,9 +329,7 @@ class TypeScope:
             eff = T.EffParam(name, self.owner)
             self.effects[name] = eff
             return eff
-        _report(self.env, "effect-variable-unbound",
-                f"effect variable `!{name}` is not introduced by a parameter of this signature",
-                self.menv, span, help="write `!tool`, or use the variable on a function-typed parameter first")
+        _report(self.env, M.effect_variable_unbound(name=name), self.menv, span)
         eff = T.EffParam(name, UNBOUND_EFFECT)
         self.effects[name] = eff  # reported once; treated as a variable so nothing else cascades
         return eff
@@ -340,9 +338,7 @@ class TypeScope:
         if expected == found:
             return True
         name = f"{texpr.qualifier}.{texpr.name}" if texpr.qualifier else texpr.name
-        _report(self.env, "type-arity-mismatch",
-                f"`{name}` takes {expected} type argument{'s' if expected != 1 else ''}, found {found}",
-                self.menv, texpr.span)
+        _report(self.env, M.type_arity_mismatch(name=name, expected=expected, found=found), self.menv, texpr.span)
         return False
 
 
@@ -352,11 +348,11 @@ def type_params_scope(env: Env, menv: ModuleEnv, params: tuple[S.TypeParam, ...]
     seen: set[str] = set()
     for p in params:
         if p.name in seen:
-            _report(env, "definition-duplicate", f"type parameter `{p.name}` is declared twice", menv, p.span)
+            _report(env, M.definition_duplicate_type_parameter(name=p.name), menv, p.span)
         seen.add(p.name)
         for bound in p.bounds:
             if bound not in REQUIREMENTS:
-                _report(env, "type-undefined", f"`{bound}` is not a requirement; use Eq, Ord or Data", menv, p.span)
+                _report(env, M.type_undefined_requirement(bound=bound), menv, p.span)
         scope[p.name] = T.TParam(p.name, owner)
     return scope
 
@@ -371,20 +367,18 @@ def _define_types(env: Env, menv: ModuleEnv) -> None:
         scope = TypeScope(env, menv, type_params_scope(env, menv, decl.params, info.identity), owner=info.identity)
         for attr in decl.attrs:
             if attr.name != "tool":
-                _report(env, "attribute-misplaced" if attr.name in KNOWN_ATTRIBUTES else "attribute-unknown",
-                        f"`@{attr.name}` cannot mark a type", menv, attr.span)
+                marks = M.attribute_misplaced_on_type if attr.name in KNOWN_ATTRIBUTES else M.attribute_unknown_on_type
+                _report(env, marks(name=attr.name), menv, attr.span)
         is_host = any(a.name == "tool" for a in decl.attrs)
         if is_host:
             info.kind = "host"
             if decl.kind != "host":
-                _report(env, "body-unexpected", "a `@tool` type is a host token and has no body", menv, decl.span)
+                _report(env, M.body_unexpected_tool_type(), menv, decl.span)
             if decl.params:
-                _report(env, "body-unexpected", "a `@tool` type takes no type parameters", menv, decl.span)
+                _report(env, M.body_unexpected_tool_type_parameters(), menv, decl.span)
             continue
         if decl.kind == "host":
-            _report(env, "body-missing", f"type `{decl.name}` needs a body: `{{ field: Type }}` or "
-                                         f"`{{ Constructor }}`", menv, decl.name_span,
-                    help="a host token type is written `@tool pub type Name`")
+            _report(env, M.body_missing_type(name=decl.name), menv, decl.name_span)
             info.kind = "record"
             continue
         if decl.kind == "record":
@@ -394,7 +388,7 @@ def _define_types(env: Env, menv: ModuleEnv) -> None:
             seen: set[str] = set()
             for index, c in enumerate(decl.ctors):
                 if c.name in seen:
-                    _report(env, "definition-duplicate", f"constructor `{c.name}` is declared twice", menv, c.span)
+                    _report(env, M.definition_duplicate_constructor(name=c.name), menv, c.span)
                     continue
                 seen.add(c.name)
                 args = tuple(scope.resolve(a) for a in c.args)
@@ -408,7 +402,7 @@ def _fields(env: Env, menv: ModuleEnv, scope: TypeScope, decls: tuple[S.FieldDec
     seen: set[str] = set()
     for f in decls:
         if f.name in seen:
-            _report(env, "field-duplicate", f"field `{f.name}` is declared twice", menv, f.span)
+            _report(env, M.field_duplicate_declaration(name=f.name), menv, f.span)
             continue
         seen.add(f.name)
         out.append(FieldInfo(f.name, scope.resolve(f.type), f.pub, f.doc, f.span))
@@ -446,7 +440,7 @@ def signature(env: Env, menv: ModuleEnv, decl: S.FnDecl, owner: str,
     seen: set[str] = set()
     for p in decl.params:
         if p.name in seen:
-            _report(env, "definition-duplicate", f"parameter `{p.name}` is declared twice", menv, p.span)
+            _report(env, M.definition_duplicate_parameter(name=p.name), menv, p.span)
         seen.add(p.name)
     return T.TFun(param_types, ret, effect)
 
@@ -463,35 +457,28 @@ def _check_attributes(env: Env, menv: ModuleEnv, fn: FnInfo) -> None:
     for attr in decl.attrs:
         if attr.name not in KNOWN_ATTRIBUTES:
             guess = did_you_mean(attr.name, sorted(KNOWN_ATTRIBUTES))
-            _report(env, "attribute-unknown", f"there is no attribute `@{attr.name}`", menv, attr.span,
-                    help=f"did you mean `@{guess}`?" if guess else "attributes are @tool, @test, @fake(tool) and @intrinsic")
+            _report(env, M.attribute_unknown(name=attr.name, guess=guess), menv, attr.span)
         if attr.name in seen:
-            _report(env, "attribute-misplaced", f"`@{attr.name}` is written twice", menv, attr.span)
+            _report(env, M.attribute_misplaced_repeated(name=attr.name), menv, attr.span)
         seen.add(attr.name)
         if attr.name == "fake" and not attr.target:
-            _report(env, "fake-target-invalid", "`@fake` names the Tool it stands in for: `@fake(module.tool)`",
-                    menv, attr.span)
+            _report(env, M.fake_target_invalid_syntax(), menv, attr.span)
         if attr.name != "fake" and attr.target:
-            _report(env, "attribute-misplaced", f"`@{attr.name}` takes no argument", menv, attr.span)
+            _report(env, M.attribute_misplaced_argument(name=attr.name), menv, attr.span)
     kinds = [a for a in ("tool", "test", "fake", "intrinsic") if a in seen]
     if len(kinds) > 1:
-        _report(env, "attribute-misplaced", f"a function cannot be both `@{kinds[0]}` and `@{kinds[1]}`", menv,
-                decl.span)
+        _report(env, M.attribute_misplaced_exclusive(first=kinds[0], second=kinds[1]), menv, decl.span)
         return
     if fn.tool or fn.intrinsic:
         if decl.body is not None:
-            what = "a Tool declaration" if fn.tool else "an intrinsic"
-            _report(env, "body-unexpected", f"{what} has no body: its implementation is outside Flow", menv,
-                    decl.body.span if hasattr(decl.body, "span") else decl.span)
+            _report(env, M.body_unexpected(tool=fn.tool), menv, decl.body.span if hasattr(decl.body,
+                                           "span") else decl.span)
         if decl.effect is not None and fn.tool:
-            _report(env, "unneeded-tool-mark", "a Tool declaration is not marked `!tool`; calling it is the Tool call",
-                    menv, decl.span)
+            _report(env, M.unneeded_tool_mark_on_tool(), menv, decl.span)
     elif decl.body is None:
-        _report(env, "body-missing", f"function `{decl.name}` has no body", menv, decl.name_span,
-                help="write `= expression`, or mark a Tool declaration `@tool`")
+        _report(env, M.body_missing_function(name=decl.name), menv, decl.name_span)
     if fn.intrinsic and not menv.is_std:
-        _report(env, "intrinsic-outside-std", "`@intrinsic` is reserved for the standard library", menv,
-                decl.attr("intrinsic").span, help="declare a Tool with `@tool` and bind an implementation")
+        _report(env, M.intrinsic_outside_std(), menv, decl.attr("intrinsic").span)
     if fn.tool:
         _check_tool_signature(env, menv, fn)
     if fn.test:
@@ -506,34 +493,27 @@ def _check_tool_signature(env: Env, menv: ModuleEnv, fn: FnInfo) -> None:
     data_params = {p.name for p in decl.type_params if "Data" in p.bounds}
     for p in decl.type_params:
         if p.name not in data_params:
-            _report(env, "generic-tool-requirement",
-                    f"type parameter `{p.name}` of a Tool must require `Data`: `{p.name}: Data`", menv, p.span)
+            _report(env, M.generic_tool_requirement(name=p.name), menv, p.span)
     for p, t in zip(decl.params, fn.sig.params):
         if not is_data(env, t, assume_params=True):
-            _report(env, "tool-not-data", f"Tool parameter `{p.name}` has type `{T.show(t)}`, which is not data",
-                    menv, p.span, help="functions and tasks cannot cross to a Tool")
+            _report(env, M.tool_not_data_parameter(name=p.name, type=T.show(t)), menv, p.span)
     if not is_data(env, fn.sig.ret, assume_params=True):
-        _report(env, "tool-not-data", f"a Tool cannot return `{T.show(fn.sig.ret)}`, which is not data", menv,
-                decl.ret.span)
+        _report(env, M.tool_not_data_result(result=T.show(fn.sig.ret)), menv, decl.ret.span)
 
 
 def _check_test_signature(env: Env, menv: ModuleEnv, fn: FnInfo) -> None:
     decl = fn.decl
     expected = T.result_of(T.UNIT, T.TEXT)
     if decl.params or decl.type_params or fn.sig.ret != expected:
-        _report(env, "test-signature", "a `@test` function takes no parameters and returns `Result<Unit, Text>`",
-                menv, decl.name_span)
+        _report(env, M.test_signature(), menv, decl.name_span)
 
 
 def _check_fake(env: Env, menv: ModuleEnv, fn: FnInfo, attr: S.Attr) -> None:
     target = lookup_path(env, menv, attr.target)
     if target is None or not target.tool:
-        shown = ".".join(attr.target)
-        what = "is not a Tool declaration" if target is not None else "names no function"
-        if target is None and not _path_module_broken(env, menv, attr.target):
-            _report(env, "fake-target-invalid", f"`@fake({shown})` {what}", menv, attr.span)
-        elif target is not None:
-            _report(env, "fake-target-invalid", f"`@fake({shown})` {what}", menv, attr.span)
+        if target is not None or not _path_module_broken(env, menv, attr.target):
+            _report(env, M.fake_target_invalid(target=".".join(attr.target), exists=target is not None), menv,
+                    attr.span)
         return
     fn.fake_target = target
     want_params = target.sig.params
@@ -542,9 +522,8 @@ def _check_fake(env: Env, menv: ModuleEnv, fn: FnInfo, attr: S.Attr) -> None:
         # A fake for a generic Tool is generic in the same way: its type parameters stand for the
         # Tool's, in order.
         if len(fn.decl.type_params) != len(target.decl.type_params):
-            _report(env, "fake-signature-mismatch",
-                    f"a fake for the generic Tool `{target.identity}` takes the same type parameters "
-                    f"({', '.join(p.name for p in target.decl.type_params)})", menv, fn.decl.name_span)
+            _report(env, M.fake_signature_mismatch_generic(identity=target.identity,
+                                                           params=target.decl.type_params), menv, fn.decl.name_span)
             return
         mapping = {p.name: T.TParam(q.name, fn.identity) for p, q in zip(target.decl.type_params,
                                                                          fn.decl.type_params)}
@@ -556,9 +535,8 @@ def _check_fake(env: Env, menv: ModuleEnv, fn: FnInfo, attr: S.Attr) -> None:
     want_ret = tool_reply_type(declared)
     if have != want_params or fn.sig.ret != want_ret:
         shown_params = ", ".join(T.show(p) for p in want_params)
-        _report(env, "fake-signature-mismatch",
-                f"a fake for `{target.identity}` takes ({shown_params}), optionally after `call: Int`, "
-                f"and returns `{T.show(want_ret)}`", menv, fn.decl.name_span)
+        _report(env, M.fake_signature_mismatch(identity=target.identity, params=shown_params,
+                                               ret_type=T.show(want_ret)), menv, fn.decl.name_span)
 
 
 def _path_module_broken(env: Env, menv: ModuleEnv, path: tuple[str, ...]) -> bool:

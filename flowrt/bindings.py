@@ -29,7 +29,13 @@ Deliver = Callable[[str, Any], None]
 
 
 class BindError(Exception):
-    """A Tool cannot be bound: the run is refused before its first fact."""
+    """A Tool cannot be bound: the run is refused before its first fact. `key` is the flow.toml
+    `[tools]` entry at fault, `syntax` the TOML error, when there is one (to place the diagnostic)."""
+
+    def __init__(self, message: str, *, key: str | None = None, syntax: Exception | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.syntax = syntax
 
 
 # ---- outcomes a Python implementation can return -----------------------------------------------
@@ -507,35 +513,35 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as problem:
-        raise BindError(f"cannot read {path}: {problem}") from None
+        raise BindError(f"cannot read {path}: {problem}", syntax=problem) from None
     table = data.get("tools", {})
     if not isinstance(table, dict):
         raise BindError(f"{path}: [tools] must be a table")
     out: dict[str, ManifestEntry] = {}
     for key, spec in sorted(table.items()):
         if not isinstance(spec, dict):
-            raise BindError(f"{path}: tools.{key} must be a table like {{ python = \"tools/x.py\" }}")
+            raise BindError(f"{path}: tools.{key} must be a table like {{ python = \"tools/x.py\" }}", key=key)
         command = spec.get("command")
         script = spec.get("python")
         if command is not None and script is not None:
-            raise BindError(f"{path}: tools.{key} names both a command and a python script: keep one")
+            raise BindError(f"{path}: tools.{key} names both a command and a python script: keep one", key=key)
         if command is not None and (not isinstance(command, list) or not all(isinstance(c, str) for c in command)
                                     or not command):
-            raise BindError(f"{path}: tools.{key}.command must be a list of strings")
+            raise BindError(f"{path}: tools.{key}.command must be a list of strings", key=key)
         shown = None
         if script is not None:
             if isinstance(script, str):
                 script = [script]
             if not isinstance(script, list) or not script or not all(isinstance(c, str) and c for c in script):
-                raise BindError(f"{path}: tools.{key}.python must be a script path, or a list of it and its arguments")
+                raise BindError(f"{path}: tools.{key}.python must be a script path, or a list of it and its arguments", key=key)
             command = [sys.executable, *script]
             shown = " ".join(["python", *script])
         pending = spec.get("pending", False)
         if not isinstance(pending, bool):
-            raise BindError(f"{path}: tools.{key}.pending must be true or false")
+            raise BindError(f"{path}: tools.{key}.pending must be true or false", key=key)
         if command is None and not pending:
             raise BindError(f"{path}: tools.{key} names no implementation: give it python = \"tools/x.py\", "
-                            "command = [...] or pending = true")
+                            "command = [...] or pending = true", key=key)
         out[key] = ManifestEntry(key, tuple(command) if command else None, pending, shown)
     return out
 

@@ -17,11 +17,13 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flowc
 from flowc.compiled import Compiled, Function
-from flowc.diagnostics import Diagnostic, Location, error
+from flowc.diagnostics import Diagnostic, Location
+from flowc.diagnostics import M
+from flowc.diagnostics.places import json_error_location, toml_error_location, toml_key_location
 from flowc.emit import Generated
 from flowc.disk import DiskChecks
 from flowdata import canonical, codec
@@ -30,6 +32,9 @@ from flowc.files import read_text
 from flowrt.store import RunStore, StorageError
 from flowdata.bigint import IntOverLimit
 from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
+
+if TYPE_CHECKING:
+    from flowc.diagnostics.messages import Message
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
 
@@ -55,8 +60,27 @@ class Refused(Exception):
         self.sources = sources or {}
 
 
-def refuse(code: str, message: str, file: str = "<input>", help: str | None = None) -> Refused:
-    return Refused([error(code, message, Location(file, 1, 1, 1, 2), help=help)])
+#: How a refusal's location names the run's input (`--input`): it has no file of its own.
+INPUT = "<input>"
+
+
+def refuse(message: Message, location: Location | None, sources: dict[str, str] | None = None) -> Refused:
+    """A refusal at `location`: the real place when there is one (a flow.toml entry, the entry's
+    declaration, a JSON syntax error's position), else none rather than a made-up `1:1`."""
+    return Refused([message.at(location)], sources)
+
+
+def _line_of(file: str, line: int) -> Location:
+    return Location(file, line, 1, line, 2)
+
+
+def _text_or_empty(path: str) -> str:
+    """A text file's contents for placing diagnostics in it; "" when it cannot be read as text."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 # ---- preparing a run ---------------------------------------------------------------------------
@@ -88,11 +112,11 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
     fn = compiled.entry(entry_name)
     root_file = compiled.modules[0].file if fn is None else fn.file
     if fn is None or not fn.pub:
-        raise refuse("entry-not-found", f"`{entry_name}` is not a `pub flow` of {root_file}", root_file,
-                     help="name a top-level `pub flow` with --entry")
+        raise refuse(M.entry_not_found(entry=entry_name, root_file=root_file),
+                     None if fn is None else _line_of(fn.file, fn.line), compiled.sources())
     for p in fn.params:
         if p.type is None or p.task or fn.generic:
-            raise refuse("not-data", f"entry parameter `{p.name}` is not data", root_file)
+            raise refuse(M.not_data_entry_input(name=p.name), _line_of(fn.file, fn.line), compiled.sources())
     args_json = decode_input(fn, input_text)
     tools = compiled.reachable_tools(fn.identity)
     approvals: list = []
@@ -106,24 +130,26 @@ def decode_input(fn: Function, input_text: str) -> dict[str, Any]:
     try:
         data = codec.parse_json(input_text)
     except Exception as problem:
-        raise refuse("input-invalid", f"the input is not JSON: {problem}") from None
+        text = input_text if isinstance(input_text, str) else None
+        where = json_error_location(INPUT, text) if text is not None else None
+        raise refuse(M.input_invalid_json(problem=problem), where, {INPUT: text} if where else None) from None
+    # The input parsed: what is wrong is in its data, which has no line to point at.
     if not isinstance(data, dict):
-        raise refuse("input-invalid", "the input is a JSON object keyed by parameter name")
+        raise refuse(M.input_invalid_not_object(), None)
     names = [p.name for p in fn.params]
     for key in sorted(data):
         if key not in names:
-            raise refuse("input-invalid", f"the entry `{fn.name}` has no parameter `{key}`",
-                         help="parameters: " + ", ".join(names) if names else "it takes no input")
+            raise refuse(M.input_invalid_unknown_parameter(entry=fn.name, key=key, names=names), None)
     out: dict[str, Any] = {}
     defs = fn.defs
     for p in fn.params:
         if p.name not in data:
-            raise refuse("input-invalid", f"the input has no `{p.name}`")
+            raise refuse(M.input_invalid_missing(name=p.name), None)
         term = p.type
         try:
             value = codec.decode(data[p.name], term, defs)
         except codec.DecodeError as problem:
-            raise refuse("input-invalid", f"`{p.name}`: {problem}") from None
+            raise refuse(M.input_invalid_value(name=p.name, problem=problem), None) from None
         out[p.name] = codec.encode(value, term, defs)
     return out
 
@@ -146,10 +172,21 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
     manifest_dir = manifest_dir or B.manifest_dir(path)
     approval = Approvals(manifest_dir, host.runs_dir if host is not None else None)
     manifest_path = os.path.join(manifest_dir, "flow.toml")
+    manifest_text = _text_or_empty(manifest_path)
+    sources = {manifest_path: manifest_text} if manifest_text else None
+
+    def entry_at(key: str | None) -> Location | None:
+        """The line of flow.toml's `[tools]` entry `key` (its table's header, failing that)."""
+        return toml_key_location(manifest_path, manifest_text, "tools", key)
+
     try:
         manifest = B.read_manifest(manifest_path)
     except B.BindError as problem:
-        raise refuse("binding-failed", str(problem), manifest_path) from None
+        if problem.syntax is not None:
+            where = toml_error_location(manifest_path, problem.syntax, manifest_text)
+        else:
+            where = entry_at(problem.key)
+        raise refuse(M.binding_failed(problem=problem), where, sources) from None
     out: dict[str, B.Implementation] = {}
     commands: dict[tuple[str, ...], B.CommandTools] = {}
     python = B.PythonTools(python_tools) if python_tools else None
@@ -173,9 +210,7 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             continue
         entry = B.manifest_entry_for(manifest, identity)
         if entry is None:
-            raise refuse("binding-missing", f"no implementation is bound for the Tool `{identity}`", manifest_path,
-                         help=f'add to flow.toml: [tools] "{identity.rsplit(".", 1)[0]}" = '
-                              '{ python = "tools/impl.py" } (or command = [...], or pending = true)')
+            raise refuse(M.binding_missing(identity=identity), entry_at(None), sources)
         if entry.pending:
             out[identity] = pending
             continue
@@ -186,10 +221,8 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             if decision.decision != "approved":
                 for c in commands.values():
                     c.close()
-                raise refuse("binding-not-approved", f"running `{shown}` was not approved"
-                             + (" (nobody could be asked)" if decision.how == "nobody-to-ask" else ""),
-                             manifest_path, help="pass --allow to approve the implementations flow.toml names, "
-                                                 "or answer yes at a terminal (remembered for this commit)")
+                raise refuse(M.binding_not_approved(shown=shown, nobody_to_ask=decision.how == "nobody-to-ask"),
+                             entry_at(entry.key), sources)
             if approvals is not None:
                 approvals.append(decision.host_record())
             implementation = B.CommandTools(list(entry.command), manifest_dir, shown)
@@ -198,7 +231,7 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             except B.BindError as problem:
                 for c in commands.values():
                     c.close()
-                raise refuse("binding-failed", str(problem), manifest_path) from None
+                raise refuse(M.binding_failed(problem=problem), entry_at(entry.key), sources) from None
             commands[entry.command] = implementation
         implementation = commands[entry.command]
         described = implementation.describe() or {}
@@ -207,9 +240,8 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             for c in commands.values():
                 c.close()
             found = described.get(identity)
-            raise refuse("binding-mismatch", f"`{shown}` does not implement `{identity}` as declared"
-                         + (f" (fingerprint {found}, declared {want})" if found else " (it does not list it)"),
-                         manifest_path, help="regenerate the implementation's description from `flow tools`")
+            raise refuse(M.binding_mismatch(shown=shown, identity=identity, found=found, declared=want),
+                         entry_at(entry.key), sources)
         out[identity] = implementation
     return out
 

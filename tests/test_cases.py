@@ -7,17 +7,17 @@ import os
 import pytest
 
 from flowc.diagnostics.codes import REGISTRY
-from tests.casefiles import CASES, all_cases, load_case, rewrite_marks, run_case
-
-UPDATE = os.environ.get("FLOW_UPDATE_CASES") == "1"
+from tests.casefiles import CASES, all_cases, load_case, message_lines, rewrite_marks, run_case
 
 
 @pytest.mark.parametrize("path", all_cases(), ids=lambda p: str(p.relative_to(CASES)))
-def test_case(path):
+def test_case(path, request):
     case = load_case(path)
     checked, got = run_case(case)
-    if UPDATE and got != case.expected:
-        path.write_text(rewrite_marks(case, got), encoding="utf-8")
+    messages = message_lines(checked.diagnostics)
+    update = request.config.getoption("update_cases") or os.environ.get("FLOW_UPDATE_CASES") == "1"
+    if update and (got != case.expected or messages != case.messages):
+        path.write_text(rewrite_marks(case, got, messages), encoding="utf-8")
         return
     missing = sorted(case.expected - got)
     unexpected = sorted(got - case.expected)
@@ -26,6 +26,7 @@ def test_case(path):
     assert not missing and not unexpected, (
         f"\nexpected but not reported: {missing}\nreported but not expected: {unexpected}\n"
         f"all diagnostics:\n{details}")
+    assert messages == case.messages, "the [diagnostics] section differs (--update-cases rewrites it)"
 
 
 def test_enough_cases():
@@ -58,3 +59,51 @@ def test_every_code_has_a_case():
     for code, test in TESTED_ELSEWHERE.items():
         file, name = test.split("::")
         assert f"def {name}(" in (root / file).read_text(encoding="utf-8"), f"{code}: {test} does not exist"
+
+
+def test_rewriting_a_passing_case_changes_nothing():
+    """The update flag is a fixed point: a case that passes is rewritten to its own text, so a
+    regeneration's diff shows only what the compiler now says differently."""
+    for path in all_cases():
+        case = load_case(path)
+        checked, got = run_case(case)
+        assert rewrite_marks(case, got, message_lines(checked.diagnostics)) == path.read_text(encoding="utf-8"), path
+
+
+def test_the_section_pins_the_words(tmp_path):
+    """A case whose code is right but whose message is not fails; the update flag restores it."""
+    original = CASES / "codes" / "type-mismatch.flow"
+    text = original.read_text(encoding="utf-8")
+    assert "[diagnostics]\n" in text and "found `Text`" in text
+    broken = tmp_path / "type-mismatch.flow"
+    broken.write_text(text.replace("found `Text`", "found `Txet`", 1), encoding="utf-8")
+    case = load_case(broken)
+    checked, got = run_case(case)
+    assert got == case.expected  # the marks still agree: only the words differ
+    messages = message_lines(checked.diagnostics)
+    assert messages != case.messages
+    broken.write_text(rewrite_marks(case, got, messages), encoding="utf-8")
+    assert broken.read_text(encoding="utf-8") == text
+
+
+def test_update_cases_flag_rewrites_a_case_file(tmp_path):
+    """`pytest --update-cases` rewrites a stale case in place (run on a copy of one case)."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = CASES.parents[1]
+    work = tmp_path / "repo"
+    (work / "tests" / "cases" / "codes").mkdir(parents=True)
+    for name in ("__init__.py", "conftest.py", "casefiles.py", "test_cases.py"):
+        shutil.copy(root / "tests" / name, work / "tests" / name)
+    source = (CASES / "codes" / "unused-variable.flow").read_text(encoding="utf-8")
+    stale = source.split("\n[diagnostics]\n", 1)[0] + "\n"  # the section is missing
+    case_file = work / "tests" / "cases" / "codes" / "unused-variable.flow"
+    case_file.write_text(stale, encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cases.py::test_case"]
+    failed = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1, failed.stdout
+    updated = subprocess.run(command + ["--update-cases"], cwd=work, capture_output=True, text=True, timeout=300)
+    assert updated.returncode == 0, updated.stdout
+    assert case_file.read_text(encoding="utf-8") == source

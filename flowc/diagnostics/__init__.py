@@ -1,11 +1,13 @@
 """Diagnostics as data.
 
 A `Diagnostic` is a frozen record: a registered kebab-case `code` (see `codes.py`), a severity,
-a message, an optional `Location` and optional notes and help. Stages build them with `error()` /
-`warning()`, which refuse an unregistered code (that is a compiler bug, so it raises), collect them
-and carry on. Nothing here writes prose, colour or carets: `render.py` is the one place that turns
-diagnostics into human text (`render`) or JSON (`render_json`); `suggest.py` holds the one
-"did you mean" helper.
+a message, an optional `Location` and optional notes and help. Stages never write a message: they
+call a function of the message registry with the facts, `M.<message>(...)` (`messages.py`, loaded
+on first use through `M`), and place the result with `.at(location)`; that goes through `error()` /
+`warning()`, which refuse an unregistered code (a compiler bug, so it raises). Stages collect
+diagnostics and carry on. `render.py` is the one place that turns diagnostics into human text
+(`render`) or JSON (`render_json`); `suggest.py` holds the one "did you mean" helper; `places.py`
+finds where in a flow.toml or a JSON input a problem is.
 
 Locations use 1-based lines and 1-based columns counted in code points; `end_column` is exclusive,
 so a one-character span has `end_column == column + 1`.
@@ -19,6 +21,7 @@ from typing import Any
 from flowc.records import record
 
 __all__ = [
+    "M",
     "REGISTRY",
     "Code",
     "Diagnostic",
@@ -38,6 +41,21 @@ def __getattr__(name: str) -> Any:
 
         return getattr(import_module("flowc.diagnostics.codes"), name)
     raise AttributeError(f"module 'flowc.diagnostics' has no attribute {name!r}")
+
+
+class _Messages:
+    """`M.<message>(...)`: the message registry (`messages.py`), imported when a stage first reports
+    something, so that checking a program without problems never loads it (start-up counts)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        from flowc.diagnostics import messages
+
+        return getattr(messages, name)
+
+
+M: Any = _Messages()
 
 
 @record
