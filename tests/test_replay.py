@@ -264,3 +264,23 @@ def test_an_evaluator_that_dies_during_replay_makes_it_incomplete_not_a_verdict(
     assert result.verdict.kind == "Incomplete", result.verdict
     assert "the re-run could not go on: the sandboxed evaluator died" in result.verdict.reason
     assert history.read_bytes() == before
+
+
+def test_a_fault_replays_matched_whatever_path_the_program_was_started_with(tmp_path):
+    # The fault's location names the module by its identity (`lib/util.flow`), not by the path
+    # the run was started with, so the replay, which re-forms the program from recorded
+    # sources, records the same location.
+    program = tmp_path / "prog"
+    (program / "lib").mkdir(parents=True)
+    (program / "main.flow").write_text('use "./lib/util"\n\npub flow main() -> Int = util.divide(1, 0)\n')
+    (program / "lib" / "util.flow").write_text("pub flow divide(a: Int, b: Int) -> Int = a / b\n")
+    runs = tmp_path / "runs"
+    for started_as, cwd in ((str(program / "main.flow"), ROOT), ("main.flow", program), ("prog/main.flow", tmp_path)):
+        done = flow("run", started_as, "--runs", str(runs), cwd=cwd)
+        assert done.returncode == 1, done.stderr
+        assert "lib/util.flow:1:" in done.stderr and str(tmp_path) not in done.stderr
+        run_id = done.stderr.split("(run ")[1].split(")")[0]
+        replayed = flow("replay", run_id, "--runs", str(runs))
+        assert (replayed.returncode, replayed.stdout.strip()) == (0, "Matched"), replayed.stdout + replayed.stderr
+        end = json.loads((runs / run_id / "history.jsonl").read_text().splitlines()[-1])
+        assert end["outcome"]["Faulted"]["location"] == {"file": "lib/util.flow", "line": 1, "column": 42}
