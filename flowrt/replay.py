@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,8 +72,11 @@ def recorded_program(store: RunStore) -> tuple[Compiled, dict]:
     for module in start.get("modules", []):
         texts[module["module"]] = store.source(module["hash"])
     root = start["entry"]["module"]
+    manifest = _recorded_manifest(start.get("pins", []))
 
     def read(path: str) -> str:
+        if path == "flow.toml" and manifest is not None:
+            return manifest
         identity = path[:-5] if path.endswith(".flow") else path
         identity = posixpath.normpath(identity)
         if identity in texts:
@@ -93,6 +97,22 @@ def recorded_program(store: RunStore) -> tuple[Compiled, dict]:
         raise StorageError(f"the recorded sources form program {compiled.identity}, but Start names "
                            f"{start['program']}", 1)
     return compiled, start
+
+
+def _recorded_manifest(pins: list) -> str | None:
+    """A flow.toml holding only the recorded `[pins]`, each pinned to a directory named as the
+    repository itself, so that its modules are read as `<repo>@<version>/<path>.flow`, which
+    `read` finds among the recorded sources by identity. Nothing on disk is read or verified:
+    the sources are the recorded ones, and the commits are part of the identity checked below."""
+    if not pins:
+        return None
+    lines = ["[pins]"]
+    for pin in pins:
+        spec = f"path = {json.dumps(pin['repo'])}"
+        if pin.get("commit") is not None:
+            spec += f", commit = {json.dumps(pin['commit'])}"
+        lines.append(f"{json.dumps(pin['repo'])} = {{ {spec} }}")
+    return "\n".join(lines) + "\n"
 
 
 def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: dict | None = None,
