@@ -23,7 +23,6 @@ value. If it cannot be sent, the run is halted, as a failed transport asks (the 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from typing import Any
