@@ -96,6 +96,9 @@ class Compiled:
     functions: Mapping[str, Function]
     tools: Mapping[str, dict]  # Tool identity -> its description (`flow tools`), with `type_params`
     generated: Generated | None
+    #: the `[pins]` the identity covers, `(repo, commit)` sorted by repo: a recorded run keeps
+    #: them (Start `pins`) so the program re-forms from its recorded sources alone
+    pins: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -154,7 +157,8 @@ def compile(root_file: str, read: Reader, *, generate: bool = True, std_read: Re
     functions, tools = _manifest(checked)
     generated = generate_cached(checked) if generate else None
     return Compiled(root_file, tuple(checked.diagnostics), tuple(checked.places), modules, checked.identity,
-                    checked.program.root, functions, tools, generated)
+                    checked.program.root, functions, tools, generated,
+                    tuple((pin.repo, pin.commit) for pin in checked.program.pins))
 
 
 def _manifest(checked: Checked) -> tuple[dict[str, Function], dict[str, dict]]:

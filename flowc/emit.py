@@ -54,8 +54,17 @@ def _generate(checked) -> Generated:
     for identity in sorted(env.modules):
         menv = env.modules[identity]
         tree = lower(env, facts, menv)
-        out.append(_emit(identity, menv.file, tree, checked.identity))
+        out.append(_emit(identity, module_file(identity), tree, checked.identity))
     return Generated(checked.identity, tuple(out))
+
+
+def module_file(identity: str) -> str:
+    """The file a module's generated code names (its header, the location a fault records):
+    the module's identity as a path from the program root (`sub/util.flow`,
+    `acme@1.2/util.flow`), never the path the program was started with, so a run started as
+    `/abs/main.flow` and its replay, which re-forms the program from recorded sources, record
+    the same location."""
+    return identity + ".flow"
 
 
 def _emit(identity: str, flow_file: str, tree: ast.Module, program: str) -> GeneratedModule:
@@ -145,10 +154,10 @@ def generate_cached(checked) -> Generated:
     from flowc.cachedir import cache_folder
 
     folder = cache_folder("build")
-    # The files are part of the key: generated code names them (headers, fault locations), and
-    # the identity does not (the same program at another path has the same identity).
-    files = "\0".join(m.file for m in checked.program.modules)
-    key = hashlib.sha256(f"{checked.identity} {compiler_digest()} {files}".encode()).hexdigest()
+    # Generated code names each module by its identity (`module_file`), not by the path it was
+    # read from, so the same program at another path shares the entry.
+    names = "\0".join(m.identity for m in checked.program.modules)
+    key = hashlib.sha256(f"{checked.identity} {compiler_digest()} {names}".encode()).hexdigest()
     path = os.path.join(folder, key + ".json") if folder else None
     if path is not None:
         try:

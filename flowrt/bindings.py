@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowdata.canonical import dumps as canonical_json
+from flowrt.tool_input import HELD_LIMIT, STALL_SECONDS, InputWriter
 from flowrt.tool_lines import LINE_LIMIT, REPLY_LIMIT, drain_tail, nesting, tail_text, top_level_id
 
 PENDING = object()
@@ -254,7 +255,7 @@ class CommandTools(Implementation):
         self.deliveries: dict[str, Deliver] = {}
         self.cancelled: set[str] = set()  # a reply may still come for these: not a breach
         self.lock = threading.Lock()  # deliveries, cancelled, gone
-        self.write_lock = threading.Lock()  # never held while waiting on the reader's lock
+        self.writer: InputWriter | None = None
         #: why calls to it are no longer sent (it exited, or broke the protocol); None while it serves
         self.gone: str | None = None
         self.broke: str | None = None
@@ -269,9 +270,10 @@ class CommandTools(Implementation):
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         except OSError as problem:
             raise BindError(f"cannot start {self.shown}: {problem.strerror or problem}") from None
+        self.writer = InputWriter(self.process.stdin, self._stalled, self._input_closed)
         threading.Thread(target=self._read, name="tool reader", daemon=True).start()
         threading.Thread(target=self._drain_stderr, name="tool stderr", daemon=True).start()
-        self._send({"op": "describe"})
+        self._send(None, {"op": "describe"})
         if not self.described_event.wait(DESCRIBE_SECONDS):
             self._end()
             raise BindError(self._describe_failure(f"did not answer `describe` within {DESCRIBE_SECONDS} s"))
@@ -297,18 +299,43 @@ class CommandTools(Implementation):
     def describe(self) -> dict[str, str] | None:
         return self.described
 
-    def _send(self, message: dict) -> bool:
-        """Whether the line was written whole (False: the process no longer reads its stdin)."""
-        assert self.process is not None and self.process.stdin is not None
+    def _send(self, call_id: str | None, message: dict) -> str | None:
+        """Queue the line (never blocks): None, or why it was not (`InputWriter.put`)."""
+        assert self.writer is not None
         line = canonical_json(message) + b"\n"  # Ints of any size (json.dumps stops at 4,300 digits)
-        with self.write_lock:
-            try:
-                view = memoryview(line)
-                while view:  # an unbuffered pipe may take a long line in parts
-                    view = view[self.process.stdin.write(view):]
-                return True
-            except (ValueError, OSError):  # BrokenPipeError, or stdin already closed
-                return False
+        return self.writer.put(call_id, line)
+
+    def _settle(self, open_calls: list[tuple[str, Deliver]], never: str, seen: dict) -> None:
+        """Answer the calls out, in the order they were made: NotRun (`never`) for those the
+        process provably never got, `seen` for those it may have read (a byte of the line went
+        into its pipe). The writer must be stopped first, so which is which is final."""
+        assert self.writer is not None
+        for call_id, deliver in open_calls:
+            deliver(call_id, seen if self.writer.was_started(call_id) else {"Err": {"NotRun": never}})
+
+    def _stalled(self) -> None:
+        """Lines waited and the process read none of them for STALL_SECONDS: it no longer serves
+        the protocol. The calls it may have read are Unknown; the others were never sent."""
+        reason = f"left its input unread for {STALL_SECONDS:g} s"
+        self.broke = f"{reason} (the host had lines waiting for it)"
+        assert self.writer is not None
+        self.writer.stop()
+        with self.lock:
+            open_calls = list(self.deliveries.items())
+            self.deliveries.clear()
+            self.gone = f"the implementation {self.broke}; it was closed"
+        self.described_event.set()
+        self._settle(open_calls, f"not sent: the implementation {reason}",
+                     {"Err": {"Unknown": f"the implementation {reason} with the call out; it was closed"}})
+        self._end(grace=0)
+
+    def _input_closed(self, unsent: list[str]) -> None:
+        """The process closed its stdin (or exited): the calls whose lines never went in are
+        NotRun; calls it has read may still be answered on its output."""
+        with self.lock:
+            dropped = [(c, self.deliveries.pop(c)) for c in unsent if c in self.deliveries]
+        for call_id, deliver in dropped:
+            deliver(call_id, {"Err": {"NotRun": "not sent: the implementation no longer reads its input"}})
 
     def _read(self) -> None:
         from flowrt.tool_lines import lines
@@ -322,6 +349,8 @@ class CommandTools(Implementation):
                     self._break(number, f"a line the host failed to read ({type(problem).__name__}: {problem})", line)
         # The process closed its output: it cannot answer any more. Every call still out is
         # answered Unknown (its effects are unknown), and later calls are not sent.
+        assert self.writer is not None
+        self.writer.stop()
         with self.lock:
             open_calls = list(self.deliveries.items())
             self.deliveries.clear()
@@ -329,8 +358,8 @@ class CommandTools(Implementation):
                 self.gone = "the implementation had exited"
         self.described_event.set()
         ended = self._end()
-        for call_id, deliver in open_calls:
-            deliver(call_id, {"Err": {"Unknown": f"the implementation {ended} with the call out"}})
+        self._settle(open_calls, f"not sent: the implementation {ended} first",
+                     {"Err": {"Unknown": f"the implementation {ended} with the call out"}})
 
     def _line(self, number: int, line: bytes, cut: bool) -> None:
         from flowdata import codec
@@ -404,24 +433,23 @@ class CommandTools(Implementation):
         """The process broke the protocol: every call out is BadReply, the process is closed."""
         shown = line[:60].decode("utf-8", errors="replace")
         self.broke = f"broke the Tool protocol: its output line {number} is {what} ({shown!r}{'...' if len(line) > 60 else ''})"
+        assert self.writer is not None
+        self.writer.stop()
         with self.lock:
             open_calls = list(self.deliveries.items())
             self.deliveries.clear()
             self.gone = f"the implementation {self.broke}; it was closed"
         self.described_event.set()
-        for call_id, deliver in open_calls:
-            deliver(call_id, {"Err": {"BadReply": f"the implementation {self.broke}"}})
+        self._settle(open_calls, f"not sent: the implementation {self.broke}",
+                     {"Err": {"BadReply": f"the implementation {self.broke}"}})
         self._end(grace=0)
 
     def _end(self, grace: float = 2) -> str:
         """Close the process (killed if it does not exit within `grace` s of its stdin closing);
         how it ended, as `the implementation ...` goes on."""
         assert self.process is not None
-        try:
-            if self.process.stdin:
-                self.process.stdin.close()
-        except OSError:
-            pass
+        if self.writer is not None:
+            self.writer.stop()  # the writer closes the process's stdin within POLL_SECONDS
         try:
             code = self.process.wait(timeout=grace) if grace else self.process.poll()
         except subprocess.TimeoutExpired:
@@ -450,18 +478,22 @@ class CommandTools(Implementation):
         message = {"op": "call", "run": run, "id": call_id, "tool": tool, "arguments": arguments}
         if types is not None:
             message["types"] = types
-        if not self._send(message):
-            # Its stdin is closed: the call never reached it.
+        refused = self._send(call_id, message)
+        if refused is not None:
+            # Its stdin is closed, or too much already waits for it: the call never reached it.
             with self.lock:
                 deliver = self.deliveries.pop(call_id, None)
             if deliver is not None:
-                deliver(call_id, {"Err": {"NotRun": "not sent: the implementation no longer reads its input"}})
+                deliver(call_id, {"Err": {"NotRun": "not sent: the implementation no longer reads its input"
+                                          if refused == "closed" else
+                                          f"not sent: {HELD_LIMIT // (1024 * 1024)} MiB of earlier calls wait "
+                                          "for the implementation to read them"}})
 
     def cancel(self, call_id: str) -> None:
         with self.lock:
             if self.deliveries.pop(call_id, None) is not None:
                 self.cancelled.add(call_id)
-        self._send({"op": "cancel", "id": call_id})
+        self._send(None, {"op": "cancel", "id": call_id})
 
     def close(self) -> None:
         if self.process is None:

@@ -137,10 +137,19 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
             ctx.exit(0)
         view = history_view(store, kind=kind, search=search, fact=fact)
         if show_rounds:
-            from flowrt.replay import rounds as replay_rounds
+            from flowrt.replay import Refused, RoundsRefused, rounds as replay_rounds
 
-            view["rounds"], verdict = replay_rounds(_runs_dir(runs_dir), run_id)
-            view["replay"] = verdict.to_json() if verdict else None
+            try:
+                view["rounds"], verdict = replay_rounds(_runs_dir(runs_dir), run_id)
+            except RoundsRefused as refused:
+                # No verdict is not Matched: the rounds of a re-run that never ran are unknown.
+                sys.stderr.write(f"no rounds: {refused}\n")
+                ctx.exit(2)
+            except Refused:
+                sys.stderr.write("no rounds: the recorded program does not check with this compiler "
+                                 f"(flow replay {run_id} shows why)\n")
+                ctx.exit(2)
+            view["replay"] = verdict.to_json()
             view["carried"] = carried_tasks(view["rounds"])
         if as_json:
             sys.stdout.buffer.write(orjson.dumps(view, option=orjson.OPT_SORT_KEYS) + b"\n")

@@ -23,7 +23,6 @@ value. If it cannot be sent, the run is halted, as a failed transport asks (the 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from typing import Any
@@ -270,20 +269,55 @@ def _announcer(ctx: Context):
     return announce
 
 
+#: The most digits an Int in `output` may have: what common JSON readers take (CPython's json and
+#: pydantic's, which the MCP SDK reads every message with, stop at 4,300 digits).
+READABLE_INT_DIGITS = 4300
+
+
 def outcome_json(outcome) -> dict[str, Any]:
-    """A `RunOutcome` as data: what `flow run` and `flow resume` print, unstyled."""
-    # json (not orjson) reads integers beyond 64 bits exactly
-    output = json.loads(outcome.output) if outcome.output is not None else None
+    """A `RunOutcome` as data: what `flow run` and `flow resume` print, unstyled. `outputJson`
+    is the output's canonical JSON text, exact whatever it holds; `output` is the same as JSON
+    data, or null (and `message` says why) when it holds an Int longer than a client's JSON
+    reader takes, which would make the whole reply unreadable to it."""
+    from flowdata.codec import parse_json
+
+    text = outcome.output.decode("utf-8") if isinstance(outcome.output, bytes) else outcome.output
+    # The runtime's own reader: Ints of any size up to the Int limit (orjson stops at 64 bits,
+    # the stdlib's json at CPython's 4,300 digits).
+    output = parse_json(text) if text is not None else None
+    message = outcome.message
+    if _has_unreadable_int(output):
+        output = None
+        message = (f"the output holds an Int of more than {READABLE_INT_DIGITS} digits, which common JSON readers "
+                   "refuse; outputJson has it exactly")
     return {
         "exitCode": outcome.exit_code,
         "ending": _ENDINGS.get(outcome.exit_code, "faulted"),
         "run": outcome.run_id,
         "output": output,
+        "outputJson": text,
         "pending": list(outcome.pending),
         "fault": outcome.fault,
-        "message": outcome.message,
+        "message": message,
         "diagnostics": [d.to_json() for d in outcome.diagnostics],
     }
+
+
+def _has_unreadable_int(value: Any) -> bool:
+    """Whether `value` (JSON data) holds an Int of more than READABLE_INT_DIGITS digits (by
+    comparison: str() of a long int is refused past CPython's limit, and slow)."""
+    bound = 10 ** READABLE_INT_DIGITS
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is int:
+            if abs(item) >= bound:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 # ---- the history view --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,8 +70,11 @@ def recorded_program(store: RunStore) -> tuple[Compiled, dict]:
     for module in start.get("modules", []):
         texts[module["module"]] = store.source(module["hash"])
     root = start["entry"]["module"]
+    manifest = _recorded_manifest(start.get("pins", []))
 
     def read(path: str) -> str:
+        if path == "flow.toml" and manifest is not None:
+            return manifest
         identity = path[:-5] if path.endswith(".flow") else path
         identity = posixpath.normpath(identity)
         if identity in texts:
@@ -91,6 +95,22 @@ def recorded_program(store: RunStore) -> tuple[Compiled, dict]:
         raise StorageError(f"the recorded sources form program {compiled.identity}, but Start names "
                            f"{start['program']}", 1)
     return compiled, start
+
+
+def _recorded_manifest(pins: list) -> str | None:
+    """A flow.toml holding only the recorded `[pins]`, each pinned to a directory named as the
+    repository itself, so that its modules are read as `<repo>@<version>/<path>.flow`, which
+    `read` finds among the recorded sources by identity. Nothing on disk is read or verified:
+    the sources are the recorded ones, and the commits are part of the identity checked below."""
+    if not pins:
+        return None
+    lines = ["[pins]"]
+    for pin in pins:
+        spec = f"path = {json.dumps(pin['repo'])}"
+        if pin.get("commit") is not None:
+            spec += f", commit = {json.dumps(pin['commit'])}"
+        lines.append(f"{json.dumps(pin['repo'])} = {{ {spec} }}")
+    return "\n".join(lines) + "\n"
 
 
 def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: dict | None = None,
@@ -518,7 +538,7 @@ def _cycle_collection_paused():
             gc.enable()
 
 
-def rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
+def rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict]:
     """The places a checkpoint can be taken that a re-run of the whole run passes, with the
     function called and its arguments (calling nothing; the facts before the latest checkpoint
     must still be there)."""
@@ -526,7 +546,7 @@ def rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
         return _rounds(runs_dir, run_id)
 
 
-def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
+def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict]:
     from flowrt.sandbox_process import Child
 
     child = Child.start()  # it starts while the history is read
@@ -539,23 +559,41 @@ def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict | None]:
         try:
             prepared = prepared_from_history(store, bind_tools=False)
             driver = ReplayDriver(prepared, store, run_id, live=False, from_start=True, child=child, rounds=True)
-            try:
-                driver.run()
-                verdict = driver.verdict or Verdict("Matched")
-            except _Diverged as diverged:
-                verdict = Verdict("Diverged", diverged.fact, diverged.reason)
-            except _Incomplete as incomplete:
-                verdict = Verdict("Incomplete", incomplete.fact, incomplete.reason)
+            verdict, refusal = _re_run(driver)
+        except _Incomplete as incomplete:  # before the re-run: the input is a hole
+            return [], Verdict("Incomplete", incomplete.fact, incomplete.reason)
         except Exception:
             store.verify()  # damage anywhere is reported first, as a full open would have
             raise
         store.verify()
+        if verdict is None:
+            raise RoundsRefused(refusal)
         for r in driver.rounds:
             r["tasks"] = _round_tasks(prepared, r)
         return driver.rounds, verdict
     finally:
         child.kill()
         store.close()
+
+
+class RoundsRefused(Exception):
+    """The re-run behind the rounds view reached no verdict: the sandbox refused the program."""
+
+
+def _re_run(driver: ReplayDriver) -> tuple[Verdict | None, str]:
+    """Re-run the record to its verdict, which covers the facts from where the re-run started
+    (Start, or the earliest held checkpoint of an archived history). No verdict, and why, when
+    the sandbox refused the program: it reached no End, so nothing matched."""
+    start = driver.checkpoint["n"] if driver.checkpoint is not None else 1
+    try:
+        outcome = driver.run()
+    except _Diverged as diverged:
+        return Verdict("Diverged", diverged.fact, diverged.reason, start), ""
+    except _Incomplete as incomplete:
+        return Verdict("Incomplete", incomplete.fact, incomplete.reason, start), ""
+    if driver.verdict is None:
+        return None, outcome.message or "the sandbox refused the program"
+    return Verdict("Matched", start=start), ""
 
 
 def _round_tasks(prepared: Prepared, place: dict) -> list[dict]:
@@ -596,21 +634,15 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
     except BaseException:
         child.kill()
         raise
-    start = 1
     try:
         try:
             prepared = prepared_from_history(store, bind_tools=False, current=current)
             driver = ReplayDriver(prepared, store, run_id, live=False, from_start=from_start, child=child)
-            start = driver.checkpoint["n"] if driver.checkpoint is not None else 1
-            outcome = driver.run()
-            if driver.verdict is not None:
-                result = ReplayResult(0, Verdict("Matched", start=start))
-            else:  # the sandbox refused the program: it reached no End, so nothing matched
-                result = ReplayResult(2, message=outcome.message or "the sandbox refused the program")
-        except _Diverged as diverged:
-            result = ReplayResult(1, Verdict("Diverged", diverged.fact, diverged.reason, start))
-        except _Incomplete as incomplete:
-            result = ReplayResult(3, Verdict("Incomplete", incomplete.fact, incomplete.reason, start))
+            verdict, refusal = _re_run(driver)
+            result = ReplayResult(verdict.exit_code(), verdict) if verdict is not None else \
+                ReplayResult(2, message=refusal)
+        except _Incomplete as incomplete:  # before the re-run: the input is a hole
+            result = ReplayResult(3, Verdict("Incomplete", incomplete.fact, incomplete.reason))
         except Refused as refused:
             result = ReplayResult(2, diagnostics=refused.diagnostics, sources=refused.sources,
                                   message="the recorded program does not check with this compiler")

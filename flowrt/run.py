@@ -274,6 +274,8 @@ def start_fields(prepared: Prepared) -> tuple[dict, list[str]]:
         "input": prepared.args_json,
         "modules": modules,
     }
+    if compiled.pins:
+        fields["pins"] = [{"repo": repo, "commit": commit} for repo, commit in compiled.pins]
     return fields, sources
 
 

@@ -39,9 +39,9 @@ def appender_holds(history_path: str) -> bool | None:
 
     It asks for a *shared* lock without waiting and gives it back at once. A live appender's
     exclusive lock refuses it (so the holder is never blocked or disturbed), and two readers'
-    shared probes do not refuse each other. The one thing a probe can do is make an appender that
-    starts in the microseconds it holds the shared lock see the run as busy (`RunBusy`), as it
-    would for any other process that has the run open for appending."""
+    shared probes do not refuse each other. An appender that starts in the microseconds a probe
+    holds the shared lock retries its lock for a bounded time (`store.APPEND_LOCK_SECONDS`), so a
+    probe never makes it fail."""
     try:
         fd = os.open(history_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:

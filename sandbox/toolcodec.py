@@ -1,5 +1,5 @@
 """Values across the pipe, per Tool: a call's arguments encoded by the types its declaration
-gives them, a reply decoded by its declared result (`flowrt.abi` does the encoding by type term).
+gives them, a reply decoded by its declared result (`flowdata.codec` does the encoding by type term).
 The encoders of a Tool without type arguments are built once and kept; a call with type
 arguments substitutes them into the declaration first."""
 

@@ -1,5 +1,5 @@
 """The child's side of the wire protocol with the host: framed canonical JSON on fds 0 (from the
-host) and 1 (to the host), `sandbox.channel`'s frames; that pipe is the child's only egress
+host) and 1 (to the host), `flowdata.framing`'s frames; that pipe is the child's only egress
 (`host.invoke`). One run, one process:
 
   host  -> {"op": "load", "modules": [...], "entry": {...}, "args": [...], "tools": {...},

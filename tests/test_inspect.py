@@ -151,3 +151,44 @@ def test_rounds_point_out_every_task_two_rounds_carry(tmp_path):
     plain = completed_run(tmp_path / "plain")
     text = flow("history", plain, "--runs", str(tmp_path / "plain"), "--rounds").stdout
     assert "tasks carried across rounds: none\n" in text
+
+
+def test_rounds_report_a_refused_re_run_not_matched(tmp_path):
+    """A re-run the sandbox refuses has no verdict: `--rounds` says so (exit 2) as `flow replay`
+    does, instead of counting it Matched. The refusal comes from a build cache whose generated
+    code the sandbox's verifier rejects."""
+    import os
+
+    cache = tmp_path / "cache"
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    runs = tmp_path / "runs"
+
+    def flow_in(*args: str):
+        return subprocess.run([sys.executable, "-m", "flowrt.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    done = flow_in("run", str(APPROVAL), "--allow", "--input", json.dumps(BIG), "--runs", str(runs))
+    run_id = done.stdout.split()[2]
+    entries = list((cache / "flow" / "build").glob("*.json"))
+    assert entries
+    for entry in entries:
+        data = json.loads(entry.read_text())
+        for module in data["modules"]:
+            module["source"] = "import os\n" + module["source"]
+        entry.write_text(json.dumps(data))
+    replayed = flow_in("replay", run_id, "--runs", str(runs))
+    assert replayed.returncode == 2 and "sandbox refused" in replayed.stderr + replayed.stdout
+    shown = flow_in("history", run_id, "--runs", str(runs), "--json", "--rounds")
+    assert shown.returncode == 2 and shown.stdout == ""
+    assert shown.stderr.startswith("no rounds: the sandbox refused the program")
+
+
+def test_rounds_verdict_covers_the_facts_from_the_earliest_held_checkpoint(tmp_path):
+    runs, run_id = feed_run(tmp_path, 3)
+    assert flow("archive", run_id, "--runs", str(runs)).returncode == 0
+    view = json.loads(flow("history", run_id, "--runs", str(runs), "--json", "--rounds").stdout)
+    held = [f["n"] for f in view["facts"] if f["kind"] == "Checkpoint"]
+    assert view["replay"]["verdict"] == "Incomplete"  # paused: the record ends while the program waits
+    assert held and view["replay"]["from"] == held[0] > 1
+    replayed = json.loads(flow("replay", run_id, "--runs", str(runs), "--json").stdout)
+    assert replayed["from"] == view["replay"]["from"]

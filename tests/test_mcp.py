@@ -377,3 +377,26 @@ def test_flow_mcp_is_a_command_of_the_cli():
 
     done = subprocess.run([sys.executable, "-m", "flowrt.cli", "mcp", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "--allow" in done.stdout and "--runs" in done.stdout
+
+
+@scenario
+async def test_an_int_result_of_5000_digits_comes_back_whole(tmp_path):
+    """CPython's json and pydantic's (which the MCP SDK reads every message with) stop at 4,300
+    digits: the server reads a run's output as the runtime does, gives it exactly in
+    `outputJson`, and never puts a number in `output` that would make the reply unreadable."""
+    digits = "7" * 4999 + "8"
+    program = tmp_path / "big.flow"
+    program.write_text(f"pub flow main() -> Int = {'7' * 5000} + 1\n")
+    edge = tmp_path / "edge.flow"
+    edge.write_text(f"pub flow main() -> List<Int> = [{'9' * 4300}, 1]\n")
+    async with session(tmp_path / "runs") as client:
+        with anyio.fail_after(60):
+            done = await call(client, "run", {"file": str(program)})
+            at_edge = await call(client, "run", {"file": str(edge)})
+        assert not done.is_error, done.content
+        result = done.structured_content
+        assert result["exitCode"] == 0 and result["outputJson"] == digits and result["output"] is None
+        assert "more than 4300 digits" in result["message"]
+        result = at_edge.structured_content
+        assert result["exitCode"] == 0 and result["outputJson"] == f"[{'9' * 4300},1]"
+        assert isinstance(result["output"][0], int) and result["output"][1] == 1 and result["message"] is None

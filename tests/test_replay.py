@@ -264,3 +264,57 @@ def test_an_evaluator_that_dies_during_replay_makes_it_incomplete_not_a_verdict(
     assert result.verdict.kind == "Incomplete", result.verdict
     assert "the re-run could not go on: the sandboxed evaluator died" in result.verdict.reason
     assert history.read_bytes() == before
+
+
+def test_a_fault_replays_matched_whatever_path_the_program_was_started_with(tmp_path):
+    # The fault's location names the module by its identity (`lib/util.flow`), not by the path
+    # the run was started with, so the replay, which re-forms the program from recorded
+    # sources, records the same location.
+    program = tmp_path / "prog"
+    (program / "lib").mkdir(parents=True)
+    (program / "main.flow").write_text('use "./lib/util"\n\npub flow main() -> Int = util.divide(1, 0)\n')
+    (program / "lib" / "util.flow").write_text("pub flow divide(a: Int, b: Int) -> Int = a / b\n")
+    runs = tmp_path / "runs"
+    for started_as, cwd in ((str(program / "main.flow"), ROOT), ("main.flow", program), ("prog/main.flow", tmp_path)):
+        done = flow("run", started_as, "--runs", str(runs), cwd=cwd)
+        assert done.returncode == 1, done.stderr
+        assert "lib/util.flow:1:" in done.stderr and str(tmp_path) not in done.stderr
+        run_id = done.stderr.split("(run ")[1].split(")")[0]
+        replayed = flow("replay", run_id, "--runs", str(runs))
+        assert (replayed.returncode, replayed.stdout.strip()) == (0, "Matched"), replayed.stdout + replayed.stderr
+        end = json.loads((runs / run_id / "history.jsonl").read_text().splitlines()[-1])
+        assert end["outcome"]["Faulted"]["location"] == {"file": "lib/util.flow", "line": 1, "column": 42}
+
+
+def test_a_program_using_a_pinned_repository_replays_and_resumes_from_its_recorded_sources(tmp_path):
+    """Start records the pins the program identity covers, so replay and resume re-form the
+    program from the recorded sources alone, even once the pinned directory has gone."""
+    from flowc.disk import content_hash
+
+    acme = tmp_path / "acme"
+    acme.mkdir()
+    (acme / "util.flow").write_text("/// Asks a person.\n@tool pub flow ask(q: Text) -> Text\n\n"
+                                    'pub flow twice(q: Text) -> Text !tool = ask(q) ++ ask(q)\n')
+    program = tmp_path / "prog"
+    program.mkdir()
+    (program / "main.flow").write_text('use "acme@1.0/util"\n\npub flow main() -> Text !tool = util.twice("hi")\n')
+    (program / "flow.toml").write_text(
+        f'[pins]\n"acme@1.0" = {{ path = "../acme", commit = "{content_hash(str(acme))}" }}\n'
+        '"unused@2.0" = { path = "../nowhere", commit = "abc1234" }\n\n'
+        '[tools]\n"acme@1.0/util" = { pending = true }\n')
+    runs = tmp_path / "runs"
+    paused = flow("run", "main.flow", "--runs", str(runs), cwd=program)
+    assert paused.returncode == 3, paused.stderr
+    run_id = paused.stdout.split()[2]
+    start = json.loads((runs / run_id / "history.jsonl").read_text().splitlines()[0])
+    assert start["pins"] == [{"repo": "acme@1.0", "commit": content_hash(str(acme))},
+                             {"repo": "unused@2.0", "commit": "abc1234"}]
+    acme.rename(tmp_path / "gone")  # nothing of the repository is read again
+    replayed = flow("replay", run_id, "--runs", str(runs), "--json")
+    assert replayed.returncode == 3 and json.loads(replayed.stdout)["verdict"] == "Incomplete", replayed.stderr
+    first = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": "a"}', "--runs", str(runs), cwd=program)
+    assert first.returncode == 3, first.stderr
+    done = flow("resume", run_id, "--call", "root#2", "--reply", '{"Ok": "b"}', "--runs", str(runs), cwd=program)
+    assert (done.returncode, done.stdout.strip()) == (0, '"ab"'), done.stderr
+    replayed = flow("replay", run_id, "--runs", str(runs))
+    assert (replayed.returncode, replayed.stdout.strip()) == (0, "Matched"), replayed.stderr

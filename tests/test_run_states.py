@@ -207,3 +207,44 @@ def test_the_lock_probe_sees_an_appender_and_not_another_reader(tmp_path):
         os.close(fd)
     RunStore.open(str(tmp_path), run_id, for_append=True).close()  # nothing was left locked
     assert appender_holds(str(tmp_path / run_id / "absent.jsonl")) is None
+
+
+def test_a_readers_probe_never_makes_an_append_open_busy(tmp_path):
+    """A reader's probe holds a shared lock for microseconds; opening for appending retries its
+    lock for a bounded time instead of failing RunBusy in that instant (a resume must not fail
+    because someone looked at `flow runs`). A real appender still makes the run busy."""
+    from flowrt.store import RunBusy
+    from flowrt.store.directory import APPEND_LOCK_SECONDS
+
+    paused = flow("run", str(APPROVAL), "--allow", "--input", json.dumps(EXPENSE), "--runs", str(tmp_path))
+    run_id = paused.stdout.split()[2]
+    history_path = str(tmp_path / run_id / "history.jsonl")
+    # Another process, as `flow runs` would be (a thread of this one seldom probes in the very
+    # instant this one takes the lock: the GIL serializes them); with the lock taken at once
+    # about one open in ten failed.
+    probes = tmp_path / "probes"
+    prober = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom flowrt.run_state import appender_holds\nn = 0\n"
+        "while True:\n    appender_holds(sys.argv[1])\n    n += 1\n"
+        "    if n % 1000 == 0: open(sys.argv[2], 'w').write(str(n))\n"), history_path, str(probes)])
+    try:
+        deadline = time.monotonic() + 30
+        while not probes.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert probes.exists()
+        for _ in range(300):
+            RunStore.open(str(tmp_path), run_id, for_append=True, durability="none").close()
+        resumed = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Yes": "fine"}}', "--runs",
+                       str(tmp_path), "--allow")
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        prober.kill()
+        prober.wait(10)
+    appender = RunStore.open(str(tmp_path), run_id, for_append=True)
+    try:
+        started = time.monotonic()
+        with pytest.raises(RunBusy):
+            RunStore.open(str(tmp_path), run_id, for_append=True)
+        assert APPEND_LOCK_SECONDS <= time.monotonic() - started < APPEND_LOCK_SECONDS + 2
+    finally:
+        appender.close()

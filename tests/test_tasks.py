@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 import flowrt
 from flowrt.store import RunStore
@@ -196,3 +197,19 @@ def test_a_loop_passing_a_pending_read_checkpoints_every_round_and_resumes(tmp_p
     # under the fork's run id, and `main.next` (declared without Result) then faults.
     assert forked.returncode == 1, forked.stderr
     assert "ended in Unknown" in forked.stderr
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known deviation from the history seed (003: a parked task 'counts whether or not its reply has "
+    "arrived'): once the parked call's reply is in, the child declines every later checkpoint. A fix "
+    "is not the child's alone: resume from such a checkpoint must deliver the reply recorded before it "
+    "(today the host would settle that call Unknown), and archive must keep it"))
+def test_a_parked_task_whose_reply_arrived_still_lets_checkpoints_be_taken(tmp_path):
+    feed = Path(__file__).resolve().parent / "programs" / "feed" / "main.flow"
+    host = flowrt.Host({"main.next": lambda: "hello", "main.tick": lambda n: n}, runs_dir=str(tmp_path),
+                       durability="none")
+    outcome = host.run(str(feed), {"rounds": 6})
+    assert outcome.exit_code == 0 and outcome.output == b"1021"
+    facts = RunStore.open(str(tmp_path), outcome.run_id, for_append=False).facts()
+    reply = next(f["n"] for f in facts if f["kind"] == "Reply" and f["call"] == "root/1#1")
+    assert any(f["kind"] == "Checkpoint" and f["n"] > reply for f in facts)

@@ -241,3 +241,80 @@ def test_the_id_scan_walks_deep_nesting_without_recursing():
     assert tool_lines.top_level_id(deep) is None
     assert tool_lines.top_level_id('{"id": 7}') is None
     assert tool_lines.top_level_id('{"a": {"id": "inner"}}') is None  # only the top level names the call
+
+
+# ---- the host's writes to a Tool process never block the driver ---------------------------------
+
+
+def test_a_process_that_stops_reading_is_broken_after_the_stall_bound(tmp_path):
+    """flood.flow through the real CLI: the calls whose lines went (whole or in part) into the
+    pipe are Unknown, the one queued behind them and every later call NotRun, never sent."""
+    result = tool_replies.trial(tmp_path, "stops-reading")
+    assert not result["hung"] and result["exit"] == 0, result["stderr"]
+    one, two, big, four, five = tool_replies.replies(tmp_path / "stops-reading" / "runs")
+    for seen in (one, two, big):
+        assert seen["Err"]["Unknown"] == ("the implementation left its input unread for 10 s with the call out; "
+                                          "it was closed")
+    assert four == {"Err": {"NotRun": "not sent: the implementation left its input unread for 10 s"}}
+    assert five["Err"]["NotRun"].startswith("not sent: the implementation left its input unread for 10 s")
+
+
+def _unread_pipe():
+    read_end, write_end = os.pipe()
+    return read_end, os.fdopen(write_end, "wb", buffering=0)
+
+
+def test_the_writer_never_blocks_and_knows_which_calls_reached_the_pipe(monkeypatch):
+    from flowrt import tool_input
+
+    monkeypatch.setattr(tool_input, "STALL_SECONDS", 0.5)
+    read_end, stream = _unread_pipe()
+    stalled = threading.Event()
+    writer = tool_input.InputWriter(stream, stalled.set, lambda unsent: None)
+    try:
+        small = b"s" * 100 + b"\n"
+        big = b"b" * (1024 * 1024) + b"\n"  # more than the pipe holds: written in part
+        for call_id, line in (("c1", small), ("c2", big), ("c3", small)):
+            assert writer.put(call_id, line) is None  # returns at once though nothing reads
+        assert stalled.wait(10)
+        assert writer.was_started("c1") and writer.was_started("c2") and not writer.was_started("c3")
+        assert writer.put("c4", small) == "closed"
+    finally:
+        writer.stop()
+        writer.done.wait(5)
+        os.close(read_end)
+
+
+def _unread_bytes(fd: int, fcntl, termios) -> int:
+    import array
+
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]
+
+
+def test_the_writer_holds_a_bounded_amount_and_a_closed_pipe_leaves_the_rest_unsent(monkeypatch):
+    from flowrt import tool_input
+
+    monkeypatch.setattr(tool_input, "HELD_LIMIT", 1024 * 1024)
+    read_end, stream = _unread_pipe()
+    unsent_seen: list[list[str]] = []
+    closed = threading.Event()
+    writer = tool_input.InputWriter(stream, lambda: None,
+                                    lambda unsent: (unsent_seen.append(unsent), closed.set()))
+    line = b"x" * (300 * 1024) + b"\n"
+    answers = [writer.put(f"c{i}", line) for i in range(6)]
+    assert answers[:3] == [None] * 3 and "held" in answers  # the fourth line may already be in the pipe
+    import fcntl
+    import termios
+    import time
+
+    deadline = time.monotonic() + 10
+    while _unread_bytes(read_end, fcntl, termios) < 4096 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the writer has put part of c0 in the pipe
+    os.close(read_end)  # the process closes its input: the write fails, nothing blocks
+    assert closed.wait(10)
+    queued = [f"c{i}" for i, a in enumerate(answers) if a is None]
+    assert unsent_seen == [[c for c in queued if not writer.was_started(c)]]
+    assert writer.was_started("c0") and writer.put("c9", line) == "closed"
+    writer.done.wait(5)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 from typing import Any, Iterable, Sequence
 
 from flowrt.store import durable
@@ -53,6 +54,28 @@ from flowrt.store.host_records import _Host, read_host
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
+
+#: How long opening for appending waits for the lock before the run counts as busy: a reader
+#: probing whether the run has an appender (`flowrt.run_state.appender_holds`) holds a shared
+#: lock for microseconds, and that must never make a resume fail.
+APPEND_LOCK_SECONDS = 0.2
+
+
+def _lock_for_append(fd: int) -> bool:
+    """Take the appender's exclusive lock on `fd`, retrying without blocking for up to
+    APPEND_LOCK_SECONDS; False when another appender (or a probe that long) holds it."""
+    deadline = time.monotonic() + APPEND_LOCK_SECONDS
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+
 
 
 class RunStore(RunLog):
@@ -263,10 +286,8 @@ class RunStore(RunLog):
         try:
             if self.for_append:
                 self._fd = os.open(history_path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-                try:
-                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise RunBusy(f"run {self.run_id} is open for appending elsewhere") from None
+                if not _lock_for_append(self._fd):
+                    raise RunBusy(f"run {self.run_id} is open for appending elsewhere")
             data = _read_file(history_path)
         except FileNotFoundError:
             raise StorageError("history.jsonl is missing", component=HISTORY) from None
@@ -852,7 +873,8 @@ class RunStore(RunLog):
             # Append to the new file from now on (the old descriptor names the replaced one).
             old = self._fd
             self._fd = os.open(history, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _lock_for_append(self._fd):  # only a reader's probe can hold the new file
+                raise StorageError("cannot archive: the new history stayed locked", component=HISTORY)
             if old is not None:
                 os.close(old)
             self._facts = kept

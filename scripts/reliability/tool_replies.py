@@ -47,17 +47,22 @@ CASES: dict[str, str] = {
     "closes-stdout": "Unknown|Unknown|NotRun",
     # race.flow: a reply for a call the host cancelled is dropped; the process is still trusted.
     "answers-late": "Ok fast|Ok three",
+    # flood.flow: the process stops reading its input with two calls out; the host writes the
+    # next call's line (over a pipe's worth) from its writer thread, so the run goes on, and
+    # after STALL_SECONDS unread the process is broken: the calls it may have read (every byte
+    # or some in its pipe) are Unknown, the one queued behind them and the later b.ask NotRun.
+    "stops-reading": "Unknown|Unknown|Unknown|NotRun|NotRun",
 }
-PROGRAM = {"answers-late": "race.flow"}  # the others run main.flow
+PROGRAM = {"answers-late": "race.flow", "stops-reading": "flood.flow"}  # the others run main.flow
 QUICK = ("honest", "not-json", "int-id", "unknown-id", "deep-reply", "not-utf8", "endless", "huge-reply", "dies",
-         "answers-late")
+         "answers-late", "stops-reading")
 
 
 def workdir(base: Path, mode: str) -> Path:
     """The hostile program, its flow.toml binding both modules to one hostile process."""
     folder = base / mode
     folder.mkdir(parents=True)
-    for name in ("main.flow", "race.flow", "a.flow", "b.flow", "hostile_tool.py"):
+    for name in ("main.flow", "race.flow", "flood.flow", "a.flow", "b.flow", "hostile_tool.py"):
         shutil.copy(HOSTILE / name, folder / name)
     entry = json.dumps(["hostile_tool.py", mode])
     (folder / "flow.toml").write_text(f'[tools]\n"a" = {{ python = {entry} }}\n"b" = {{ python = {entry} }}\n')

@@ -64,6 +64,11 @@ def answers_late(first: str, second: str) -> None:
     reply(first, "slow")
 
 
+def stops_reading(first: str, second: str) -> None:
+    """flood.flow: it neither reads its input nor answers again, and never exits."""
+    time.sleep(3600)
+
+
 MISBEHAVIOURS = {
     "honest": lambda first, second: (reply(first, "one"), reply(second, "two")),
     "not-json": lambda first, second: send(b"hello, this is not JSON\n"),
@@ -85,6 +90,7 @@ MISBEHAVIOURS = {
     "dies": dies,
     "closes-stdout": closes_stdout,
     "answers-late": answers_late,
+    "stops-reading": stops_reading,
 }
 
 
