@@ -1,5 +1,11 @@
 """Check function bodies: types, constructor resolution, effects, patterns and exhaustiveness.
 
+Over 800 lines, on purpose: one checker pass over the tree, a method per expression and
+statement form, sharing one substitution and one scope chain; the rules of each form are read
+together with the forms they interact with (expected types flow down through all of them).
+The parts that stand alone are elsewhere: exhaustiveness (exhaust.py), loops (loops.py), types
+and unification (types.py), messages (diagnostics/messages.py).
+
 Checking is bidirectional: `expr(e, expected)` infers the type of `e` while pushing down the type
 the context wants, which is how a bare constructor (`Search(q)`) finds its enum and a lambda
 (`flow(x) = x + 1`) finds its parameter types. Generic calls instantiate their type parameters

@@ -1,5 +1,9 @@
 """Lower a checked Flow module to a Python `ast.Module` for the sandbox.
 
+Over 800 lines, on purpose: one lowering per construct, each written beside the runtime calls
+it emits; the entry is `lower()`, and the parts that stand alone (loops, pattern tests, the
+names generated code may use) are in loops.py, exhaust.py and flowdata/names.py.
+
 The generated code is plain Python over the runtime value representation (docs/abi.md):
 
 * Pure functions become plain functions; functions that can make Tool calls become generators

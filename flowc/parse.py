@@ -1,5 +1,10 @@
 """Parse one Flow module: text in, a `syntax.Module` and diagnostics out.
 
+Over 800 lines, on purpose: the tree builder of every grammar rule, the fast LALR driver that
+calls them and the nesting bounds it enforces are kept in one module because the driver binds
+the builders by rule once (a measured third of parsing; docs/impl.md, Speed machinery); the
+tables themselves are built in lalr.py.
+
 The grammar is LALR(1) with lark's contextual lexer, and the tree is built while parsing, so no
 intermediate lark tree is made and a deeply nested input costs no Python recursion here. Comments
 are collected as they are lexed: `///` comments become the `doc` of the declaration, field or
