@@ -34,6 +34,7 @@ this module is loaded inside the sandbox child, and by the host (`flowrt.sandbox
 from __future__ import annotations
 
 import gc
+import errno
 import os
 import select
 import struct
@@ -177,12 +178,16 @@ def send_many(fd: int, messages: list) -> None:
 
 
 def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a pipe here, a run's files in the store): os.write may take
+    part of it; a write that takes nothing is an error, never a loop."""
     written = os.write(fd, data)
     if written == len(data):
         return
     view = memoryview(data)[written:]
     while view:
         written = os.write(fd, view)
+        if written <= 0:  # os.write raises rather than return 0 on blocking files and pipes
+            raise OSError(errno.EIO, "write made no progress")
         view = view[written:]
 
 

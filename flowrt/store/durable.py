@@ -7,6 +7,8 @@ from __future__ import annotations
 import errno
 import os
 
+from flowdata.framing import write_all as _write_all  # (one whole-write loop for pipes and files)
+
 #: The reserved space past the facts (see `RunStore._reserve`): at least this much, and at most ...
 _RESERVE_MIN = 64 << 10
 _RESERVE_MAX = 1 << 20
@@ -29,16 +31,6 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)
-    if written == len(data):
-        return
-    view = memoryview(data)[written:]
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:  # pragma: no cover - os.write raises rather than return 0 on files
-            raise OSError(errno.EIO, "write made no progress")
-        view = view[written:]
 
 
 # An append changes the file's size, which fdatasync flushes too (it skips only metadata a
