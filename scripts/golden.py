@@ -1,10 +1,10 @@
-"""Regenerate (or check) the golden files of generated code under golden/.
+"""Regenerate (or check) the golden files of generated code under tests/golden/.
 
 Each golden file starts with its input: the Flow source of every user module of the program, then
 the Python generated for each of them. Inputs: every example program (examples/, and the shared
 seed examples when they are beside the repository) and every valid case under tests/cases/valid/.
 
-    python scripts/golden.py          # rewrite golden/
+    python scripts/golden.py          # rewrite tests/golden/
     python scripts/golden.py --check  # exit 1 and name the files that differ
 """
 
@@ -20,7 +20,7 @@ from flowc.emit import generate  # noqa: E402
 from flowc.frontend import check_program  # noqa: E402
 from tests.casefiles import load_case  # noqa: E402
 
-GOLDEN = ROOT / "golden"
+GOLDEN = ROOT / "tests" / "golden"
 
 
 def programs() -> list[tuple[str, str, dict[str, str]]]:
@@ -79,7 +79,7 @@ def main() -> int:
     stale = sorted(p.name for p in GOLDEN.glob("*.golden") if p.name not in expected)
     if check:
         for name in differing + stale:
-            print(f"differs: golden/{name}")
+            print(f"differs: tests/golden/{name}")
         return 1 if differing or stale else 0
     for name in stale:
         (GOLDEN / name).unlink()

@@ -22,7 +22,7 @@ def test_there_are_enough_golden_programs():
 
 @pytest.mark.parametrize("name,root,files", PROGRAMS, ids=[p[0] for p in PROGRAMS])
 def test_golden_file_matches(name, root, files):
-    path = ROOT / "golden" / f"{name}.golden"
+    path = ROOT / "tests" / "golden" / f"{name}.golden"
     assert path.exists(), f"missing {path}; run python scripts/golden.py"
     assert golden.render(root, files) == path.read_text(encoding="utf-8"), \
         f"generated code changed for {name}; run python scripts/golden.py and review the diff"

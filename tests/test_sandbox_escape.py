@@ -504,7 +504,7 @@ def test_golden_modules_are_sandbox_clean():
     """Every committed golden module passes verify() (none yet is fine)."""
     from pathlib import Path
 
-    golden = Path(__file__).resolve().parents[1] / "golden"
+    golden = Path(__file__).resolve().parents[1] / "tests" / "golden"
     for path in sorted(golden.rglob("*.py")):
         assert verify(path.read_text(encoding="utf-8"), str(path)) == [], path
 

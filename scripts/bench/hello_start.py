@@ -34,7 +34,7 @@ HELLO = 'pub flow main() -> Text = "hello, world"\n'
 def copy_tree(tree: Path, into: Path) -> Path:
     target = into / tree.name
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".flow", "*.egg-info", ".pytest_cache",
-                                    ".hypothesis", "tests", "golden", "docs", "examples")
+                                    ".hypothesis", "tests", "docs", "examples")
     shutil.copytree(tree, target, ignore=ignore)
     return target
 
