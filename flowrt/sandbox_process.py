@@ -36,8 +36,8 @@ from typing import Callable
 from flowdata import framing as channel
 from flowdata.policy import LIMITS, STDERR_TAIL_BYTES, Limits
 from flowrt import sandbox_launch as launch
-# What callers configure or inspect about the launch, importable from here as before.
-from flowrt.sandbox_launch import LAYER_NAMES, child_path, kill_all, layers_left_out, wall_seconds  # noqa: F401
+# The layers FLOW_SANDBOX_WITHOUT may name, which callers compare with `Child.layers`.
+from flowrt.sandbox_launch import LAYER_NAMES  # noqa: F401
 
 POLL_TICK = 0.05  # seconds between liveness checks while waiting on the pipe
 EXIT_GRACE = 2.0  # seconds a child that closed its pipe gets to exit by itself
