@@ -2,7 +2,7 @@
 
 Everything the sandbox allows or limits is written down here, as constants, so that a reviewer
 reads the whole policy in one place and the mechanism (`verify`, `guards`, `loader`, the host's
-`flowrt.sandbox_process`) only ever looks values up. The host, the child and the compiler all read it,
+`flowrt.sandbox_launch`) only ever looks values up. The host, the child and the compiler all read it,
 so it lives in `flowdata`, the package none of them owns. Nothing here runs code; changing what generated code
 may contain is a one-line edit in this file, reviewed on its own.
 
@@ -20,7 +20,7 @@ The policy is default-deny in three places:
   statically by `verify` and again at run time by the `_getattr_` guard.
 
 `LIMITS` are the operating-system limits the host puts on the child process (see
-`flowrt.sandbox_process`); each field documents why it has the value it has.
+`flowrt.sandbox_launch`); each field documents why it has the value it has.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ class Limits:
     # (the run is then halted, resumable). The CPU limit does not see a child that is starved,
     # stopped or blocked; this does. Generous, because a Tool call does not count (the host is
     # not waiting on the child then), only stretches of the child's own computing. None: none.
-    # FLOW_SANDBOX_WALL_SECONDS overrides it (flowrt/sandbox_process.py).
+    # FLOW_SANDBOX_WALL_SECONDS overrides it (flowrt/sandbox_launch.py).
     wall_seconds: float | None = 600.0
 
 
@@ -180,7 +180,7 @@ STDERR_TAIL_BYTES = 64 * 1024
 # child's `sys.path` is the standard library plus `PYTHONPATH`, so the host puts there the
 # directories that hold the packages named in CHILD_PACKAGES, where its own interpreter found
 # them (a virtualenv's or the system's site-packages, or a development checkout), and never the
-# user site directory, which the child did not see before either (see `flowrt.sandbox_process`).
+# user site directory, which the child did not see before either (see `flowrt.sandbox_launch`).
 CHILD_PYTHON_FLAGS: tuple[str, ...] = ("-B", "-S", "-s", "-P")
 
 # The packages outside the standard library that the child imports: the directory holding each

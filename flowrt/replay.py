@@ -11,7 +11,15 @@ served from the record in the recorded order:
 `replay` binds nothing and calls nothing: it reports Matched, Incomplete (the record ends first,
 or a needed value is a hole) or Diverged at fact N with the reason. A damaged history is a
 storage failure, never a verdict. `resume` does the same and, where the record ends, admits the
-supplied reply, settles the other open calls and continues live on the same history.
+supplied reply, settles the other open calls and continues live on the same history. `rounds`
+(the rounds view of `flow history`) is a replay that notes each checkpoint place it passes, and
+`fork` a resume of a new history that starts at a copied Checkpoint.
+
+Over 800 lines, on purpose: replay, rounds, resume and fork are the four ways of serving one
+record to the one `ReplayDriver`; they share how the recorded program is re-formed, where the
+record starts (Start or a checkpoint) and ends, and what a divergence, a hole or damage becomes,
+and `ReplayDriver` (about 320 lines) is the rule that Call, Reply, Choice, Checkpoint and End
+are served by. Split apart, each command would have to reach into the driver's state.
 """
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def install_excepthook() -> None:
 
 
 def parse_argv(argv: list[str]) -> dict | None:
-    """`--lockdown HOST_PID UID HEX_FILTER WITHOUT` as the host passes it (`flowrt.sandbox_process`), or None."""
+    """`--lockdown HOST_PID UID HEX_FILTER WITHOUT` as the host passes it (`flowrt.sandbox_launch`), or None."""
     if len(argv) < 5 or argv[0] != "--lockdown":
         return None
     return {"host_pid": int(argv[1]), "uid": int(argv[2]), "seccomp_program": bytes.fromhex(argv[3]),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import flowrt.sandbox_launch as launch
 import flowrt.sandbox_process as child_module
 from flowrt.sandbox_process import Child, ChildDied, ChildTimeout
 from flowdata import framing
@@ -102,8 +103,8 @@ def test_environment_is_empty_and_cwd_is_a_fresh_empty_dir(monkeypatch):
     assert set(report["environ"]) <= {"PYTHONHASHSEED", "PYTHONPATH", "LC_CTYPE"}
     assert report["environ"]["PYTHONHASHSEED"] == "0"
     # This checkout, then where the host finds the child's packages (the child runs without site).
-    assert report["environ"]["PYTHONPATH"] == child_module.child_path()
-    assert report["environ"]["PYTHONPATH"].split(os.pathsep)[0] == child_module.SOURCE_ROOT
+    assert report["environ"]["PYTHONPATH"] == launch.child_path()
+    assert report["environ"]["PYTHONPATH"].split(os.pathsep)[0] == launch.SOURCE_ROOT
     assert os.path.realpath(report["cwd"]) == os.path.realpath(workdir)
     assert report["listing"] == []
     assert not os.path.exists(workdir)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import flowrt.sandbox_process as child_module
+import flowrt.sandbox_launch as launch
 from flowrt.sandbox_process import Child
 from flowrt.cli import plain_run
 from flowdata.policy import CHILD_PACKAGES, CHILD_PYTHON_FLAGS
@@ -60,10 +60,10 @@ def test_the_child_starts_without_site_and_sees_only_its_packages(monkeypatch):
     assert not seen["site"]
     # Nothing of the host's environment; PYTHONPATH is the host's choice, not inherited.
     assert set(seen["environ"]) <= {"PYTHONHASHSEED", "PYTHONPATH", "LC_CTYPE"}
-    assert seen["environ"]["PYTHONPATH"] == child_module.child_path()
+    assert seen["environ"]["PYTHONPATH"] == launch.child_path()
     # The path: the standard library, then this checkout and the folders of the child's packages.
-    ours = child_module.child_path().split(os.pathsep)
-    assert ours[0] == child_module.SOURCE_ROOT
+    ours = launch.child_path().split(os.pathsep)
+    assert ours[0] == launch.SOURCE_ROOT
     extra = [entry for entry in seen["path"] if entry in ours]
     assert extra == ours
     stdlib = {os.path.realpath(p) for p in sys.path if "site-packages" not in p and "dist-packages" not in p}
@@ -124,21 +124,21 @@ def test_the_child_path_leaves_the_user_site_out(monkeypatch, tmp_path):
     user_site.mkdir()
     other.mkdir()
     folders = {CHILD_PACKAGES[0]: str(user_site), CHILD_PACKAGES[1]: str(other)}
-    monkeypatch.setattr(child_module, "_CHILD_PATH", None)
-    monkeypatch.setattr(child_module, "_package_folder", folders.get)
-    monkeypatch.setattr(child_module, "_user_site", lambda: os.path.realpath(user_site))
-    assert child_module.child_path() == os.pathsep.join([child_module.SOURCE_ROOT, str(other)])
+    monkeypatch.setattr(launch, "_CHILD_PATH", None)
+    monkeypatch.setattr(launch, "_package_folder", folders.get)
+    monkeypatch.setattr(launch, "_user_site", lambda: os.path.realpath(user_site))
+    assert launch.child_path() == os.pathsep.join([launch.SOURCE_ROOT, str(other)])
 
 
 def test_a_package_folder_is_the_entry_it_is_imported_from():
     import orjson
 
-    assert child_module._package_folder("orjson") == os.path.dirname(os.path.dirname(orjson.__file__))
-    assert child_module._package_folder("no_such_package_here") is None
+    assert launch._package_folder("orjson") == os.path.dirname(os.path.dirname(orjson.__file__))
+    assert launch._package_folder("no_such_package_here") is None
 
 
 def copy_child_sources(into: Path) -> None:
-    for source in child_module._child_sources():  # (of this checkout: SOURCE_ROOT not yet changed)
+    for source in launch._child_sources():  # (of this checkout: SOURCE_ROOT not yet changed)
         target = into / Path(source).relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(Path(source).read_bytes())
@@ -148,19 +148,19 @@ def test_the_host_writes_the_bytecode_the_child_cannot(monkeypatch, tmp_path):
     import importlib.util
 
     copy_child_sources(tmp_path)
-    monkeypatch.setattr(child_module, "SOURCE_ROOT", str(tmp_path))
-    monkeypatch.setattr(child_module, "_COMPILED", False)
+    monkeypatch.setattr(launch, "SOURCE_ROOT", str(tmp_path))
+    monkeypatch.setattr(launch, "_COMPILED", False)
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    child_module._compile_for_child()
+    launch.compile_for_child()
     assert not list(tmp_path.rglob("*.pyc"))  # PYTHONDONTWRITEBYTECODE / -B: nothing is written
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))
-    child_module._compile_for_child()
+    launch.compile_for_child()
     assert not list(tmp_path.rglob("*.pyc"))  # elsewhere than the child looks: nothing is written
     monkeypatch.setattr(sys, "pycache_prefix", None)
-    child_module._compile_for_child()
+    launch.compile_for_child()
     caches = {}
-    sources = [Path(p) for p in child_module._child_sources()]
+    sources = [Path(p) for p in launch._child_sources()]
     relative = {p.relative_to(tmp_path).as_posix() for p in sources}
     assert relative >= {"sandbox/child.py", "sandbox/loader.py", "flowdata/codec.py", "flowdata/framing.py"}
     assert not [p for p in relative if not p.startswith(("sandbox/", "flowdata/"))]  # nothing of the host
@@ -177,10 +177,10 @@ def test_the_host_writes_the_bytecode_the_child_cannot(monkeypatch, tmp_path):
     # Once per process; and a fresh cache is left alone, a stale one written again.
     stale = tmp_path / "sandbox" / "runtime.py"
     stale.write_text(stale.read_text() + "\n# changed\n")
-    child_module._compile_for_child()
+    launch.compile_for_child()
     assert {c: c.stat().st_mtime_ns for c in caches} == caches
-    monkeypatch.setattr(child_module, "_COMPILED", False)
-    child_module._compile_for_child()
+    monkeypatch.setattr(launch, "_COMPILED", False)
+    launch.compile_for_child()
     rewritten = {c for c in caches if c.stat().st_mtime_ns != caches[c]}
     assert rewritten == {Path(importlib.util.cache_from_source(str(stale)))}
 

@@ -13,16 +13,14 @@ each kind (`VALUE_FIELDS`), which it may move to `values/`. Appends are durable 
 returns (write + fsync), a torn last line is truncation, and every other kind of damage is a
 `StorageError`, never a partial result.
 
-This module ties the parts together and keeps one run's state: the verified facts, the open
+Over 800 lines, on purpose: this module keeps one run's state (the verified facts, the open
 history file with its reserved space and unsynced facts, the host records' chain, the advisory
-lock, and a deferred verification under way. Reading is `reading`, the chain `chain`, value and
-source files `blobs`, host records `host_records`, file syncs `durable`, archive and redaction
-`archive`, discovery `discovery`.
-
-Why it is over 800 lines: what is left here is the code that reads and changes that state
-together (an append cuts facts back when its sync fails, an open repairs a torn tail and marks
-what is durable, archive swaps the locked descriptor), under one lock; everything that needs
-none of it is in the other modules.
+lock, a deferred verification under way), and what is left here is the code that reads and
+changes that state together, under that lock: an append cuts facts back when its sync fails, an
+open repairs a torn tail and marks what is durable, archive swaps the locked descriptor.
+Everything that needs none of it is in the other modules: reading is `reading`, the chain
+`chain`, value and source files `blobs`, host records `host_records`, file syncs `durable`,
+archive and redaction `archive`, discovery `discovery`.
 """
 
 from __future__ import annotations
