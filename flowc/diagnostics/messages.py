@@ -1,5 +1,9 @@
 """The message registry: every diagnostic's prose, written once, keyed by its code.
 
+Over 800 lines, on purpose: it is the one list of everything the compiler and the host can say
+to a user, one short function per message; splitting it by stage would scatter the wording it
+exists to keep in one place.
+
 The stages record what went wrong as facts (names, shown types, counts, candidates) by calling one
 function of this module, e.g. `M.type_mismatch(expected="Int", found="Text")`; that function alone
 decides the message, the notes and the help. It returns a `Message` (code and text, no location
