@@ -10,7 +10,9 @@ A Tool implementation is a Python callable taking the Tool's arguments as keywor
 values, as the Tool protocol carries them). It returns the Ok value (or an outcome dict, or
 `flowrt.PENDING` to leave the call open), or returns or raises `flowrt.failed(e)`,
 `flowrt.not_run(text)` or `flowrt.unknown(text)`. `async def` implementations are awaited. Calls
-run concurrently.
+run concurrently. A callable that declares a `call` parameter also gets a `flowrt.ToolCall`: the
+run and call id (an idempotency key), and for a generic Tool the concrete type arguments (terms
+and JSON Schemas) and the JSON Schema of the outcome it must return.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Host", "PENDING", "Problem", "failed", "not_run", "ok", "unknown"]
+__all__ = ["Host", "PENDING", "Problem", "ToolCall", "failed", "not_run", "ok", "unknown"]
 
 _FROM_BINDINGS = {"PENDING", "Problem", "failed", "not_run", "ok", "unknown"}
 
@@ -29,6 +31,10 @@ def __getattr__(name: str):
         from flowrt import bindings
 
         return getattr(bindings, name)
+    if name == "ToolCall":
+        from flowrt.tool_types import ToolCall
+
+        return ToolCall
     raise AttributeError(f"module 'flowrt' has no attribute {name!r}")
 
 

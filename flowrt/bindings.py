@@ -77,6 +77,7 @@ class Implementation:
         return None
 
     def call(self, run: str, call_id: str, tool: str, arguments: dict, types: Any, deliver: Deliver) -> None:
+        """`types`: the Tool at the call's type arguments (`flowrt.tool_types.Typed`), or None."""
         raise NotImplementedError
 
     def runs_inline(self, tool: str) -> bool:
@@ -106,7 +107,8 @@ class PythonTools(Implementation):
     keyword arguments (JSON values, as the Tool protocol carries them) and returns the Ok value,
     an outcome dict, `PENDING`, or a `Problem` (returned or raised). Async callables are awaited.
     Any other exception is the implementation's failure after the call may have had effects, so
-    the call is answered `Unknown`."""
+    the call is answered `Unknown`. A callable with a `call` parameter is also handed the
+    `flowrt.ToolCall` (run and call id; a generic Tool's concrete types and their schemas)."""
 
     def __init__(self, functions: Mapping[str, Callable[..., Any]]) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -115,10 +117,25 @@ class PythonTools(Implementation):
         # Calls run concurrently on reused threads (a thread per call costs more than a call).
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
         self.inline: dict[str, bool] = {}
+        self.takes_call: dict[str, bool] = {}
 
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
         fn = self.functions[tool]
+        arguments = self.with_call(fn, run, call_id, tool, arguments, types)
         self.pool.submit(_serve, call_id, lambda: fn(**arguments), deliver)
+
+    def with_call(self, fn, run, call_id, tool, arguments, typed) -> dict:
+        """The keyword arguments for `fn`: the call's own, and `call=ToolCall(...)` when `fn`
+        takes a `call` parameter and the Tool has none of that name (a Tool's own argument wins)."""
+        takes = self.takes_call.get(tool)
+        if takes is None:
+            takes = self.takes_call[tool] = accepts_call(fn)
+        if not takes or "call" in arguments:
+            return arguments
+        from flowrt.tool_types import ToolCall
+
+        told = typed.tool_call(run, call_id, tool) if typed is not None else ToolCall(run, call_id, tool)
+        return {**arguments, "call": told}
 
     def runs_inline(self, tool: str) -> bool:
         inline = self.inline.get(tool)
@@ -130,6 +147,7 @@ class PythonTools(Implementation):
 
     def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
         fn = self.functions[tool]
+        arguments = self.with_call(fn, run, call_id, tool, arguments, types)
         try:
             result = fn(**arguments)
         except Problem as problem:
@@ -149,6 +167,17 @@ class PythonTools(Implementation):
 
     def label(self) -> str:
         return "python"
+
+
+def accepts_call(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` declares a parameter `call` that can be passed by keyword (it is then handed
+    the `flowrt.ToolCall`); a `**kwargs` alone does not ask for it."""
+    try:
+        parameter = inspect.signature(fn).parameters.get("call")
+    except (TypeError, ValueError):  # a builtin or other callable without a signature
+        return False
+    return parameter is not None and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                        inspect.Parameter.KEYWORD_ONLY)
 
 
 _PLAIN = frozenset({int, str, dict, list, bool, type(None), float})  # never awaitable
@@ -477,7 +506,7 @@ class CommandTools(Implementation):
             return
         message = {"op": "call", "run": run, "id": call_id, "tool": tool, "arguments": arguments}
         if types is not None:
-            message["types"] = types
+            message.update(types.message_fields())
         refused = self._send(call_id, message)
         if refused is not None:
             # Its stdin is closed, or too much already waits for it: the call never reached it.

@@ -34,7 +34,7 @@ from typing import Any
 import flowc
 from flowc.compiled import Compiled
 from flowdata import canonical, codec
-from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admit, bind, halt_reason
+from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admitted_by, bind, halt_reason
 from flowrt.store import Hole, RunStore, StorageError
 
 
@@ -193,7 +193,7 @@ class ReplayDriver(Driver):
                 if p.task:
                     parked = arguments[p.name]
                     self.recorded_open[parked["call"]] = {"tool": parked["tool"], "arguments": parked["arguments"],
-                                                          "types": None}
+                                                          "types": parked.get("types")}
         self.supplied = supplied
         self.resend = resend or set()
         self.settled = False
@@ -447,28 +447,28 @@ class ReplayDriver(Driver):
         supplied_id = self.supplied[0] if self.supplied else None
         for call_id in sorted(self.recorded_open):
             entry = self.recorded_open[call_id]
-            description = self.prepared.tools[entry["tool"]]
+            typed = self.typed(entry["tool"], entry["types"], call_id)
             if call_id == supplied_id:
-                admitted = admit(description, self.supplied[1])
+                admitted = admitted_by(typed)(self.supplied[1])
                 self.deliver(call_id, admitted)
-                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False}
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False, "typed": typed}
             elif call_id in paused:
                 # Left pending at a pause: it stays open; its implementation may answer it.
-                self.open_calls[call_id] = {"tool": entry["tool"], "pending": True}
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": True, "typed": typed}
                 implementation = self.prepared.implementations[entry["tool"]]
-                implementation.call(self.run_id, call_id, entry["tool"], entry["arguments"], entry["types"],
+                implementation.call(self.run_id, call_id, entry["tool"], entry["arguments"], typed,
                                     self.deliver)
             elif call_id in self.resend:
                 self.store.host_record({"kind": "resent", "call": call_id, "head": self.store.head})
-                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False}
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False, "typed": typed}
                 implementation = self.prepared.implementations[entry["tool"]]
-                implementation.call(self.run_id, call_id, entry["tool"], entry["arguments"], entry["types"],
+                implementation.call(self.run_id, call_id, entry["tool"], entry["arguments"], typed,
                                     self.deliver)
             else:
                 # Out when the process died: by default its reply is Unknown (a host decision).
                 self.store.host_record({"kind": "settled", "call": call_id, "as": "Unknown", "head": self.store.head})
                 self.deliver(call_id, {"Err": {"Unknown": "the run stopped while the call was out"}})
-                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False}
+                self.open_calls[call_id] = {"tool": entry["tool"], "pending": False, "typed": typed}
         self.recorded_open.clear()
 
 

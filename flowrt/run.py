@@ -31,6 +31,8 @@ from flowrt import bindings as B
 from flowc.files import read_text
 from flowrt.store import RunStore, StorageError
 from flowdata.bigint import IntOverLimit
+from flowdata.codec import TermError
+from flowrt.tool_types import Typed, ToolTypes
 from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
 
 if TYPE_CHECKING:
@@ -347,7 +349,9 @@ class Driver:
         #: a call to serve on this thread at the next wait (see `on_call`)
         self.inline: tuple | None = None
         self.kill_after = kill_target()
-        self.admitters: dict[str, Any] = {}  # Tool identity -> its `admitter`
+        #: per (Tool, type arguments): the types its replies decode against, their schemas, and
+        #: the `admitter` made for them
+        self.tool_types = ToolTypes(prepared.tools)
         #: set from another thread to halt the run as an interrupt does: noticed within a poll
         #: tick while the host waits on the child or for a reply, and after a Tool call served
         #: on the host's own thread returns
@@ -496,18 +500,27 @@ class Driver:
                   "arguments": message["arguments"]}
         if "types" in message:
             fields["types"] = message["types"]
+        typed = self.typed(tool, message.get("types"), call_id)
         self.record("Call", fields)
-        self.open_calls[call_id] = {"tool": tool, "pending": False}
+        self.open_calls[call_id] = {"tool": tool, "pending": False, "typed": typed}
         implementation = self.prepared.implementations[tool]
         # The only call out, and the child waits for it next: nothing can run beside it, so a
         # plain Python function serves it on this thread (no hop to a worker thread and back).
         if len(self.open_calls) == 1 and implementation.runs_inline(tool):
             following = message if message.get("wait") else self.child.peek()
             if following is not None and (following is message or following.get("op") == "wait"):
-                self.inline = (implementation, call_id, tool, message["arguments"], message.get("types"))
+                self.inline = (implementation, call_id, tool, message["arguments"], typed)
                 return
-        implementation.call(self.run_id, call_id, tool, message["arguments"], message.get("types"),
-                            self.deliver)
+        implementation.call(self.run_id, call_id, tool, message["arguments"], typed, self.deliver)
+
+    def typed(self, tool: str, types: Any, call_id: str) -> Typed:
+        """The Tool at the call's type arguments. Arguments that do not fit its declaration are
+        the child's error, not the program's: the host stops rather than guess a type."""
+        try:
+            return self.tool_types.of(tool, types)
+        except (ValueError, KeyError, TypeError, TermError) as problem:
+            raise RuntimeError(f"the sandbox called {tool} ({call_id}) at types the host cannot read: "
+                               f"{problem}") from None
 
     def on_wait(self) -> RunOutcome | None:
         if self.inline is not None:
@@ -533,11 +546,7 @@ class Driver:
             if outcome is B.PENDING:
                 open_calls[call_id]["pending"] = True
                 continue
-            tool = open_calls.pop(call_id)["tool"]
-            admit_one = self.admitters.get(tool)
-            if admit_one is None:
-                admit_one = self.admitters[tool] = admitter(self.prepared.tools[tool])
-            admitted = admit_one(outcome)
+            admitted = admitted_by(open_calls.pop(call_id)["typed"])(outcome)
             self.record("Reply", {"call": call_id, "outcome": admitted}, sync=False)
             self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             return None
@@ -585,10 +594,10 @@ class Driver:
         self.record("Stop", {"task": message["task"], "by": message["by"], "found": message["found"],
                                    "closed": closed})
         for call_id in calls:
-            tool = self.open_calls.pop(call_id)["tool"]
+            entry = self.open_calls.pop(call_id)
+            tool = entry["tool"]
             if call_id in answered:
-                self.record("Reply", {"call": call_id, "outcome": admit(self.prepared.tools[tool],
-                                                                             answered[call_id])})
+                self.record("Reply", {"call": call_id, "outcome": admitted_by(entry["typed"])(answered[call_id])})
             else:
                 self.prepared.implementations[tool].cancel(call_id)
         self.arrived = [(c, o) for c, o in self.arrived if c not in calls]
@@ -620,17 +629,26 @@ def kill_target() -> int | None:
     return int(target) if target is not None and target.isdigit() else None
 
 
-def admit(description: dict, outcome: Any) -> dict:
-    """The outcome as history records it: decoded against the Tool's declared types, or BadReply."""
-    return admitter(description)(outcome)
+def admit(description: dict, outcome: Any, types: list | None = None) -> dict:
+    """The outcome as history records it: decoded against the Tool's declared types (a generic
+    Tool's with the call's type arguments `types` put in), or BadReply."""
+    return admitter(Typed(description, types))(outcome)
 
 
-def admitter(description: dict):
-    """`admit` for one Tool, its decoder and encoder made once (a run admits every reply)."""
-    defs = description.get("types", {})
-    decode = codec.outcome_decoder(description["ok"], description["err"], defs)
-    encode = codec.outcome_encoder(description["ok"], description["err"] if description["err"] is not None
-                                 else "Never", defs)
+def admitted_by(typed: Typed):
+    """The `admitter` of a Tool at one set of type arguments, made once and kept with them."""
+    admit_one = typed.admit
+    if admit_one is None:
+        admit_one = typed.admit = admitter(typed)
+    return admit_one
+
+
+def admitter(typed: Typed):
+    """`admit` for one Tool at its call's types, its decoder and encoder made once (a run admits
+    every reply)."""
+    defs = typed.defs
+    decode = codec.outcome_decoder(typed.ok, typed.err, defs)
+    encode = codec.outcome_encoder(typed.ok, typed.err if typed.err is not None else "Never", defs)
 
     def admit_one(outcome: Any) -> dict:
         try:

@@ -11,7 +11,7 @@ from urllib.parse import quote as _quote
 from flowdata.codec import BUILTIN_TYPES, TermError, _Named, _split, _Types
 
 __all__ = ["SCHEMA_DIALECT", "DECIMAL_PATTERN", "DURATION_PATTERN", "INSTANT_PATTERN", "BASE64_PATTERN",
-           "schema"]
+           "schema", "outcome_schema"]
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 DECIMAL_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -146,6 +146,25 @@ def schema(term, defs=None) -> dict:
     body = b.term(term)
     out = {"$schema": SCHEMA_DIALECT}
     out.update(body)
+    if b.defs:
+        out["$defs"] = {k: b.defs[k] for k in sorted(b.defs)}
+    return out
+
+
+def outcome_schema(ok_term, err_term, defs=None) -> dict:
+    """A JSON Schema (2020-12) for a Tool's reply, the outcome `{"Ok": v}` or `{"Err": problem}`
+    (docs/abi.md §6): what an implementation must answer. `err_term` None: a Tool declared
+    without Result, whose problems cannot be `Failed`."""
+    b = _SchemaBuilder(_Types(defs))
+    problems = [{"type": "object", "properties": {kind: {"type": "string"}}, "required": [kind],
+                 "additionalProperties": False} for kind in ("NotRun", "Unknown", "BadReply")]
+    if err_term is not None:
+        problems.insert(0, {"type": "object", "properties": {"Failed": b.term(err_term)}, "required": ["Failed"],
+                            "additionalProperties": False})
+    out = {"$schema": SCHEMA_DIALECT, "oneOf": [
+        {"type": "object", "properties": {"Ok": b.term(ok_term)}, "required": ["Ok"], "additionalProperties": False},
+        {"type": "object", "properties": {"Err": {"oneOf": problems}}, "required": ["Err"],
+         "additionalProperties": False}]}
     if b.defs:
         out["$defs"] = {k: b.defs[k] for k in sorted(b.defs)}
     return out

@@ -5,7 +5,10 @@ with each Tool's identity, fingerprint and signature (computed from the Flow dec
 implementation and its declaration cannot drift apart silently), serves calls concurrently (one
 thread per call, answers in any order), and drops calls the host cancels. A handler takes the
 arguments as keyword arguments (JSON values) and returns the Ok value, an outcome dict, `PENDING`,
-or a `Problem` (returned or raised: `failed(e)`, `not_run(text)`, `unknown(text)`).
+or a `Problem` (returned or raised: `failed(e)`, `not_run(text)`, `unknown(text)`). A handler
+that declares a `call` parameter is also handed a `flowrt.ToolCall` made from the call message:
+run and call id, and for a generic Tool each type argument's term and JSON Schema and the schema
+of the outcome to answer (the message's `types` and `schema`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import threading
 from collections.abc import Callable
 
 from flowdata.canonical import dumps as canonical_json
-from flowrt.bindings import PENDING, Problem, _as_outcome
+from flowrt.bindings import PENDING, Problem, _as_outcome, accepts_call
+from flowrt.tool_types import ToolCall
 from flowdata.bigint import text_int
 
 
@@ -55,11 +59,16 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
             out.write(line + b"\n")
             out.flush()
 
-    def answer(call_id: str, tool: str, arguments: dict) -> None:
+    takes_call = {tool: accepts_call(handler) for tool, handler in handlers.items()}
+
+    def answer(message: dict, arguments: dict) -> None:
+        call_id, tool = message["id"], message.get("tool")
         handler = handlers.get(tool)
         if handler is None:
             outcome = {"Err": {"NotRun": f"this implementation does not serve {tool}"}}
         else:
+            if takes_call[tool] and "call" not in arguments:
+                arguments = {**arguments, "call": tool_call(message)}
             try:
                 outcome = _as_outcome(handler(**arguments))
             except Problem as problem:
@@ -85,8 +94,21 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
             send({"op": "described", "tools": describe(declared_in, sorted(handlers))})
         elif op == "call" and isinstance(message.get("id"), str):
             arguments = message.get("arguments")
-            threading.Thread(target=answer, args=(message["id"], message.get("tool"),
-                                                  arguments if isinstance(arguments, dict) else {}),
+            threading.Thread(target=answer, args=(message, arguments if isinstance(arguments, dict) else {}),
                              daemon=True).start()
         elif op == "cancel":
             cancelled.add(message.get("id"))
+
+
+def tool_call(message: dict) -> ToolCall:
+    """The `ToolCall` a call message describes (its `types` and `schema` only for a generic Tool)."""
+    types = message.get("types") if isinstance(message.get("types"), dict) else {}
+    terms, defs, schemas = {}, {}, {}
+    for name, argument in types.items():
+        if isinstance(argument, dict):
+            terms[name] = argument.get("term")
+            defs.update(argument.get("defs") or {})
+            schemas[name] = argument.get("schema")
+    schema = message.get("schema")
+    return ToolCall(str(message.get("run", "")), message["id"], str(message.get("tool")), terms, defs, schemas,
+                    schema if isinstance(schema, dict) else None)

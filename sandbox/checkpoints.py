@@ -138,6 +138,8 @@ def _parked_task(record: dict, owner: Task, tools: dict) -> tuple[Task, R.ToolDe
     task.calls = 1
     task.park = tuple(record["ctor"]) + (ctor,) if ctor else ()
     task.last_call = {"call": record["call"], "tool": record["tool"], "arguments": record["arguments"]}
+    if record.get("types"):
+        task.last_call["types"] = record["types"]
     task.open_calls = [record["call"]]
     params = tuple(p["name"] for p in tools.get(record["tool"], {}).get("params", []))
     return task, R.ToolDesc(record["tool"], params)

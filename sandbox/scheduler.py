@@ -66,7 +66,9 @@ class Scheduler:
         waiting again on their calls, owned by the root."""
         for task, desc in parked:
             self.tasks[task.id] = task
-            self.by_call[task.open_calls[0]] = (task, desc, ())
+            # A generic Tool's reply decodes at the type arguments its parked call recorded.
+            types = tuple(R.rt_type(t["term"], t["defs"]) for t in (task.last_call or {}).get("types", ()))
+            self.by_call[task.open_calls[0]] = (task, desc, types)
         root = self.root
         for task in self.tasks.values():
             task.owner_frame = root.frames[0]
@@ -245,6 +247,8 @@ class Scheduler:
             self.by_call[call_id] = (task, desc, type_args)
             if task.park is not None:  # what a checkpoint records of a parked task
                 task.last_call = {"call": call_id, "tool": desc.identity, "arguments": arguments}
+                if type_args:  # a generic Tool's reply, after a resume, decodes at these types
+                    task.last_call["types"] = message["types"]
             task.open_calls.append(call_id)
             task.state = "blocked"
             task.waiting = ("call", call_id)
