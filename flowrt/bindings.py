@@ -554,6 +554,10 @@ class ManifestEntry:
     pending: bool
     #: how messages and the approval prompt name the command (`python tools/x.py`)
     shown: str | None = None
+    #: an MCP server (`flowrt.mcp_tools`): `mcp = [...]` runs it on stdio (`command` is then that
+    #: command, approved as any command is); `mcp_url = "..."` reaches it over streamable HTTP
+    mcp: bool = False
+    mcp_url: str | None = None
 
 
 def read_manifest(path: str) -> dict[str, ManifestEntry]:
@@ -561,7 +565,8 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
 
     An entry is `{ command = [...] }` (looked up on PATH, as a shell would), `{ python = "x.py" }`
     or `{ python = ["x.py", "arg"] }` (a script run by the host's own interpreter, so it runs
-    whatever PATH holds, in the environment that has `flowrt`), or `{ pending = true }`."""
+    whatever PATH holds, in the environment that has `flowrt`), `{ mcp = [...] }` or
+    `{ mcp_url = "http://..." }` (an MCP server, `flowrt.mcp_tools`), or `{ pending = true }`."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -584,8 +589,21 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
             raise BindError(f"{path}: tools.{key} must be a table like {{ python = \"tools/x.py\" }}", key=key)
         command = spec.get("command")
         script = spec.get("python")
-        if command is not None and script is not None:
-            raise BindError(f"{path}: tools.{key} names both a command and a python script: keep one", key=key)
+        server = spec.get("mcp")
+        url = spec.get("mcp_url")
+        named = [k for k in ("command", "python", "mcp", "mcp_url", "pending") if spec.get(k) not in (None, False)]
+        if len(named) > 1:
+            raise BindError(f"{path}: tools.{key} names {' and '.join(named)}: keep one", key=key)
+        if server is not None:
+            if not isinstance(server, list) or not server or not all(isinstance(c, str) and c for c in server):
+                raise BindError(f"{path}: tools.{key}.mcp must be the server's command, a list of strings", key=key)
+            out[key] = ManifestEntry(key, tuple(server), False, None, mcp=True)
+            continue
+        if url is not None:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise BindError(f"{path}: tools.{key}.mcp_url must be an http:// or https:// address", key=key)
+            out[key] = ManifestEntry(key, None, False, None, mcp=True, mcp_url=url)
+            continue
         if command is not None and (not isinstance(command, list) or not all(isinstance(c, str) for c in command)
                                     or not command):
             raise BindError(f"{path}: tools.{key}.command must be a list of strings", key=key)
@@ -602,7 +620,7 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
             raise BindError(f"{path}: tools.{key}.pending must be true or false", key=key)
         if command is None and not pending:
             raise BindError(f"{path}: tools.{key} names no implementation: give it python = \"tools/x.py\", "
-                            "command = [...] or pending = true", key=key)
+                            "command = [...], mcp = [...], mcp_url = \"...\" or pending = true", key=key)
         out[key] = ManifestEntry(key, tuple(command) if command else None, pending, shown)
     return out
 

@@ -191,6 +191,7 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
         raise refuse(M.binding_failed(problem=problem), where, sources) from None
     out: dict[str, B.Implementation] = {}
     commands: dict[tuple[str, ...], B.CommandTools] = {}
+    servers: dict = {}  # an MCP server's command or URL -> its McpTools (one session per server)
     python = B.PythonTools(python_tools) if python_tools else None
     clock = B.ClockTools()
     pending = B.PendingTools()
@@ -216,12 +217,17 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
         if entry.pending:
             out[identity] = pending
             continue
+        if entry.mcp:
+            out[identity] = _bind_mcp(entry, identity, tools[identity], servers, commands, approval, allow=allow,
+                                      ask=ask, approvals=approvals, manifest_dir=manifest_dir,
+                                      where=entry_at(entry.key), sources=sources)
+            continue
         assert entry.command is not None
         shown = entry.shown or " ".join(entry.command)
         if entry.command not in commands:
             decision = approval.decide(entry.command, allow=allow, ask=ask)
             if decision.decision != "approved":
-                for c in commands.values():
+                for c in [*commands.values(), *servers.values()]:
                     c.close()
                 raise refuse(M.binding_not_approved(shown=shown, nobody_to_ask=decision.how == "nobody-to-ask"),
                              entry_at(entry.key), sources)
@@ -231,7 +237,7 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             try:
                 implementation.start()
             except B.BindError as problem:
-                for c in commands.values():
+                for c in [*commands.values(), *servers.values()]:
                     c.close()
                 raise refuse(M.binding_failed(problem=problem), entry_at(entry.key), sources) from None
             commands[entry.command] = implementation
@@ -239,13 +245,49 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
         described = implementation.describe() or {}
         want = tools[identity]["fingerprint"]
         if described.get(identity) != want:
-            for c in commands.values():
+            for c in [*commands.values(), *servers.values()]:
                 c.close()
             found = described.get(identity)
             raise refuse(M.binding_mismatch(shown=shown, identity=identity, found=found, declared=want),
                          entry_at(entry.key), sources)
         out[identity] = implementation
     return out
+
+
+def _bind_mcp(entry, identity: str, description: dict, servers: dict, commands: dict, approval, *, allow: bool, ask,
+              approvals: list | None, manifest_dir: str, where, sources):
+    """The McpTools serving `identity` (flowrt/mcp_tools.py): one session per server, opened
+    on first use; a stdio server's command is approved as any command is. Its tool must take
+    what the declaration gives (the binding's fingerprint check, against the inputSchema)."""
+    from flowrt.mcp_tools import McpTools
+
+    def refused(message):
+        for c in [*commands.values(), *servers.values()]:
+            c.close()
+        return refuse(message, where, sources)
+
+    key = entry.command if entry.command is not None else entry.mcp_url
+    server = servers.get(key)
+    if server is None:
+        if entry.command is not None:
+            shown = " ".join(entry.command)
+            decision = approval.decide(entry.command, allow=allow, ask=ask)
+            if decision.decision != "approved":
+                raise refused(M.binding_not_approved(shown=shown, nobody_to_ask=decision.how == "nobody-to-ask"))
+            if approvals is not None:
+                approvals.append(decision.host_record())
+            server = McpTools(command=list(entry.command), cwd=manifest_dir)
+        else:
+            server = McpTools(url=entry.mcp_url)
+        try:
+            server.start()
+        except B.BindError as problem:
+            raise refused(M.binding_failed(problem=problem)) from None
+        servers[key] = server
+    problem = server.bind_tool(identity, description)
+    if problem is not None:
+        raise refused(M.binding_failed(problem=B.BindError(problem)))
+    return server
 
 
 # ---- driving a run -----------------------------------------------------------------------------
