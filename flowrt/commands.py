@@ -76,6 +76,50 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
     ctx.exit(0 if compiled.ok else 2)
 
 
+@main.command("tools-import-mcp", context_settings={"ignore_unknown_options": True})
+@click.argument("server", nargs=-1, type=click.UNPROCESSED)
+@click.option("--url", default=None, help="Reach the server over streamable HTTP at this address instead.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="The .flow module to write (its name is the module's, as flow.toml keys it).")
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@click.pass_context
+def tools_import_mcp_command(ctx: click.Context, server: tuple[str, ...], url: str | None, out: str,
+                             force: bool) -> None:
+    """Write a .flow module declaring an MCP server's tools: `flow tools-import-mcp --out time.flow
+    -- uvx mcp-server-time` (stdio), or `--url http://127.0.0.1:8000/mcp`."""
+    import os
+
+    from flowrt.bindings import BindError
+    from flowrt.mcp_import import import_tools, module_text
+
+    if bool(server) == bool(url):
+        raise click.UsageError("give the server's command after `--`, or --url, not both")
+    if os.path.exists(out) and not force:
+        click.echo(f"error: {out} exists (--force replaces it)", err=True)
+        ctx.exit(2)
+    try:
+        tools, shown = import_tools(command=list(server) or None, url=url, cwd=os.getcwd())
+    except BindError as problem:
+        click.echo(f"error: {problem}", err=True)
+        ctx.exit(1)
+    text = module_text(tools, shown)
+    partial = out + ".partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(partial, out)
+    module = os.path.splitext(os.path.basename(out))[0]
+    binding = "mcp_url = " + _toml_string(url) if url else "mcp = [" + ", ".join(_toml_string(a) for a in server) + "]"
+    click.echo(f"wrote {out}: {len(tools)} tool{'s' if len(tools) != 1 else ''}; bind it in flow.toml:", err=True)
+    click.echo(f'[tools]\n{_toml_string(module)} = {{ {binding} }}')
+    ctx.exit(0)
+
+
+def _toml_string(text: str) -> str:
+    import json
+
+    return json.dumps(text)  # a JSON string is a TOML basic string
+
+
 @main.command("test")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
