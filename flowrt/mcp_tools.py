@@ -101,7 +101,8 @@ class McpTools(Implementation):
                 else:
                     from mcp.client.streamable_http import streamable_http_client
 
-                    read, write = await stack.enter_async_context(streamable_http_client(self.url))[:2]
+                    streams = await stack.enter_async_context(streamable_http_client(self.url))
+                    read, write = streams[0], streams[1]  # some SDK versions add a session-id getter
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 listed = await session.list_tools()

@@ -62,8 +62,6 @@ def refuse(reason: str) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        server.settings.port = int(sys.argv[2])
-        server.settings.host = "127.0.0.1"
-        server.run(transport="streamable-http")
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()

@@ -175,3 +175,45 @@ def test_the_published_time_server_imported_called_live_and_replayed(tmp_path):
         replayed = flow("replay", run_id, "--runs", str(runs), cwd=work)
         assert replayed.returncode == 0, replayed.stderr
         assert "Matched" in replayed.stdout
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_streamable_http_server_imported_and_called(tmp_path):
+    import socket
+    import time
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(SAMPLE), "--http", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):  # up to 20 s for it to listen
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}/mcp"
+        work = tmp_path / "work"
+        work.mkdir()
+        imported = flow("tools-import-mcp", "--out", "shop.flow", "--url", url, cwd=work)
+        assert imported.returncode == 0, imported.stderr
+        assert f'"shop" = {{ mcp_url = "{url}" }}' in imported.stdout
+        (work / "flow.toml").write_text(imported.stdout)
+        (work / "main.flow").write_text('use "./shop"\n\npub flow main() -> Text !tool = match shop.quote("pot", 2) '
+                                        '{ Ok(q) => "${q.cents}", Err(_) => "no" }\n')
+        runs = tmp_path / "runs"
+        done = flow("run", "main.flow", "--runs", str(runs), cwd=work)  # a URL starts nothing: no approval
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == "500"
+    finally:
+        server.kill()
+        server.wait(10)
+    replayed = flow("replay", only_run(runs), "--runs", str(runs), cwd=work)
+    assert replayed.returncode == 0 and "Matched" in replayed.stdout
