@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flowrt.mcp_tools import WORDS as _WORDS
 from flowrt.mcp_tools import _wraps_result, flow_name
-
-_WORDS = frozenset({"use", "as", "pub", "type", "flow", "let", "guard", "else", "if", "match", "return",
-                    "true", "false", "tool", "test", "fake"})
+_BUILTIN_TYPES = frozenset({"Int", "Decimal", "Bool", "Text", "Bytes", "Duration", "Instant", "Unit", "Never",
+                            "List", "Set", "Option", "Dict", "Result", "Tuple", "Some", "None", "Ok", "Err"})
 _IDENT = re.compile(r"[a-z_][A-Za-z0-9_]*\Z")
 _CTOR = re.compile(r"[A-Z][A-Za-z0-9_]*\Z")
 
@@ -33,7 +33,7 @@ class _Module:
 
     def type_name(self, wanted: str) -> str:
         base = "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", wanted)) or "Value"
-        if base[0].isdigit():
+        if base[0].isdigit() or base in _BUILTIN_TYPES:
             base = "T" + base
         name, n = base, 2
         while name in self.types:
@@ -125,8 +125,6 @@ def module_text(tools: list[Any], shown: str) -> str:
     declarations: list[str] = []
     for tool in sorted(tools, key=lambda t: t.name):
         name = flow_name(tool.name)
-        if name in _WORDS:
-            name += "_"
         schema = tool.input_schema or {}
         defs = schema.get("$defs") or {}
         required = set(schema.get("required") or [])
@@ -135,7 +133,7 @@ def module_text(tools: list[Any], shown: str) -> str:
             term, nullable = module.term(sub, defs, f"{name} {prop}")
             if prop not in required or nullable:
                 term = f"Option<{term}>"
-            params.append(f"{prop}: {term}")
+            params.append(f"{flow_name(prop)}: {term}")
         output = tool.output_schema
         if output is None:
             ok = "Text"

@@ -33,13 +33,27 @@ CALL_SECONDS = 600
 CLOSE_SECONDS = 5
 
 
+WORDS = frozenset({"use", "as", "pub", "type", "flow", "let", "guard", "else", "if", "match", "return",
+                   "true", "false", "tool", "test", "fake"})
+
+
 def flow_name(name: str) -> str:
-    """The Flow identifier `flow tools-import-mcp` declares an MCP tool under: characters a Flow
-    name cannot hold become `_`, and a name that would start with a digit gets a leading `t_`."""
+    """The Flow name `flow tools-import-mcp` declares an MCP tool or parameter under: characters a
+    Flow name cannot hold become `_`, it starts lower-case (with `t_` before a digit), and a
+    keyword gets a trailing `_`. The binding maps the names back the same way."""
     text = re.sub(r"[^A-Za-z0-9_]", "_", name)
     if not text or text[0].isdigit():
         text = "t_" + text
-    return text
+    text = text[0].lower() + text[1:]
+    return text + "_" if text in WORDS else text
+
+
+def _find(wanted: str, names) -> str | None:
+    """The one of `names` that is `wanted`, or that `flow_name` makes `wanted`."""
+    if wanted in names:
+        return wanted
+    matches = [n for n in names if flow_name(n) == wanted]
+    return matches[0] if len(matches) == 1 else None
 
 
 class McpTools(Implementation):
@@ -58,6 +72,7 @@ class McpTools(Implementation):
         self.server_tools: dict[str, Any] = {}  # MCP tool name -> mcp.types.Tool
         self.declared: dict[str, dict] = {}  # Flow identity -> its `flow tools` description
         self.names: dict[str, str] = {}  # Flow identity -> MCP tool name
+        self.renamed: dict[str, dict[str, str]] = {}  # Flow identity -> its parameters' property names
         self.lock = threading.Lock()
         self.calls: dict[str, concurrent.futures.Future] = {}
         #: why calls are no longer sent (the session ended); None while it serves
@@ -129,18 +144,22 @@ class McpTools(Implementation):
         """Take `identity` (its `flow tools` description) as one of the server's tools: None,
         or why the server's tool does not fit the declaration (the binding is then refused)."""
         wanted = identity.rsplit(".", 1)[1]
-        name = wanted if wanted in self.server_tools else None
-        if name is None:
-            matches = [n for n in self.server_tools if flow_name(n) == wanted]
-            name = matches[0] if len(matches) == 1 else None
+        name = _find(wanted, self.server_tools)
         if name is None:
             return (f"the MCP server `{self.shown}` has no tool `{wanted}` (it has "
                     f"{', '.join(sorted(self.server_tools)) or 'none'})")
-        problem = schema_mismatch(description, self.server_tools[name].input_schema or {})
+        schema = self.server_tools[name].input_schema or {}
+        properties = schema.get("properties") or {}
+        # A parameter is the property of its name, or the one import-mcp renamed to it.
+        renamed = {p["name"]: _find(p["name"], properties) or p["name"] for p in description.get("params", [])}
+        description = {**description, "params": [{**p, "name": renamed[p["name"]]}
+                                                  for p in description.get("params", [])]}
+        problem = schema_mismatch(description, schema)
         if problem is not None:
             return f"the MCP tool `{name}` of `{self.shown}` does not take what `{identity}` declares: {problem}"
         self.declared[identity] = description
         self.names[identity] = name
+        self.renamed[identity] = renamed
         return None
 
     # ---- calls -------------------------------------------------------------------------------
@@ -152,7 +171,8 @@ class McpTools(Implementation):
             deliver(call_id, {"Err": {"NotRun": f"not sent: {gone or 'the MCP session is not open'}"}})
             return
         description = self.declared[tool]
-        sent = to_mcp_arguments(arguments, description)
+        renamed = self.renamed[tool]
+        sent = to_mcp_arguments({renamed.get(k, k): v for k, v in arguments.items()}, description)
         future = asyncio.run_coroutine_threadsafe(self._call(self.names[tool], sent), self.loop)
         with self.lock:
             self.calls[call_id] = future

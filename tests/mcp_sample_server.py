@@ -53,6 +53,13 @@ def tally(numbers: list[int]) -> str:
     return str(sum(numbers))
 
 
+@server.tool(name="Label-Of")
+def label_of(type: str) -> str:
+    """A tool and a parameter whose names Flow cannot spell as they are (import renames them)."""
+    _log("Label-Of")
+    return f"<{type}>"
+
+
 @server.tool()
 def refuse(reason: str) -> str:
     """Always fails, with `reason`."""

@@ -117,11 +117,12 @@ def test_import_mcp_writes_a_module_that_checks_and_runs(tmp_path):
     assert "@tool pub flow tally(numbers: List<Int>) -> Result<Text, Text>" in text
     (work / "flow.toml").write_text(done.stdout)
     assert '"shop" = { mcp = [' in done.stdout
+    assert "@tool pub flow label_Of(type_: Text) -> Result<Text, Text>" in text  # renamed, mapped back
     (work / "main.flow").write_text('use "./shop"\n\npub flow main() -> Text !tool = '
-                                    'match shop.tally([4, 5]) { Ok(t) => t, Err(_) => "no" }\n')
+                                    'match shop.tally([4, 5]) { Ok(t) => "${t} ${shop.label_Of("box")}", Err(_) => "no" }\n')
     ran = flow("run", "main.flow", "--allow", "--runs", str(tmp_path / "runs"), cwd=work)
     assert ran.returncode == 0, ran.stderr
-    assert json.loads(ran.stdout) == "9"
+    assert json.loads(ran.stdout) == '9 {"Ok":"<box>"}'
     again = flow("tools-import-mcp", "--out", "shop.flow", "--", sys.executable, "server.py", cwd=work)
     assert again.returncode == 2 and "exists" in again.stderr
 
@@ -217,3 +218,44 @@ def test_a_streamable_http_server_imported_and_called(tmp_path):
         server.wait(10)
     replayed = flow("replay", only_run(runs), "--runs", str(runs), cwd=work)
     assert replayed.returncode == 0 and "Matched" in replayed.stdout
+
+
+# ---- import-mcp on schemas of any shape: the module it writes always checks --------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_names = st.sampled_from(["a", "id", "match", "type", "x-y", "Value", "2nd", "ok_1", "use", "result", "Text"])
+_scalars = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+                            {"type": "null"}, {}, {"type": ["string", "null"]}, {"enum": ["A", "B"], "type": "string"},
+                            {"enum": ["lower", "B"], "type": "string"}, {"type": ["integer", "string"]}])
+_schemas = st.recursive(_scalars, lambda inner: st.one_of(
+    st.builds(lambda i: {"type": "array", "items": i}, inner),
+    st.builds(lambda props, title: {"type": "object", "properties": props, "title": title,
+                                    "required": sorted(props)[:1]},
+              st.dictionaries(_names, inner, min_size=1, max_size=3), st.sampled_from(["Thing", "thing", "T-1", "Quote", "Result", "Text"])),
+    st.builds(lambda v: {"type": "object", "additionalProperties": v}, inner),
+    st.builds(lambda a: {"anyOf": [a, {"type": "null"}]}, inner)), max_leaves=8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_names, st.dictionaries(_names, _schemas, max_size=3), st.none() | _schemas),
+                min_size=1, max_size=3, unique_by=lambda t: t[0]))
+def test_the_module_import_writes_checks_for_any_schema(tmp_path, tools):
+    import flowc
+    from flowc.files import read_text
+    from mcp.types import Tool
+
+    from flowrt.mcp_import import module_text
+
+    listed = [Tool(name=name, input_schema={"type": "object", "properties": props, "required": sorted(props)[:1]},
+                   output_schema=out if out is None or out.get("type") == "object" else
+                   {"type": "object", "properties": {"result": out}, "required": ["result"]},
+                   description="A tool.\n\nWith two paragraphs.")
+              for name, props, out in tools]
+    text = module_text(listed, "server")
+    path = tmp_path / "imported.flow"
+    path.write_text(text)
+    compiled = flowc.compile(str(path), read_text, generate=False)
+    assert compiled.ok, (text, [d.to_json() for d in compiled.diagnostics])
+    assert len(compiled.tools) == len(tools)
