@@ -198,6 +198,9 @@ class McpTools(Implementation):
             return {"Err": {"Unknown": f"the MCP tool `{name}` did not answer within {CALL_SECONDS} s"}}
         except MCPError as problem:
             if problem.code == _CONNECTION_CLOSED:
+                with self.lock:  # later calls are never sent (NotRun), not lost in a closed session
+                    if self.gone is None:
+                        self.gone = f"the connection to the MCP server `{self.shown}` had closed"
                 return {"Err": {"Unknown": f"the connection to `{self.shown}` closed with the call out"}}
             return error_outcome(description, f"{problem.error.message}")
         except Exception as problem:  # the transport broke with the call out

@@ -97,11 +97,12 @@ def test_a_server_that_exits_with_a_call_out_is_unknown(tmp_path):
         '    _log("tally")\n', '    _log("tally")\n    os._exit(9)\n'))
     runs = tmp_path / "runs"
     (work / "main.flow").write_text('use "./shop"\n\npub flow main(item: Text) -> Text !tool = '
-                                    'match shop.tally([1]) { Ok(n) => "${n}", Err(Unknown(why)) => "unknown", '
+                                    'match shop.tally([1]) { Ok(n) => "${n}", Err(Unknown(why)) => match shop.quote(item, 1) '
+                                    '{ Err(NotRun(_)) => "unknown, then not run", _ => "unknown, then other" }, '
                                     'Err(_) => "other" }\n')
     done = flow("run", "main.flow", "--allow", "--runs", str(runs), "--input", '{"item": "k"}', cwd=work)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == "unknown"
+    assert json.loads(done.stdout) == "unknown, then not run"
 
 
 def test_import_mcp_writes_a_module_that_checks_and_runs(tmp_path):
