@@ -643,19 +643,26 @@ class _ModuleLowerer:
         if ref[0] == "fn":
             fn: FnInfo = ref[1]
             if fn.tool:
+                if fn.decl.type_params:
+                    # A generic Tool as a value is the Tool at the reference's instantiation.
+                    return _call("rt_tool_fn", [self.tool_desc(fn), self.type_args_value(self.instance(e, fn))])
                 return _call("rt_tool_fn", [self.tool_desc(fn)])
             if fn.intrinsic:
                 return _load(intrinsic_name(fn))
             target = self.fn_ref(fn, None)
             if fn.identity in self.runtime_typed:
-                instance = self.facts.types.get(id(e))
-                if not isinstance(instance, T.TTuple):
-                    raise Lowering(f"no type arguments recorded for {fn.identity} at {e.span}")
-                target = _call("rt_typed", [target, self.type_args_value(instance.items)])
+                target = _call("rt_typed", [target, self.type_args_value(self.instance(e, fn))])
             if fn.sig.effect != T.TOOL and not _effect_vars(fn.sig):
                 return _call("rt_bouncing", [target])
             return target
         raise Lowering(f"reference {ref[0]}")
+
+    def instance(self, e: S.Var | S.Member, fn: FnInfo) -> tuple[T.Type, ...]:
+        """The type arguments a generic function named as a value is taken at."""
+        instance = self.facts.types.get(id(e))
+        if not isinstance(instance, T.TTuple):
+            raise Lowering(f"no type arguments recorded for {fn.identity} at {e.span}")
+        return instance.items
 
     def fn_ref(self, fn: FnInfo, fact: CallFact | None) -> ast.expr:
         name = py_name(fn.name)

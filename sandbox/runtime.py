@@ -334,10 +334,10 @@ def rt_call(desc: ToolDesc, args: tuple, type_args: tuple = ()):
     return reply
 
 
-def rt_tool_fn(desc: ToolDesc):
-    """A Tool declaration used as a function value."""
+def rt_tool_fn(desc: ToolDesc, type_args: tuple = ()):
+    """A Tool declaration used as a function value (a generic one at the value's type arguments)."""
     def call(*args):
-        return (yield from rt_call(desc, args))
+        return (yield from rt_call(desc, args, type_args))
     call.__name__ = desc.identity
     return call
 
