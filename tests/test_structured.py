@@ -87,3 +87,33 @@ def test_the_language_guide_example_is_the_tested_program():
     section = guide[guide.index("### 10.7 Structured output with repair"):]
     block = re.search(r"```flow\n(.*?)```", section, re.S).group(1)
     assert block == PROGRAM.read_text()
+
+
+FAKE = """\
+use "std@v1/json"
+use "std@v1/structured"
+use "./main"
+
+@fake(main.ask) flow fake_ask<T: Data>(call: Int, prompt: Text, repair: Option<structured.Repair>) -> Result<T, ToolProblem<main.AskError>> =
+    match repair {
+        None => Err(BadReply("$.Ok: expected an object")),
+        Some(r) => match json.decode("{\\"steps\\": [\\"repaired after ${r.attempt}\\"]}") {
+            Ok(v) => Ok(v),
+            Err(why) => Err(BadReply(why)),
+        },
+    }
+
+@test flow repairs_once() -> Result<Unit, Text> = {
+    guard main.plan("x", 3) == Ok(main.Plan { steps: ["repaired after 1"] }) else { return Err("no repair") }
+    guard main.plan("x", 1) == Err(BadReply("$.Ok: expected an object")) else { return Err("repaired past the bound") }
+    Ok(())
+}
+"""
+
+
+def test_flow_test_drives_the_repair_with_a_fake(tmp_path):
+    (tmp_path / "main.flow").write_text(PROGRAM.read_text())
+    (tmp_path / "main_test.flow").write_text(FAKE)
+    done = flow("test", "main_test.flow", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS repairs_once" in done.stdout
