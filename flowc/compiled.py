@@ -62,6 +62,9 @@ class Function:
     defs: Mapping[str, Any]
     #: identities of the top-level functions and Tools the body refers to
     refers_to: tuple[str, ...]
+    #: takes its type arguments at run time, as a last argument (flowc/runtypes.py): a fake of a
+    #: generic Tool that does is handed the call's
+    runtime_typed: bool = False
 
     @property
     def data_only(self) -> bool:
@@ -163,9 +166,11 @@ def compile(root_file: str, read: Reader, *, generate: bool = True, std_read: Re
 
 def _manifest(checked: Checked) -> tuple[dict[str, Function], dict[str, dict]]:
     from flowc.check import effect_param_names
+    from flowc.runtypes import runtime_typed
 
     env = checked.env
     refs = checked.facts.refs
+    typed = runtime_typed(env, checked.facts)
     functions: dict[str, Function] = {}
     tools: dict[str, dict] = {}
     for identity in sorted(env.fns):
@@ -189,7 +194,7 @@ def _manifest(checked: Checked) -> tuple[dict[str, Function], dict[str, dict]]:
             fake_counted=target is not None and len(fn.decl.params) == len(target.decl.params) + 1,
             effect_generic=bool(effect_param_names(fn.sig)), params=params, result=_data_term(env, ret, defs),
             returns_result=isinstance(ret, T.TCon) and ret.name == T.RESULT, defs=dict(sorted(defs.items())),
-            refers_to=_references(fn.decl.body, refs))
+            refers_to=_references(fn.decl.body, refs), runtime_typed=identity in typed)
     return functions, tools
 
 

@@ -38,12 +38,12 @@ from flowc import types as T
 from flowc.check import CallFact, Facts, Local
 from flowc.loops import carry_records, sequential_rounds, walk_lists
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
+from flowc.runtypes import TYPED_INTRINSICS, mentions, runtime_typed
 from flowdata.names import FORBIDDEN_NAMES, INJECTED_PREFIXES
 
 PRELUDE = "std@v1/prelude"
-#: Intrinsics that need their type arguments at run time (they decode into a type).
-TYPED_INTRINSICS = {"std@v1/json.decode", "std@v1/json.from_value", "std@v1/json.encode",
-                    "std@v1/json.to_value"}
+#: The hidden parameter of a function that takes its type arguments at run time (flowc/runtypes.py).
+TARGS = "k_targs"
 # The loader's injected prefixes, and two of the lowering's own (`k_` constants, `u_` renames).
 _RESERVED_PREFIXES = INJECTED_PREFIXES + ("k_", "u_")
 
@@ -114,6 +114,8 @@ class _Fn:
     used: set[str] = field(default_factory=set)
     temps: int = 0
     loops: bool = False
+    #: the top-level function whose type arguments the body has at run time (in TARGS), if any
+    targs_of: FnInfo | None = None
 
 
 class _ModuleLowerer:
@@ -128,6 +130,7 @@ class _ModuleLowerer:
         self.tool_descs: dict[str, str] = {}
         self.fn: _Fn | None = None
         self.may_tail_cache: dict[str, bool] = {}
+        self.runtime_typed = runtime_typed(env, facts)
         #: Python names bound at module level (functions, types, constructors): locals avoid them.
         self.module_names: set[str] = set()
         for fn in menv.fns.values():
@@ -186,10 +189,16 @@ class _ModuleLowerer:
         self.fn = ctx
         params = [self.bind(self.facts.bindings[id(p)], p.name) for p in decl.params]
         ctx.params = params
+        hidden: list[str] = []
+        if fn.identity in self.runtime_typed:
+            ctx.targs_of = fn
+            ctx.used.add(TARGS)
+            ctx.names[0] = TARGS  # not a Local's id: lambdas and local functions capture it like one
+            hidden = [TARGS]
         assert decl.body is not None
         body = _stepped(self.tail(decl.body))
         self.fn = saved
-        node = ast.FunctionDef(name=name, args=_args(params), body=body or [ast.Pass()], decorator_list=[],
+        node = ast.FunctionDef(name=name, args=_args(params + hidden), body=body or [ast.Pass()], decorator_list=[],
                                returns=None, type_comment=None)
         if ctx.loops:
             node.body = [ast.While(ast.Constant(True), body, [])]
@@ -265,8 +274,13 @@ class _ModuleLowerer:
                 not (ctx.top and ctx.tool):
             stmts, values = self.args(e.args)
             ctx.loops = True
-            if ctx.params:
-                stmts.append(_at(ast.Assign([_tuple([_store(p) for p in ctx.params], store=True)],
+            targets = list(ctx.params)
+            if ctx.top and ctx.targs_of is target:
+                # The same function at maybe other type arguments (`f<List<T>>` inside `f<T>`).
+                targets.append(TARGS)
+                values.append(self.type_args_value(fact.type_args))
+            if targets:
+                stmts.append(_at(ast.Assign([_tuple([_store(p) for p in targets], store=True)],
                                             _tuple(values)), e.span))
             stmts.append(_at(ast.Continue(), e.span))
             return stmts
@@ -276,6 +290,8 @@ class _ModuleLowerer:
                 return None
             stmts, values = self.args(e.args)
             callee = self.fn_ref(target, fact)
+            if target.identity in self.runtime_typed:
+                values.append(self.type_args_value(fact.type_args))
             return stmts + [_at(ast.Return(_call("rt_Tail", [callee, _tuple(values)])), e.span)]
         return None
 
@@ -365,7 +381,8 @@ class _ModuleLowerer:
         assert outer is not None
         tool = sig.effect == T.TOOL or (isinstance(sig.effect, T.EffParam) and outer.effect_version == "tool") \
             or bool(_effect_vars(sig) and sig.effect != T.PURE)
-        ctx = _Fn(name, decl, tool, False, local, [], outer.effect_version, dict(outer.names), set(outer.used))
+        ctx = _Fn(name, decl, tool, False, local, [], outer.effect_version, dict(outer.names), set(outer.used),
+                  targs_of=outer.targs_of)
         self.fn = ctx
         params = [self.bind(self.facts.bindings[id(p)], p.name) for p in decl.params]
         ctx.params = params
@@ -626,14 +643,26 @@ class _ModuleLowerer:
         if ref[0] == "fn":
             fn: FnInfo = ref[1]
             if fn.tool:
+                if fn.decl.type_params:
+                    # A generic Tool as a value is the Tool at the reference's instantiation.
+                    return _call("rt_tool_fn", [self.tool_desc(fn), self.type_args_value(self.instance(e, fn))])
                 return _call("rt_tool_fn", [self.tool_desc(fn)])
             if fn.intrinsic:
                 return _load(intrinsic_name(fn))
             target = self.fn_ref(fn, None)
+            if fn.identity in self.runtime_typed:
+                target = _call("rt_typed", [target, self.type_args_value(self.instance(e, fn))])
             if fn.sig.effect != T.TOOL and not _effect_vars(fn.sig):
                 return _call("rt_bouncing", [target])
             return target
         raise Lowering(f"reference {ref[0]}")
+
+    def instance(self, e: S.Var | S.Member, fn: FnInfo) -> tuple[T.Type, ...]:
+        """The type arguments a generic function named as a value is taken at."""
+        instance = self.facts.types.get(id(e))
+        if not isinstance(instance, T.TTuple):
+            raise Lowering(f"no type arguments recorded for {fn.identity} at {e.span}")
+        return instance.items
 
     def fn_ref(self, fn: FnInfo, fact: CallFact | None) -> ast.expr:
         name = py_name(fn.name)
@@ -707,6 +736,8 @@ class _ModuleLowerer:
                     return self.yielding(stmts, _call(name, values), e.span)
                 return stmts, _call(name, values)
             callee = self.fn_ref(fn, fact)
+            if fn.identity in self.runtime_typed:
+                values.append(self.type_args_value(fact.type_args))
             if self.callee_is_tool(fn, fact):
                 return self.yielding(stmts, _call("rt_run", [ast.Call(callee, values, [])]), e.span)
             call = ast.Call(callee, values, [])
@@ -777,7 +808,15 @@ class _ModuleLowerer:
         from flowc.typeterms import term_and_defs
 
         term, defs = term_and_defs(self.env, t)
+        owner = self.fn.targs_of if self.fn is not None else None
+        if owner is not None and mentions(t, owner.identity):
+            names = _tuple([ast.Constant(p.name) for p in owner.decl.type_params])
+            return _call("rt_type_in", [_literal(term), _literal(defs), names, _load(TARGS)])
         return _call("rt_type", [_literal(term), _literal(defs)])
+
+    def type_args_value(self, types: tuple[T.Type, ...]) -> ast.expr:
+        """The hidden argument of a call to a function that takes its type arguments at run time."""
+        return _tuple([self.type_term_literal(t) for t in types])
 
     def x_Binary(self, e: S.Binary) -> tuple[list[ast.stmt], ast.expr]:
         op = e.op
@@ -888,7 +927,8 @@ class _ModuleLowerer:
         assert outer is not None
         name = self.temp().replace("t", "fn", 1)
         tool = self.effect_is_tool(effect)
-        ctx = _Fn(name, None, tool, False, None, [], outer.effect_version, dict(outer.names), set(outer.used))
+        ctx = _Fn(name, None, tool, False, None, [], outer.effect_version, dict(outer.names), set(outer.used),
+                  targs_of=outer.targs_of)
         self.fn = ctx
         params = [self.bind(self.facts.bindings[id(p)], p.name) for p in e.params]
         body = _stepped(self.tail(e.body))

@@ -81,7 +81,7 @@ def _run_program(compiled: Compiled, report: TestReport, steps: int) -> None:
     tests = compiled.tests()
     if not tests:
         return
-    fakes = {tool: {"key": fn.key, "counted": fn.fake_counted} for tool, fn in compiled.fakes().items()}
+    fakes = {tool: {"key": fn.key, "counted": fn.fake_counted, "typed": fn.runtime_typed} for tool, fn in compiled.fakes().items()}
     entries = []
     for fn in tests:
         reachable = set(compiled.reachable_tools(fn.identity))

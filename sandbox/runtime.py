@@ -12,6 +12,7 @@ import base64
 from flowdata import canonical
 from flowdata import values as V
 from flowdata.flowdecimal import FlowDecimal
+from sandbox.typeargs import instantiate
 
 # Decimal `+ - *` are FlowDecimal's own operators (exact); `/` and `%` are below. A result beyond
 # the limits raises V.DecimalOverLimit, which the child turns into a `limit` fault.
@@ -308,16 +309,35 @@ def rt_type(term, defs) -> TypeArg:
     return TypeArg(term, defs)
 
 
+def rt_type_in(term, defs, names: tuple, targs: tuple) -> TypeArg:
+    """A type that mentions the enclosing function's type parameters (`names`), at the concrete
+    arguments it was called with (`targs`, flowc/runtypes.py)."""
+    if len(term) == 1 and "Param" in term:
+        for name, arg in zip(names, targs):
+            if name == term["Param"]:
+                return arg
+    mapping = {name: (arg.term, arg.defs) for name, arg in zip(names, targs)}
+    return TypeArg(*instantiate(term, defs, mapping))
+
+
+def rt_typed(f, targs: tuple):
+    """A function that takes its type arguments at run time, named as a value: they are bound."""
+    def typed(*args):
+        return f(*args, targs)
+    typed.__name__ = getattr(f, "__name__", "typed")
+    return typed
+
+
 def rt_call(desc: ToolDesc, args: tuple, type_args: tuple = ()):
     """A Tool call: the scheduler records it, the host answers, the reply comes back decoded."""
     reply = yield ("call", desc, args, type_args)
     return reply
 
 
-def rt_tool_fn(desc: ToolDesc):
-    """A Tool declaration used as a function value."""
+def rt_tool_fn(desc: ToolDesc, type_args: tuple = ()):
+    """A Tool declaration used as a function value (a generic one at the value's type arguments)."""
     def call(*args):
-        return (yield from rt_call(desc, args))
+        return (yield from rt_call(desc, args, type_args))
     call.__name__ = desc.identity
     return call
 

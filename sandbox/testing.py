@@ -43,7 +43,7 @@ class _Unheard:
 class TestScheduler(Scheduler):
     def __init__(self, load: dict, fakes: dict) -> None:
         super().__init__(_Unheard(), load)
-        self.fakes = fakes  # tool identity -> (function, takes the call number)
+        self.fakes = fakes  # tool identity -> (function, takes the call number, takes type arguments)
         self.now = 0
         self.due: list[tuple[int, int, Task, object, Task | None]] = []  # (at, seq, caller, value, fake task)
         self.seq = 0
@@ -82,7 +82,7 @@ class TestScheduler(Scheduler):
     def serve(self, task: Task, request):
         if request[0] != "call":
             return super().serve(task, request)
-        _, desc, args, _types = request
+        _, desc, args, types = request
         self.seq += 1
         seq = self.seq
         identity = desc.identity
@@ -91,9 +91,12 @@ class TestScheduler(Scheduler):
         self.block(task, ("call", call_id))
         fake = self.fakes.get(identity)
         if fake is not None:
-            function, counted = fake
+            function, counted, typed = fake
             self.counts[identity] = self.counts.get(identity, 0) + 1
             arguments = ((self.counts[identity],) if counted else ()) + tuple(args)
+            if typed:
+                # The fake's type parameters stand for the Tool's, in order (flowc/resolve.py).
+                arguments += (tuple(types),)
             task.spawns += 1
             worker = Task(f"{task.id}/fake{task.spawns}", R.rt_fcall(function, arguments), None)
             self.tasks[worker.id] = worker
@@ -151,7 +154,8 @@ def run_tests(load: dict, namespaces: dict, counter: StepCounter) -> list[dict]:
         module, name = key.rsplit(".", 1)
         return getattr(namespaces[module[2:]], name)
 
-    fakes = {identity: (resolve(spec["key"]), spec["counted"]) for identity, spec in load.get("fakes", {}).items()}
+    fakes = {identity: (resolve(spec["key"]), spec["counted"], spec.get("typed", False))
+             for identity, spec in load.get("fakes", {}).items()}
     results = []
     for test in load["tests"]:
         started = time.perf_counter()
