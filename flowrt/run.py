@@ -191,6 +191,7 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
         raise refuse(M.binding_failed(problem=problem), where, sources) from None
     out: dict[str, B.Implementation] = {}
     commands: dict[tuple[str, ...], B.CommandTools] = {}
+    models: dict[str, B.Implementation] = {}
     python = B.PythonTools(python_tools) if python_tools else None
     clock = B.ClockTools()
     pending = B.PendingTools()
@@ -215,6 +216,11 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             raise refuse(M.binding_missing(identity=identity), entry_at(None), sources)
         if entry.pending:
             out[identity] = pending
+            continue
+        if entry.model is not None:
+            out[identity] = bind_model(models, manifest_path, entry, identity, tools[identity],
+                                       lambda problem, key: refuse(M.binding_failed(problem=problem), entry_at(key),
+                                                                   sources), commands)
             continue
         assert entry.command is not None
         shown = entry.shown or " ".join(entry.command)
@@ -246,6 +252,26 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
                          entry_at(entry.key), sources)
         out[identity] = implementation
     return out
+
+
+def bind_model(models: dict, manifest_path: str, entry: B.ManifestEntry, identity: str, description: dict,
+               refused, commands: dict) -> B.Implementation:
+    """The model binding (flowrt/model_tools.py) of flow.toml entry `entry`, one client per entry;
+    a binding that cannot serve the Tool refuses the run, as a command that cannot start does."""
+    from flowrt import model_tools
+
+    try:
+        reason = model_tools.check_tool(identity, description)
+        if reason is not None:
+            raise B.BindError(f"{manifest_path}: tools.{entry.key}: {reason}", key=entry.key)
+        if entry.key not in models:
+            spec = model_tools.read_model_spec(manifest_path, entry.key, entry.model, os.environ)
+            models[entry.key] = model_tools.ModelTools(spec)
+    except B.BindError as problem:
+        for c in [*commands.values(), *models.values()]:
+            c.close()
+        raise refused(problem, entry.key) from None
+    return models[entry.key]
 
 
 # ---- driving a run -----------------------------------------------------------------------------

@@ -1,0 +1,226 @@
+"""Models as Tools (issue 15, item 3): a flow.toml model binding answers `ask<T>` from an
+OpenAI-compatible chat completions endpoint through the `openai` SDK. The endpoint is a server on
+127.0.0.1 started here (tests/model_server.py); every run goes through the real `flow run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.model_server import Answer, ModelServer, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAM = ROOT / "tests" / "programs" / "model_ask" / "main.flow"
+
+
+@pytest.fixture
+def server():
+    with ModelServer() as s:
+        yield s
+
+
+def flow(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120):
+    full = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "FLOW_MODEL")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "flowrt.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=full)
+
+
+def project(tmp_path: Path, binding: str) -> Path:
+    shutil.copy(PROGRAM, tmp_path / "main.flow")
+    (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {binding} }}\n')
+    return tmp_path
+
+
+def run(tmp_path: Path, entry: str, binding: str, env: dict | None = None, timeout: float = 120):
+    where = project(tmp_path, binding)
+    done = flow("run", "main.flow", "--entry", entry, "--input", '{"goal": "ship"}', "--runs", "runs", cwd=where,
+                env={"OPENAI_API_KEY": "sk-test", **(env or {})}, timeout=timeout)
+    return done
+
+
+def bound(server: ModelServer, *extra: str) -> str:
+    return ", ".join([f'model = "test-model", base_url = "{server.url}"', *extra])
+
+
+def outcome(done) -> dict:
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_record_is_asked_with_a_strict_schema_and_decodes(tmp_path, server, stream):
+    server.script.append(Answer(content='{"steps": ["draft", "ship"], "done": false}'))
+    done = run(tmp_path, "plan", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 0, done.stderr
+    assert outcome(done) == {"Ok": {"steps": ["draft", "ship"], "done": False}}
+    (request,) = server.requests
+    body = request["body"]
+    assert request["authorization"] == "Bearer sk-test"
+    assert body["model"] == "test-model" and bool(body.get("stream")) is stream
+    assert body["messages"] == [{"role": "system", "content": "You plan work."},
+                                {"role": "user", "content": "Plan the steps to: ship"}]
+    form = body["response_format"]
+    assert form["type"] == "json_schema" and form["json_schema"]["strict"] is True
+    schema = form["json_schema"]["schema"]
+    plan = schema["$defs"]["main.Plan"]
+    # The record itself at the root (strict outputs want an object there), no `$schema`.
+    assert "$schema" not in schema and "$ref" not in schema
+    assert schema["properties"] == plan["properties"] == {"steps": {"type": "array", "items": {"type": "string"}},
+                                                          "done": {"type": "boolean"}}
+    assert plan["required"] == schema["required"] == ["steps", "done"] and schema["additionalProperties"] is False
+    # The run is replayed from its history alone: no endpoint, no binding.
+    server.httpd.shutdown()
+    (tmp_path / "flow.toml").unlink()
+    run_id = next((tmp_path / "runs").iterdir()).name
+    replayed = flow("replay", run_id, "--runs", "runs", cwd=tmp_path)
+    assert replayed.returncode == 0 and replayed.stdout.strip() == "Matched", replayed.stdout + replayed.stderr
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_int_is_wrapped_in_an_object_and_unwrapped(tmp_path, server, stream):
+    server.script.append(Answer(content='{"value": 4}'))
+    done = run(tmp_path, "count", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 0, done.stderr
+    assert outcome(done) == {"Ok": 4}
+    schema = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]
+    assert schema == {"type": "object", "properties": {"value": {"type": "integer"}}, "required": ["value"],
+                      "additionalProperties": False}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_text_result_is_plain_text_without_a_response_format(tmp_path, server, stream):
+    server.script.append(Answer(content="Shipping is {not} JSON."))
+    done = run(tmp_path, "say", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 0, done.stderr
+    assert outcome(done) == {"Ok": "Shipping is {not} JSON."}
+    assert "response_format" not in server.requests[0]["body"]
+
+
+def test_without_structured_outputs_the_schema_goes_in_the_system_message(tmp_path, server):
+    server.script.append(Answer(content='{"steps": [], "done": true}'))
+    done = run(tmp_path, "plan", bound(server, "structured = false"))
+    assert done.returncode == 0, done.stderr
+    assert outcome(done) == {"Ok": {"steps": [], "done": True}}
+    body = server.requests[0]["body"]
+    assert "response_format" not in body
+    system = body["messages"][0]["content"]
+    assert system.startswith("You plan work.") and "JSON Schema" in system and '"main.Plan"' in system
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_output_that_is_not_json_is_bad_reply(tmp_path, server, stream):
+    server.script.append(Answer(content='{"steps": ["draft"'))
+    done = run(tmp_path, "plan", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 4, done.stderr
+    problem = outcome(done)["Err"]["BadReply"]
+    assert problem.startswith("the model's reply is not JSON") and '{"steps": ["draft"' in problem
+
+
+def test_json_that_does_not_fit_the_type_is_bad_reply_with_the_path(tmp_path, server):
+    server.script.append(Answer(content='{"steps": ["draft", 7], "done": false}'))
+    done = run(tmp_path, "plan", bound(server))
+    assert done.returncode == 4, done.stderr
+    assert outcome(done) == {"Err": {"BadReply": "$.Ok.steps[1]: expected a string, found the integer 7"}}
+
+
+def test_a_400_is_failed_in_the_declared_error_type(tmp_path, server):
+    server.script.append(Answer(status=400, error="response_format is not supported by this model"))
+    done = run(tmp_path, "plan", bound(server))
+    assert done.returncode == 4, done.stderr
+    refused = outcome(done)["Err"]["Failed"]["Refused"]
+    assert "answered 400" in refused and "response_format is not supported" in refused
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_refusal_is_failed(tmp_path, server, stream):
+    server.script.append(Answer(content=None, refusal="I can't help with that."))
+    done = run(tmp_path, "plan", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 4, done.stderr
+    assert outcome(done) == {"Err": {"Failed": {"Refused": "the model refused: I can't help with that."}}}
+
+
+def test_a_500_is_unknown(tmp_path, server):
+    server.script.append(Answer(status=503, error="overloaded"))
+    done = run(tmp_path, "plan", bound(server))
+    assert done.returncode == 4, done.stderr
+    problem = outcome(done)["Err"]["Unknown"]
+    assert "answered 503" in problem and "overloaded" in problem
+    assert len(server.requests) == 1  # the SDK's own retries are off
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_slow_answer_beyond_the_timeout_is_unknown(tmp_path, server, stream):
+    server.script.append(Answer(content='{"steps": [], "done": true}', delay=5))
+    done = run(tmp_path, "plan", bound(server, "timeout = 0.5", f"stream = {str(stream).lower()}"))
+    assert done.returncode == 4, done.stderr
+    problem = outcome(done)["Err"]["Unknown"]
+    assert "no answer in time after the request was sent" in problem, problem
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_connection_dropped_mid_answer_is_unknown(tmp_path, server, stream):
+    server.script.append(Answer(content='{"steps": ["one", "two", "three", "four"], "done": true}', drop=True))
+    done = run(tmp_path, "plan", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 4, done.stderr
+    problem = outcome(done)["Err"]["Unknown"]
+    assert "the connection broke after the request was sent" in problem, problem
+
+
+def test_an_endpoint_not_listening_is_not_run(tmp_path):
+    done = run(tmp_path, "plan", f'model = "m", base_url = "http://127.0.0.1:{free_port()}/v1"')
+    assert done.returncode == 4, done.stderr
+    problem = outcome(done)["Err"]["NotRun"]
+    assert "no connection was made, nothing was sent" in problem, problem
+
+
+def test_model_base_url_and_key_come_from_the_environment(tmp_path, server):
+    server.script.append(Answer(content='{"value": 2}'))
+    done = run(tmp_path, "count", 'openai = true, api_key_env = "MY_KEY"',
+               env={"FLOW_MODEL": "env-model", "OPENAI_BASE_URL": server.url, "MY_KEY": "sk-mine"})
+    assert done.returncode == 0, done.stderr
+    assert outcome(done) == {"Ok": 2}
+    assert server.requests[0]["body"]["model"] == "env-model"
+    assert server.requests[0]["authorization"] == "Bearer sk-mine"
+
+
+@pytest.mark.parametrize("binding, env, said", [
+    ('openai = true', {}, "names no model"),
+    ('model = "m", api_key_env = "NOT_SET_HERE"', {}, "NOT_SET_HERE, which is not set"),
+    ('model = "m", timeout = -1', {}, "timeout must be a number of seconds"),
+    ('model = "m", stream = "yes"', {}, "stream must be true or false"),
+    ('model = "m", temperature = 0', {}, "temperature, which a model binding does not take"),
+    ('model = "m", command = ["x"]', {}, "binds a model and names command"),
+])
+def test_a_binding_that_cannot_serve_refuses_the_run(tmp_path, binding, env, said):
+    done = run(tmp_path, "plan", binding, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_tool_with_other_parameters_cannot_be_bound_to_a_model(tmp_path, server):
+    (tmp_path / "main.flow").write_text(
+        "@tool pub flow rate(prompt: Text, stars: Int) -> Int\n"
+        "pub flow main() -> Int !tool = rate(\"x\", 3)\n")
+    (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {bound(server)} }}\n')
+    done = flow("run", "main.flow", "--runs", "runs", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "parameter `stars`" in done.stderr and not server.requests
+
+
+def test_a_failure_the_error_type_cannot_hold_is_bad_reply(tmp_path, server):
+    (tmp_path / "main.flow").write_text(
+        "@tool pub flow rate(prompt: Text) -> Int\n"
+        "pub flow main() -> Int !tool = rate(\"how many?\")\n")
+    (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {bound(server)} }}\n')
+    server.script.append(Answer(status=401, error="bad key"))
+    done = flow("run", "main.flow", "--runs", "runs", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
+    # A Tool declared `-> Int` makes every problem the run's fault (exit 1), naming it.
+    assert done.returncode != 0
+    assert "answered 401: bad key" in done.stdout + done.stderr
