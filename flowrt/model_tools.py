@@ -100,6 +100,24 @@ def check_tool(identity: str, description: Mapping[str, Any]) -> str | None:
     return None
 
 
+def bind(models: dict[str, "ModelTools"], manifest_path: str, entry: Any, identity: str,
+         description: Mapping[str, Any]) -> "ModelTools":
+    """The implementation of Tool `identity` bound by flow.toml model entry `entry` (a
+    `bindings.ManifestEntry`): one client per entry, kept in `models`. BindError when the entry
+    or the Tool cannot be served, which refuses the run before its first fact."""
+    reason = check_tool(identity, description)
+    if reason is not None:
+        raise BindError(f"{manifest_path}: tools.{entry.key}: {reason}", key=entry.key)
+    if entry.key not in models:
+        spec = read_model_spec(manifest_path, entry.key, entry.model, os.environ)
+        try:
+            models[entry.key] = ModelTools(spec)
+        except ImportError as problem:
+            raise BindError(f"{manifest_path}: tools.{entry.key} binds a model, which needs the `openai` package "
+                            f"({problem}): pip install 'flow-lang[models]'", key=entry.key) from None
+    return models[entry.key]
+
+
 class ModelTools(Implementation):
     """Serves a module's Tools from one chat completions endpoint; each call on a worker thread."""
 

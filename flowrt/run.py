@@ -218,9 +218,14 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             out[identity] = pending
             continue
         if entry.model is not None:
-            out[identity] = bind_model(models, manifest_path, entry, identity, tools[identity],
-                                       lambda problem, key: refuse(M.binding_failed(problem=problem), entry_at(key),
-                                                                   sources), commands)
+            from flowrt import model_tools
+
+            try:
+                out[identity] = model_tools.bind(models, manifest_path, entry, identity, tools[identity])
+            except B.BindError as problem:
+                for c in [*commands.values(), *models.values()]:
+                    c.close()
+                raise refuse(M.binding_failed(problem=problem), entry_at(entry.key), sources) from None
             continue
         assert entry.command is not None
         shown = entry.shown or " ".join(entry.command)
@@ -252,26 +257,6 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
                          entry_at(entry.key), sources)
         out[identity] = implementation
     return out
-
-
-def bind_model(models: dict, manifest_path: str, entry: B.ManifestEntry, identity: str, description: dict,
-               refused, commands: dict) -> B.Implementation:
-    """The model binding (flowrt/model_tools.py) of flow.toml entry `entry`, one client per entry;
-    a binding that cannot serve the Tool refuses the run, as a command that cannot start does."""
-    from flowrt import model_tools
-
-    try:
-        reason = model_tools.check_tool(identity, description)
-        if reason is not None:
-            raise B.BindError(f"{manifest_path}: tools.{entry.key}: {reason}", key=entry.key)
-        if entry.key not in models:
-            spec = model_tools.read_model_spec(manifest_path, entry.key, entry.model, os.environ)
-            models[entry.key] = model_tools.ModelTools(spec)
-    except B.BindError as problem:
-        for c in [*commands.values(), *models.values()]:
-            c.close()
-        raise refused(problem, entry.key) from None
-    return models[entry.key]
 
 
 # ---- driving a run -----------------------------------------------------------------------------
