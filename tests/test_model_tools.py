@@ -224,3 +224,69 @@ def test_a_failure_the_error_type_cannot_hold_is_bad_reply(tmp_path, server):
     # A Tool declared `-> Int` makes every problem the run's fault (exit 1), naming it.
     assert done.returncode != 0
     assert "answered 401: bad key" in done.stdout + done.stderr
+
+
+# ---- the request's schema and the reading of the answer, without an endpoint ------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from flowrt.model_tools import WantedReply  # noqa: E402
+from flowrt.tool_types import Typed  # noqa: E402
+
+ASK_ERROR = {"kind": {"enum": {"ctors": [{"name": "Refused", "payload": {"positional": ["Text"]}},
+                                         {"name": "Busy"}]}}, "args": [], "name": "AskError",
+             "identity": "main.AskError", "doc": None}
+PLAN_DEF = {"kind": {"record": {"fields": [{"name": "steps", "type": {"List": "Text"}}]}}, "args": [],
+            "name": "Plan", "identity": "main.Plan", "doc": None}
+DEFS = {"main.AskError": ASK_ERROR, "main.Plan": PLAN_DEF}
+
+
+def typed_at(term) -> Typed:
+    description = {"tool": "main.ask", "type_params": ["T"], "ok": {"Param": "T"},
+                   "err": {"Named": "main.AskError"}, "types": {"main.AskError": ASK_ERROR}}
+    return Typed(description, [{"term": term, "defs": DEFS}])
+
+
+def keys_in(schema) -> set:
+    if isinstance(schema, dict):
+        return set(schema) | set().union(*(keys_in(v) for v in schema.values()))
+    if isinstance(schema, list):
+        return set().union(*(keys_in(v) for v in schema)) if schema else set()
+    return set()
+
+
+def test_an_enum_is_wrapped_and_put_in_the_strict_subset():
+    wanted = WantedReply.of(typed_at({"Named": "main.AskError"}))
+    assert wanted.wrapped and wanted.name == "main_AskError"
+    assert wanted.schema["properties"]["value"] == {"$ref": "#/$defs/main.AskError"}
+    enum = wanted.schema["$defs"]["main.AskError"]
+    assert enum["anyOf"][1] == {"enum": ["Busy"]}
+    assert not keys_in(wanted.schema) & {"oneOf", "const", "$schema"}
+    assert wanted.outcome('{"value": "Busy"}') == {"Ok": "Busy"}
+    assert wanted.outcome('"Busy"')["Err"]["BadReply"].startswith("$: expected an object with the one property")
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                    max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON)
+def test_any_json_answer_for_a_record_is_handed_to_the_host_as_it_is(value):
+    # Deciding whether it fits is the host's admit (with the path); the binding only parses.
+    assert WantedReply.of(typed_at({"Named": "main.Plan"})).outcome(json.dumps(value)) == {"Ok": value}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=30))
+def test_any_text_answer_is_ok_json_or_bad_reply_never_an_exception(text):
+    got = WantedReply.of(typed_at({"List": "Int"})).outcome(text)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and set(parsed) == {"value"}:
+        assert got == {"Ok": parsed["value"]}
+    else:
+        assert set(got["Err"]) == {"BadReply"}
