@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -131,12 +130,15 @@ class ModelTools(Implementation):
         # programs decide on retries themselves, from the outcome.
         self.client = openai.OpenAI(api_key=spec.api_key, base_url=spec.base_url, timeout=spec.timeout,
                                     max_retries=0)
-        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="model")
         self.lock = threading.Lock()
         self.cancelled: set[str] = set()
 
     def call(self, run, call_id, tool, arguments, types, deliver: Deliver) -> None:
-        self.pool.submit(self._serve, call_id, arguments, types, deliver)
+        # A daemon thread per call (a completion takes seconds; a thread costs microseconds): a
+        # host that halts or ends does not wait at exit for requests still out, as it would for
+        # a pool's workers.
+        threading.Thread(target=self._serve, args=(call_id, arguments, types, deliver), name=f"model {call_id}",
+                         daemon=True).start()
 
     def _serve(self, call_id: str, arguments: dict, typed: Any, deliver: Deliver) -> None:
         try:
@@ -225,7 +227,6 @@ class ModelTools(Implementation):
             self.cancelled.add(call_id)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
     def label(self) -> str:

@@ -221,9 +221,9 @@ def test_a_failure_the_error_type_cannot_hold_is_bad_reply(tmp_path, server):
     (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {bound(server)} }}\n')
     server.script.append(Answer(status=401, error="bad key"))
     done = flow("run", "main.flow", "--runs", "runs", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
-    # A Tool declared `-> Int` makes every problem the run's fault (exit 1), naming it.
-    assert done.returncode != 0
-    assert "answered 401: bad key" in done.stdout + done.stderr
+    # A Tool declared `-> Int` has no Failed: the 401 is BadReply, which faults the run (exit 1).
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "main.rate ended in BadReply" in done.stderr and "answered 401: bad key" in done.stderr
 
 
 # ---- the request's schema and the reading of the answer, without an endpoint ------------------
@@ -290,3 +290,29 @@ def test_any_text_answer_is_ok_json_or_bad_reply_never_an_exception(text):
         assert got == {"Ok": parsed["value"]}
     else:
         assert set(got["Err"]) == {"BadReply"}
+
+
+def test_an_interrupt_with_a_model_call_out_halts_at_once_and_resume_says_unknown(tmp_path, server):
+    import signal
+    import time
+
+    server.script.append(Answer(content='{"steps": [], "done": true}', delay=30))
+    where = project(tmp_path, bound(server))
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "FLOW_MODEL")}
+    env["OPENAI_API_KEY"] = "k"
+    running = subprocess.Popen([sys.executable, "-m", "flowrt.cli", "run", "main.flow", "--entry", "plan", "--input",
+                                '{"goal": "g"}', "--runs", "runs"], cwd=where, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.requests, "the call never reached the endpoint"
+    running.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = running.communicate(timeout=60)
+    # Not held up by the request still out (its answer would take 30 s).
+    assert running.returncode == 130 and time.monotonic() - started < 10, (running.returncode, err)
+    run_id = next((where / "runs").iterdir()).name
+    resumed = flow("resume", run_id, "--runs", "runs", cwd=where, env={"OPENAI_API_KEY": "k"})
+    assert resumed.returncode == 4, resumed.stderr
+    assert set(outcome(resumed)["Err"]) == {"Unknown"}
