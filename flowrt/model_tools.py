@@ -142,7 +142,7 @@ class ModelTools(Implementation):
 
     def _serve(self, call_id: str, arguments: dict, typed: Any, deliver: Deliver) -> None:
         try:
-            outcome = self.complete(arguments, typed)
+            outcome = self.complete(call_id, arguments, typed)
         except Exception as problem:  # a host bug must not leave the call out waiting forever
             outcome = {"Err": {"Unknown": f"the model binding failed: {type(problem).__name__}: {problem}"}}
         with self.lock:
@@ -151,7 +151,7 @@ class ModelTools(Implementation):
                 return
         deliver(call_id, outcome)
 
-    def complete(self, arguments: dict, typed: Any) -> dict:
+    def complete(self, call_id: str, arguments: dict, typed: Any) -> dict:
         """One chat completion for a call: the outcome the host admits."""
         wanted = WantedReply.of(typed)
         messages = []
@@ -170,40 +170,62 @@ class ModelTools(Implementation):
         broken = (self.openai.APIConnectionError, *self._transport_errors())
         try:
             if self.spec.stream:
-                content, refusal = self._streamed(request)
+                answer = self._streamed(call_id, request)
             else:
-                content, refusal = self._whole(request)
+                answer = self._whole(request)
         except self.openai.APIStatusError as problem:
             return self._status(problem, typed)
         except broken as problem:
             return {"Err": {transport_kind(problem): f"{self._endpoint()}: {describe_transport(problem)}"}}
-        if refusal:
-            return failed(typed, f"the model refused: {refusal}", prefer="Refused")
-        if content is None:
-            return {"Err": {"BadReply": "the model's reply has no content"}}
-        return wanted.outcome(content)
+        except (NotAnAnswer, ValueError) as problem:  # ValueError: the SDK's JSON decoding
+            return {"Err": {"BadReply": f"{self._endpoint()} answered with something that is not a chat completion "
+                                        f"({problem})"}}
+        if answer.refusal:
+            return failed(typed, f"the model refused: {answer.refusal}", prefer="Refused")
+        if answer.finish_reason == "content_filter":
+            return failed(typed, "the endpoint's content filter stopped the answer", prefer="Refused")
+        if answer.content is None:
+            return {"Err": {"BadReply": "the model's answer has no content"}}
+        return wanted.outcome(answer.content)
 
-    def _whole(self, request: dict) -> tuple[str | None, str | None]:
+    def _whole(self, request: dict) -> "Answer":
         completion = self.client.chat.completions.create(**request)
-        if not completion.choices:
-            return None, None
-        message = completion.choices[0].message
-        return message.content, getattr(message, "refusal", None)
+        # The SDK builds its objects without checking them: an endpoint that is not one (an HTML
+        # page, another API's JSON) comes back as a string or a hollow object.
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise NotAnAnswer("no choices")
+        message = getattr(choices[0], "message", None)
+        content, refusal = getattr(message, "content", None), getattr(message, "refusal", None)
+        if not isinstance(content, (str, type(None))) or not isinstance(refusal, (str, type(None))):
+            raise NotAnAnswer("its message's content or refusal is not text")
+        return Answer(content, refusal, getattr(choices[0], "finish_reason", None))
 
-    def _streamed(self, request: dict) -> tuple[str | None, str | None]:
+    def _streamed(self, call_id: str, request: dict) -> "Answer":
         content: list[str] = []
         refusal: list[str] = []
         seen = False
+        finish = None
         with self.client.chat.completions.create(**request, stream=True) as chunks:
             for chunk in chunks:
-                for choice in chunk.choices[:1]:
+                with self.lock:
+                    if call_id in self.cancelled:
+                        break  # nobody waits for the rest; leaving closes the connection
+                choices = getattr(chunk, "choices", None)
+                if not isinstance(choices, list):
+                    raise NotAnAnswer("a chunk has no choices")
+                for choice in choices[:1]:
                     seen = True
-                    delta = choice.delta
-                    if delta.content:
-                        content.append(delta.content)
-                    if getattr(delta, "refusal", None):
-                        refusal.append(delta.refusal)
-        return ("".join(content) if seen else None), ("".join(refusal) or None)
+                    delta = getattr(choice, "delta", None)
+                    piece, refused = getattr(delta, "content", None), getattr(delta, "refusal", None)
+                    if not isinstance(piece, (str, type(None))) or not isinstance(refused, (str, type(None))):
+                        raise NotAnAnswer("a chunk's content or refusal is not text")
+                    content.append(piece or "")
+                    refusal.append(refused or "")
+                    finish = getattr(choice, "finish_reason", None) or finish
+        if not seen:
+            raise NotAnAnswer("the stream carried no choice")
+        return Answer("".join(content), "".join(refusal) or None, finish)
 
     def _transport_errors(self) -> tuple[type, ...]:
         # A stream's body is read after the SDK hands it over: a break there is the HTTP
@@ -231,6 +253,17 @@ class ModelTools(Implementation):
 
     def label(self) -> str:
         return f"model {self.spec.model} at {self._endpoint()}"
+
+
+class NotAnAnswer(Exception):
+    """The endpoint answered 2xx with something that is not a chat completion."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
 
 
 def _http_modules() -> list:

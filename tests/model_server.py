@@ -21,6 +21,8 @@ class Answer:
     error: str = "bad request"
     delay: float = 0.0  # seconds before the first byte of the answer
     drop: bool = False  # close the connection halfway through the body
+    finish_reason: str = "stop"
+    raw: str | None = None  # a 200 whose body is this text (an endpoint that is not one), as text/html
 
 
 class ModelServer:
@@ -43,17 +45,19 @@ class ModelServer:
                 time.sleep(answer.delay)
                 if self.path != "/v1/chat/completions":
                     answer = Answer(status=404, error=f"no route {self.path}")
-                if answer.status != 200:
+                if answer.raw is not None:
+                    self._send(200, answer.raw, content_type="text/html")
+                elif answer.status != 200:
                     self._send(answer.status, json.dumps({"error": {"message": answer.error, "type": "invalid"}}))
                 elif body.get("stream"):
                     self._stream(body, answer)
                 else:
                     self._send(200, json.dumps(_completion(body, answer)), drop=answer.drop)
 
-            def _send(self, status: int, text: str, drop: bool = False) -> None:
+            def _send(self, status: int, text: str, drop: bool = False, content_type: str = "application/json") -> None:
                 data = text.encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if drop:
@@ -86,7 +90,7 @@ class ModelServer:
                                                                   "finish_reason": None}]}
                     self._chunk(f"data: {json.dumps(chunk)}\n\n")
                 end = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": answer.finish_reason}]}
                 self._chunk(f"data: {json.dumps(end)}\n\n")
                 self._chunk("data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
@@ -122,7 +126,7 @@ class _Quiet(ThreadingHTTPServer):
 
 def _completion(body: dict, answer: Answer) -> dict:
     return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "choices": [{"index": 0, "finish_reason": answer.finish_reason, "message": {
                 "role": "assistant", "content": answer.content, "refusal": answer.refusal}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 

@@ -145,6 +145,22 @@ def test_a_refusal_is_failed(tmp_path, server, stream):
     assert outcome(done) == {"Err": {"Failed": {"Refused": "the model refused: I can't help with that."}}}
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_that_is_not_a_chat_completion_is_bad_reply(tmp_path, server, stream):
+    server.script.append(Answer(raw="<html><body>Welcome to nginx!</body></html>"))
+    done = run(tmp_path, "plan", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 4, done.stderr
+    assert "answered with something that is not a chat completion" in outcome(done)["Err"]["BadReply"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_stopped_by_the_content_filter_is_failed(tmp_path, server, stream):
+    server.script.append(Answer(content='{"steps": ["dr', finish_reason="content_filter"))
+    done = run(tmp_path, "plan", bound(server, f"stream = {str(stream).lower()}"))
+    assert done.returncode == 4, done.stderr
+    assert outcome(done) == {"Err": {"Failed": {"Refused": "the endpoint's content filter stopped the answer"}}}
+
+
 def test_a_500_is_unknown(tmp_path, server):
     server.script.append(Answer(status=503, error="overloaded"))
     done = run(tmp_path, "plan", bound(server))
