@@ -166,7 +166,7 @@ class ModelTools(Implementation):
         request: dict[str, Any] = {"model": self.spec.model, "messages": messages}
         if wanted.schema is not None and self.spec.structured:
             request["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": wanted.name, "schema": wanted.schema, "strict": True}}
+                "name": wanted.name, "schema": wanted.schema, "strict": wanted.strict}}
         broken = (self.openai.APIConnectionError, *self._transport_errors())
         try:
             if self.spec.stream:
@@ -350,6 +350,8 @@ class WantedReply:
     schema: dict | None
     name: str
     wrapped: bool
+    #: whether the schema is inside what strict mode accepts (else it is sent with strict false)
+    strict: bool = True
 
     @classmethod
     def of(cls, typed: Any) -> "WantedReply":
@@ -375,7 +377,7 @@ class WantedReply:
                     "additionalProperties": False}
         if defs:
             body["$defs"] = defs
-        return cls(body, _schema_name(term), wrapped)
+        return cls(body, _schema_name(term), wrapped, strict_expressible(body))
 
     def outcome(self, content: str) -> dict:
         if self.schema is None:
@@ -423,6 +425,24 @@ def strict_subset(schema: Any) -> Any:
         else:
             out[key] = strict_subset(value)
     return out
+
+
+def strict_expressible(schema: Any) -> bool:
+    """Whether strict structured outputs can take `schema`: every object closed with all its
+    properties required, no tuple (`prefixItems`), no schema that allows anything (`json.Value`,
+    `{}`) or nothing (`not`). A type outside it (a `Dict<Text, V>`, a tuple, `json.Value`) is
+    still sent as the response format, with `strict: false`, and the host checks the answer."""
+    if isinstance(schema, list):
+        return all(strict_expressible(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    if not schema or "not" in schema or "prefixItems" in schema:
+        return False
+    if schema.get("type") == "object" and (
+            schema.get("additionalProperties") is not False
+            or set(schema.get("required", [])) != set(schema.get("properties", {}))):
+        return False
+    return all(strict_expressible(v) for k, v in schema.items() if isinstance(v, (dict, list)) and k != "enum")
 
 
 def _schema_name(term: Any) -> str:

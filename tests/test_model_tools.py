@@ -332,3 +332,28 @@ def test_an_interrupt_with_a_model_call_out_halts_at_once_and_resume_says_unknow
     resumed = flow("resume", run_id, "--runs", "runs", cwd=where, env={"OPENAI_API_KEY": "k"})
     assert resumed.returncode == 4, resumed.stderr
     assert set(outcome(resumed)["Err"]) == {"Unknown"}
+
+
+@pytest.mark.parametrize("term, strict", [
+    ({"Named": "main.Plan"}, True),
+    ({"Option": {"List": "Int"}}, True),
+    ({"Dict": ["Text", "Int"]}, False),  # an open object: strict outputs want every object closed
+    ({"Tuple": ["Int", "Text"]}, False),
+    ("json.Value", False),
+])
+def test_a_type_strict_outputs_cannot_express_is_sent_with_strict_false(term, strict):
+    wanted = WantedReply.of(typed_at(term))
+    assert wanted.strict is strict and wanted.schema["type"] == "object"
+
+
+def test_a_dict_is_sent_with_strict_false_and_still_decodes(tmp_path, server):
+    (tmp_path / "main.flow").write_text(
+        "@tool pub flow tally(prompt: Text) -> Dict<Text, Int>\n"
+        "pub flow main() -> Dict<Text, Int> !tool = tally(\"count the words\")\n")
+    (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {bound(server)} }}\n')
+    server.script.append(Answer(content='{"a": 2, "b": 1}'))  # an object already: not wrapped
+    done = flow("run", "main.flow", "--runs", "runs", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"a": 2, "b": 1}
+    form = server.requests[0]["body"]["response_format"]["json_schema"]
+    assert form["strict"] is False and form["schema"] == {"type": "object", "additionalProperties": {"type": "integer"}}
