@@ -10,8 +10,9 @@ with the path where it stops fitting, as for any implementation.
 
 What went wrong is said as honestly as the transport lets us: a connection that was never made
 is NotRun (nothing reached the endpoint); a timeout or a connection lost after the request went
-out is Unknown (the endpoint may have acted); a 4xx answer or a refusal is the Tool's `Failed`
-where its error type can hold the message text, else BadReply; a 5xx is Unknown.
+out is Unknown (the endpoint may have acted); a 4xx answer, a refusal or a content-filter stop is
+the Tool's `Failed` where its error type can hold the message text, else BadReply; a 5xx is
+Unknown; a 2xx that is not a chat completion is BadReply.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def bind(models: dict[str, "ModelTools"], manifest_path: str, entry: Any, identi
 
 
 class ModelTools(Implementation):
-    """Serves a module's Tools from one chat completions endpoint; each call on a worker thread."""
+    """Serves a module's Tools from one chat completions endpoint; each call on a thread of its own."""
 
     def __init__(self, spec: ModelSpec) -> None:
         import openai  # only runs that bind a model pay for the SDK
