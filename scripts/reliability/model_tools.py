@@ -69,6 +69,8 @@ SCENARIOS = [
     ("refusal", Answer(refusal="no"), "", "Failed"),
     ("slow", Answer(content=PLAN, delay=3), ", timeout = 0.5", "Unknown"),
     ("dropped", Answer(content=PLAN * 3, drop=True), "", "Unknown"),
+    ("not a completion", Answer(raw="<html>nginx</html>"), "", "BadReply"),
+    ("content filter", Answer(content='{"ste', finish_reason="content_filter"), "", "Failed"),
 ]
 
 
@@ -95,16 +97,24 @@ def _problem_map(base: Path) -> dict:
 
 
 def _random_text(rng: random.Random) -> str:
-    steps = [rng.choice(["a", "b", 1, None, True, "ü"]) for _ in range(rng.randrange(4))]
-    value = rng.choice([
-        {"steps": steps, "done": rng.choice([True, False, "yes"])},
-        {"steps": steps},
-        {"steps": steps, "done": True, "extra": 1},
-        steps,
-        rng.randrange(-5, 5),
-    ])
-    text = json.dumps(value)
-    if rng.random() < 0.2:
+    """A Plan's JSON, half the time spoiled one way or another."""
+    value: object = {"steps": [rng.choice(["a", "b", "ü", "\\n", ""]) for _ in range(rng.randrange(4))],
+                     "done": rng.choice([True, False])}
+    spoil = rng.randrange(12)
+    if spoil == 0:
+        del value["done"]
+    elif spoil == 1:
+        value["extra"] = 1
+    elif spoil == 2:
+        value["steps"].append(rng.choice([1, None, True, {"a": 1}]))
+    elif spoil == 3:
+        value["done"] = rng.choice(["yes", 0, None])
+    elif spoil == 4:
+        value = value["steps"]
+    elif spoil == 5:
+        value = rng.randrange(-5, 5)
+    text = json.dumps(value, ensure_ascii=rng.random() < 0.5)
+    if spoil == 6:
         text = text[: rng.randrange(len(text))]
     return text
 
@@ -120,7 +130,7 @@ def _fits_plan(text: str) -> bool:
 
 def _random_answers(base: Path, count: int) -> dict:
     rng = random.Random(15)
-    failures = 0
+    failures = fitting = 0
     wrong: list[str] = []
     with ModelServer() as server:
         for number in range(count):
@@ -129,6 +139,7 @@ def _random_answers(base: Path, count: int) -> dict:
             server.script.append(Answer(content=text))
             done, work = _run(base / f"rand-{number}", server.url, f", stream = {str(stream).lower()}")
             expected = "Ok" if _fits_plan(text) else "BadReply"
+            fitting += expected == "Ok"
             got = _kind(done)
             replayed = None
             if got in ("Ok", "BadReply"):
@@ -140,7 +151,8 @@ def _random_answers(base: Path, count: int) -> dict:
                 wrong.append(f"{text[:40]!r}: {got}, not {expected}"
                              + ("" if replayed is not None and replayed.stdout.strip() == "Matched" else ", no Matched"))
     return {"check": "random model answers: Ok exactly when they fit, replayed Matched", "tried": count,
-            "failures": failures, "detail": "; ".join(wrong[:3]) or "verdicts agree with a direct check of the text"}
+            "failures": failures, "detail": "; ".join(wrong[:3]) or f"verdicts agree with a direct check of the text ({fitting} fit, "
+                                                          f"{count - fitting} do not)"}
 
 
 def measure(quick: bool) -> list[dict]:
