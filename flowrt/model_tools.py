@@ -100,6 +100,18 @@ def check_tool(identity: str, description: Mapping[str, Any]) -> str | None:
     return None
 
 
+def consent(entry: Any) -> tuple[str, ...] | None:
+    """What must be approved before a model entry is used, as an approval's `command`: an
+    endpoint that flow.toml itself names receives the API key from the environment and the
+    program's prompts, so a flow.toml from elsewhere (a cloned repository) must not pick it
+    unasked. An endpoint from OPENAI_BASE_URL, or the SDK's default, is the user's own choice."""
+    base_url = entry.model.get("base_url")
+    if not isinstance(base_url, str) or not base_url:
+        return None
+    key_env = entry.model.get("api_key_env", "OPENAI_API_KEY")
+    return ("send", "prompts", "and", f"${key_env}", "to", base_url)
+
+
 def bind(models: dict[str, "ModelTools"], manifest_path: str, entry: Any, identity: str,
          description: Mapping[str, Any]) -> "ModelTools":
     """The implementation of Tool `identity` bound by flow.toml model entry `entry` (a

@@ -220,6 +220,17 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
         if entry.model is not None:
             from flowrt import model_tools
 
+            consent = model_tools.consent(entry) if entry.key not in models else None
+            if consent is not None:
+                decision = approval.decide(consent, allow=allow, ask=ask)
+                if decision.decision != "approved":
+                    for c in [*commands.values(), *models.values()]:
+                        c.close()
+                    raise refuse(M.binding_not_approved(shown=" ".join(consent),
+                                                        nobody_to_ask=decision.how == "nobody-to-ask"),
+                                 entry_at(entry.key), sources)
+                if approvals is not None:
+                    approvals.append(decision.host_record())
             try:
                 out[identity] = model_tools.bind(models, manifest_path, entry, identity, tools[identity])
             except B.BindError as problem:

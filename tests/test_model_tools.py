@@ -33,15 +33,19 @@ def flow(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120):
 
 
 def project(tmp_path: Path, binding: str) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROGRAM, tmp_path / "main.flow")
     (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {binding} }}\n')
     return tmp_path
 
 
-def run(tmp_path: Path, entry: str, binding: str, env: dict | None = None, timeout: float = 120):
+def run(tmp_path: Path, entry: str, binding: str, env: dict | None = None, timeout: float = 120, allow: bool = True):
+    """`flow run` of the program with `binding` as its flow.toml entry (`--allow`: flow.toml names
+    the endpoint, which must be approved)."""
     where = project(tmp_path, binding)
-    done = flow("run", "main.flow", "--entry", entry, "--input", '{"goal": "ship"}', "--runs", "runs", cwd=where,
-                env={"OPENAI_API_KEY": "sk-test", **(env or {})}, timeout=timeout)
+    done = flow("run", "main.flow", "--entry", entry, "--input", '{"goal": "ship"}', "--runs", "runs",
+                *(["--allow"] if allow else []), cwd=where, env={"OPENAI_API_KEY": "sk-test", **(env or {})},
+                timeout=timeout)
     return done
 
 
@@ -197,7 +201,8 @@ def test_an_endpoint_not_listening_is_not_run(tmp_path):
 
 def test_model_base_url_and_key_come_from_the_environment(tmp_path, server):
     server.script.append(Answer(content='{"value": 2}'))
-    done = run(tmp_path, "count", 'openai = true, api_key_env = "MY_KEY"',
+    # An endpoint from the environment is the user's own choice: no approval is asked for.
+    done = run(tmp_path, "count", 'openai = true, api_key_env = "MY_KEY"', allow=False,
                env={"FLOW_MODEL": "env-model", "OPENAI_BASE_URL": server.url, "MY_KEY": "sk-mine"})
     assert done.returncode == 0, done.stderr
     assert outcome(done) == {"Ok": 2}
@@ -220,12 +225,27 @@ def test_a_binding_that_cannot_serve_refuses_the_run(tmp_path, binding, env, sai
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+def test_an_endpoint_flow_toml_names_must_be_approved(tmp_path, server):
+    server.script.append(Answer(content='{"value": 1}'))
+    refused = run(tmp_path / "a", "count", bound(server), allow=False)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"running `send prompts and $OPENAI_API_KEY to {server.url}` was not approved" in refused.stderr
+    assert not server.requests and not (tmp_path / "a" / "runs").exists()
+    allowed = run(tmp_path / "b", "count", bound(server))
+    assert allowed.returncode == 0, allowed.stderr
+    run_dir = next((tmp_path / "b" / "runs").iterdir())
+    records = [json.loads(line) for line in (run_dir / "host.jsonl").read_text().splitlines()]
+    approval = next(r for r in records if r["kind"] == "approval")
+    assert approval["command"] == ["send", "prompts", "and", "$OPENAI_API_KEY", "to", server.url]
+    assert approval["how"] == "--allow"
+
+
 def test_a_tool_with_other_parameters_cannot_be_bound_to_a_model(tmp_path, server):
     (tmp_path / "main.flow").write_text(
         "@tool pub flow rate(prompt: Text, stars: Int) -> Int\n"
         "pub flow main() -> Int !tool = rate(\"x\", 3)\n")
     (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {bound(server)} }}\n')
-    done = flow("run", "main.flow", "--runs", "runs", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
+    done = flow("run", "main.flow", "--runs", "runs", "--allow", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "parameter `stars`" in done.stderr and not server.requests
 
@@ -236,7 +256,7 @@ def test_a_failure_the_error_type_cannot_hold_is_bad_reply(tmp_path, server):
         "pub flow main() -> Int !tool = rate(\"how many?\")\n")
     (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {bound(server)} }}\n')
     server.script.append(Answer(status=401, error="bad key"))
-    done = flow("run", "main.flow", "--runs", "runs", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
+    done = flow("run", "main.flow", "--runs", "runs", "--allow", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
     # A Tool declared `-> Int` has no Failed: the 401 is BadReply, which faults the run (exit 1).
     assert done.returncode == 1, done.stdout + done.stderr
     assert "main.rate ended in BadReply" in done.stderr and "answered 401: bad key" in done.stderr
@@ -317,7 +337,7 @@ def test_an_interrupt_with_a_model_call_out_halts_at_once_and_resume_says_unknow
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "FLOW_MODEL")}
     env["OPENAI_API_KEY"] = "k"
     running = subprocess.Popen([sys.executable, "-m", "flowrt.cli", "run", "main.flow", "--entry", "plan", "--input",
-                                '{"goal": "g"}', "--runs", "runs"], cwd=where, env=env, stdout=subprocess.PIPE,
+                                '{"goal": "g"}', "--runs", "runs", "--allow"], cwd=where, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not server.requests and time.monotonic() < deadline:
@@ -329,7 +349,7 @@ def test_an_interrupt_with_a_model_call_out_halts_at_once_and_resume_says_unknow
     # Not held up by the request still out (its answer would take 30 s).
     assert running.returncode == 130 and time.monotonic() - started < 10, (running.returncode, err)
     run_id = next((where / "runs").iterdir()).name
-    resumed = flow("resume", run_id, "--runs", "runs", cwd=where, env={"OPENAI_API_KEY": "k"})
+    resumed = flow("resume", run_id, "--runs", "runs", "--allow", cwd=where, env={"OPENAI_API_KEY": "k"})
     assert resumed.returncode == 4, resumed.stderr
     assert set(outcome(resumed)["Err"]) == {"Unknown"}
 
@@ -352,7 +372,7 @@ def test_a_dict_is_sent_with_strict_false_and_still_decodes(tmp_path, server):
         "pub flow main() -> Dict<Text, Int> !tool = tally(\"count the words\")\n")
     (tmp_path / "flow.toml").write_text(f'[tools]\n"main" = {{ {bound(server)} }}\n')
     server.script.append(Answer(content='{"a": 2, "b": 1}'))  # an object already: not wrapped
-    done = flow("run", "main.flow", "--runs", "runs", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
+    done = flow("run", "main.flow", "--runs", "runs", "--allow", cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"a": 2, "b": 1}
     form = server.requests[0]["body"]["response_format"]["json_schema"]

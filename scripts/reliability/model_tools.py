@@ -40,7 +40,7 @@ def _run(work: Path, url: str, extra: str, entry: str = "plan") -> tuple[subproc
     work.mkdir(parents=True)
     shutil.copy(PROGRAM, work / "main.flow")
     (work / "flow.toml").write_text(f'[tools]\n"main" = {{ model = "m", base_url = "{url}"{extra} }}\n')
-    return _flow(["run", "main.flow", "--entry", entry, "--input", '{"goal": "g"}', "--runs", "runs"], work), work
+    return _flow(["run", "main.flow", "--entry", entry, "--input", '{"goal": "g"}', "--runs", "runs", "--allow"], work), work
 
 
 def _kind(done: subprocess.CompletedProcess | None) -> str:
