@@ -558,6 +558,8 @@ class ManifestEntry:
     #: command, approved as any command is); `mcp_url = "..."` reaches it over streamable HTTP
     mcp: bool = False
     mcp_url: str | None = None
+    #: a model binding's table (flowrt/model_tools.py), resolved against the environment when bound
+    model: Mapping[str, Any] | None = None
 
 
 def read_manifest(path: str) -> dict[str, ManifestEntry]:
@@ -566,7 +568,8 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
     An entry is `{ command = [...] }` (looked up on PATH, as a shell would), `{ python = "x.py" }`
     or `{ python = ["x.py", "arg"] }` (a script run by the host's own interpreter, so it runs
     whatever PATH holds, in the environment that has `flowrt`), `{ mcp = [...] }` or
-    `{ mcp_url = "http://..." }` (an MCP server, `flowrt.mcp_tools`), or `{ pending = true }`."""
+    `{ mcp_url = "http://..." }` (an MCP server, `flowrt.mcp_tools`), `{ pending = true }`, or a
+    model binding `{ model = "...", base_url = "...", ... }` (flowrt/model_tools.py)."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -587,6 +590,14 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
     for key, spec in sorted(table.items()):
         if not isinstance(spec, dict):
             raise BindError(f"{path}: tools.{key} must be a table like {{ python = \"tools/x.py\" }}", key=key)
+        from flowrt.model_tools import is_model_entry
+
+        if is_model_entry(spec):
+            others = sorted(set(spec) & {"command", "python", "pending"})
+            if others:
+                raise BindError(f"{path}: tools.{key} binds a model and names {', '.join(others)}: keep one", key=key)
+            out[key] = ManifestEntry(key, None, False, model=dict(spec))
+            continue
         command = spec.get("command")
         script = spec.get("python")
         server = spec.get("mcp")
@@ -620,7 +631,7 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
             raise BindError(f"{path}: tools.{key}.pending must be true or false", key=key)
         if command is None and not pending:
             raise BindError(f"{path}: tools.{key} names no implementation: give it python = \"tools/x.py\", "
-                            "command = [...], mcp = [...], mcp_url = \"...\" or pending = true", key=key)
+                            "command = [...], mcp = [...], mcp_url = \"...\", model = \"...\" or pending = true", key=key)
         out[key] = ManifestEntry(key, tuple(command) if command else None, pending, shown)
     return out
 

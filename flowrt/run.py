@@ -192,6 +192,7 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
     out: dict[str, B.Implementation] = {}
     commands: dict[tuple[str, ...], B.CommandTools] = {}
     servers: dict = {}  # an MCP server's command or URL -> its McpTools (one session per server)
+    models: dict[str, B.Implementation] = {}
     python = B.PythonTools(python_tools) if python_tools else None
     clock = B.ClockTools()
     pending = B.PendingTools()
@@ -221,6 +222,27 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
             out[identity] = _bind_mcp(entry, identity, tools[identity], servers, commands, approval, allow=allow,
                                       ask=ask, approvals=approvals, manifest_dir=manifest_dir,
                                       where=entry_at(entry.key), sources=sources)
+            continue
+        if entry.model is not None:
+            from flowrt import model_tools
+
+            consent = model_tools.consent(entry) if entry.key not in models else None
+            if consent is not None:
+                decision = approval.decide(consent, allow=allow, ask=ask)
+                if decision.decision != "approved":
+                    for c in [*commands.values(), *models.values()]:
+                        c.close()
+                    raise refuse(M.binding_not_approved(shown=" ".join(consent),
+                                                        nobody_to_ask=decision.how == "nobody-to-ask"),
+                                 entry_at(entry.key), sources)
+                if approvals is not None:
+                    approvals.append(decision.host_record())
+            try:
+                out[identity] = model_tools.bind(models, manifest_path, entry, identity, tools[identity])
+            except B.BindError as problem:
+                for c in [*commands.values(), *models.values()]:
+                    c.close()
+                raise refuse(M.binding_failed(problem=problem), entry_at(entry.key), sources) from None
             continue
         assert entry.command is not None
         shown = entry.shown or " ".join(entry.command)
