@@ -34,7 +34,9 @@ from typing import Any
 import flowc
 from flowc.compiled import Compiled
 from flowdata import canonical, codec
-from flowrt.run import Driver, Prepared, Refused, RunHost, RunOutcome, admitted_by, bind, halt_reason
+from flowrt.bind import RunHost, bind
+from flowrt.refusal import Refused
+from flowrt.run import Driver, Prepared, RunOutcome, admitted_by, halt_reason
 from flowrt.store import Hole, RunStore, StorageError
 
 

@@ -17,13 +17,13 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import flowc
 from flowc.compiled import Compiled, Function
-from flowc.diagnostics import Diagnostic, Location
+from flowc.diagnostics import Diagnostic
 from flowc.diagnostics import M
-from flowc.diagnostics.places import json_error_location, toml_error_location, toml_key_location
+from flowc.diagnostics.places import json_error_location
 from flowc.emit import Generated
 from flowc.disk import DiskChecks
 from flowdata import canonical, codec
@@ -32,11 +32,11 @@ from flowc.files import read_text
 from flowrt.store import RunStore, StorageError
 from flowdata.bigint import IntOverLimit
 from flowdata.codec import TermError
+from flowrt.bind import RunHost, bind
+from flowrt.refusal import INPUT, Refused, _line_of, refuse
 from flowrt.tool_types import Typed, ToolTypes
 from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
 
-if TYPE_CHECKING:
-    from flowc.diagnostics.messages import Message
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
 
@@ -53,36 +53,6 @@ class RunOutcome:
     pending: list[str] = field(default_factory=list)
     fault: dict | None = None
     message: str | None = None
-
-
-class Refused(Exception):
-    def __init__(self, diagnostics: list[Diagnostic], sources: dict[str, str] | None = None) -> None:
-        super().__init__("refused")
-        self.diagnostics = diagnostics
-        self.sources = sources or {}
-
-
-#: How a refusal's location names the run's input (`--input`): it has no file of its own.
-INPUT = "<input>"
-
-
-def refuse(message: Message, location: Location | None, sources: dict[str, str] | None = None) -> Refused:
-    """A refusal at `location`: the real place when there is one (a flow.toml entry, the entry's
-    declaration, a JSON syntax error's position), else none rather than a made-up `1:1`."""
-    return Refused([message.at(location)], sources)
-
-
-def _line_of(file: str, line: int) -> Location:
-    return Location(file, line, 1, line, 2)
-
-
-def _text_or_empty(path: str) -> str:
-    """A text file's contents for placing diagnostics in it; "" when it cannot be read as text."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 # ---- preparing a run ---------------------------------------------------------------------------
@@ -154,165 +124,6 @@ def decode_input(fn: Function, input_text: str) -> dict[str, Any]:
             raise refuse(M.input_invalid_value(name=p.name, problem=problem), None) from None
         out[p.name] = codec.encode(value, term, defs)
     return out
-
-
-@dataclass
-class RunHost:
-    """What the host's `std@v1/runner` needs to know of a run to start nested ones beside it:
-    where its runs are stored, and how durably (its bindings and approval are bind's own)."""
-
-    runs_dir: str = ".flow/runs"
-    durability: str = "fsync"
-
-
-def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask,
-         host: RunHost | None = None, manifest_dir: str | None = None, approvals: list | None = None) -> dict:
-    """Each Tool's implementation. A command flow.toml names runs only when approved
-    (flowrt/approvals.py); each approval is added to `approvals` as its host record."""
-    from flowrt.approvals import Approvals
-
-    manifest_dir = manifest_dir or B.manifest_dir(path)
-    approval = Approvals(manifest_dir, host.runs_dir if host is not None else None)
-    manifest_path = os.path.join(manifest_dir, "flow.toml")
-    manifest_text = _text_or_empty(manifest_path)
-    sources = {manifest_path: manifest_text} if manifest_text else None
-
-    def entry_at(key: str | None) -> Location | None:
-        """The line of flow.toml's `[tools]` entry `key` (its table's header, failing that)."""
-        return toml_key_location(manifest_path, manifest_text, "tools", key)
-
-    try:
-        manifest = B.read_manifest(manifest_path)
-    except B.BindError as problem:
-        if problem.syntax is not None:
-            where = toml_error_location(manifest_path, problem.syntax, manifest_text)
-        else:
-            where = entry_at(problem.key)
-        raise refuse(M.binding_failed(problem=problem), where, sources) from None
-    out: dict[str, B.Implementation] = {}
-    commands: dict[tuple[str, ...], B.CommandTools] = {}
-    servers: dict = {}  # an MCP server's command or URL -> its McpTools (one session per server)
-    models: dict[str, B.Implementation] = {}
-    python = B.PythonTools(python_tools) if python_tools else None
-    clock = B.ClockTools()
-    pending = B.PendingTools()
-    runner = None
-    for identity in tools:
-        if python is not None and identity in python_tools:
-            out[identity] = python
-            continue
-        if identity.startswith("std@v1/clock."):
-            out[identity] = clock
-            continue
-        if identity.startswith("std@v1/runner."):
-            if runner is None:
-                from flowrt.nested import RunnerTools
-
-                runner = RunnerTools(host or RunHost(), python_tools=python_tools, allow=allow,
-                                     manifest_dir=manifest_dir)
-            out[identity] = runner
-            continue
-        entry = B.manifest_entry_for(manifest, identity)
-        if entry is None:
-            raise refuse(M.binding_missing(identity=identity), entry_at(None), sources)
-        if entry.pending:
-            out[identity] = pending
-            continue
-        if entry.mcp:
-            out[identity] = _bind_mcp(entry, identity, tools[identity], servers, commands, approval, allow=allow,
-                                      ask=ask, approvals=approvals, manifest_dir=manifest_dir,
-                                      where=entry_at(entry.key), sources=sources)
-            continue
-        if entry.model is not None:
-            from flowrt import model_tools
-
-            consent = model_tools.consent(entry) if entry.key not in models else None
-            if consent is not None:
-                decision = approval.decide(consent, allow=allow, ask=ask)
-                if decision.decision != "approved":
-                    for c in [*commands.values(), *models.values()]:
-                        c.close()
-                    raise refuse(M.binding_not_approved(shown=" ".join(consent),
-                                                        nobody_to_ask=decision.how == "nobody-to-ask"),
-                                 entry_at(entry.key), sources)
-                if approvals is not None:
-                    approvals.append(decision.host_record())
-            try:
-                out[identity] = model_tools.bind(models, manifest_path, entry, identity, tools[identity])
-            except B.BindError as problem:
-                for c in [*commands.values(), *models.values()]:
-                    c.close()
-                raise refuse(M.binding_failed(problem=problem), entry_at(entry.key), sources) from None
-            continue
-        assert entry.command is not None
-        shown = entry.shown or " ".join(entry.command)
-        if entry.command not in commands:
-            decision = approval.decide(entry.command, allow=allow, ask=ask)
-            if decision.decision != "approved":
-                for c in [*commands.values(), *servers.values()]:
-                    c.close()
-                raise refuse(M.binding_not_approved(shown=shown, nobody_to_ask=decision.how == "nobody-to-ask"),
-                             entry_at(entry.key), sources)
-            if approvals is not None:
-                approvals.append(decision.host_record())
-            implementation = B.CommandTools(list(entry.command), manifest_dir, shown)
-            try:
-                implementation.start()
-            except B.BindError as problem:
-                for c in [*commands.values(), *servers.values()]:
-                    c.close()
-                raise refuse(M.binding_failed(problem=problem), entry_at(entry.key), sources) from None
-            commands[entry.command] = implementation
-        implementation = commands[entry.command]
-        described = implementation.describe() or {}
-        want = tools[identity]["fingerprint"]
-        if described.get(identity) != want:
-            for c in [*commands.values(), *servers.values()]:
-                c.close()
-            found = described.get(identity)
-            raise refuse(M.binding_mismatch(shown=shown, identity=identity, found=found, declared=want),
-                         entry_at(entry.key), sources)
-        out[identity] = implementation
-    return out
-
-
-def _bind_mcp(entry, identity: str, description: dict, servers: dict, commands: dict, approval, *, allow: bool, ask,
-              approvals: list | None, manifest_dir: str, where, sources):
-    """The McpTools serving `identity` (flowrt/mcp_tools.py): one session per server, opened
-    on first use; a stdio server's command is approved as any command is. Its tool must take
-    what the declaration gives (the binding's fingerprint check, against the inputSchema)."""
-    from flowrt.mcp_tools import McpTools
-
-    def refused(message):
-        for c in [*commands.values(), *servers.values()]:
-            c.close()
-        return refuse(message, where, sources)
-
-    key = entry.command if entry.command is not None else entry.mcp_url
-    server = servers.get(key)
-    if server is None:
-        if entry.command is not None:
-            shown = " ".join(entry.command)
-            decision = approval.decide(entry.command, allow=allow, ask=ask)
-            if decision.decision != "approved":
-                raise refused(M.binding_not_approved(shown=shown, nobody_to_ask=decision.how == "nobody-to-ask"))
-            if approvals is not None:
-                approvals.append(decision.host_record())
-            server = McpTools(command=list(entry.command), cwd=manifest_dir)
-        else:
-            server = McpTools(url=entry.mcp_url)
-        try:
-            server.start()
-        except B.BindError as problem:
-            raise refused(M.binding_failed(problem=problem)) from None
-        servers[key] = server
-    problem = server.bind_tool(identity, description)
-    if problem is not None:
-        raise refused(M.binding_failed(problem=B.BindError(problem)))
-    return server
-
-
-# ---- driving a run -----------------------------------------------------------------------------
 
 
 def new_run_id() -> str:

@@ -195,7 +195,7 @@ def test_halting_the_outer_run_halts_the_nested_run_and_resend_continues_it(tmp_
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted([outcome.run_id, nested_id])
     # Sent again once more (the outer run resumed from an older point): the ended run's ending.
     from flowrt.nested import RunnerTools
-    from flowrt.run import RunHost
+    from flowrt.bind import RunHost
 
     tools = RunnerTools(RunHost(runs, "fsync"), python_tools={}, allow=False, manifest_dir=str(tmp_path))
     got = []
