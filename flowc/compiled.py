@@ -21,6 +21,7 @@ from flowc.emit import Generated, generate_cached
 from flowc.frontend import Checked, check_program
 from flowc.lower import module_key, py_name
 from flowc.program import Reader
+from flowc.syntax import walk
 from flowc.typeinfo import is_data
 from flowc.typeterms import term, tool_description
 
@@ -211,16 +212,8 @@ def _is_task(t: T.Type) -> bool:
 def _references(body, refs: dict) -> tuple[str, ...]:
     """The top-level functions and Tools a body names (the checker's resolved references)."""
     found: set[str] = set()
-    stack = [body]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(item)
-        elif hasattr(item, "__dataclass_fields__"):
-            ref = refs.get(id(item))
-            if ref is not None and ref[0] == "fn":
-                found.add(ref[1].identity)
-            for name in item.__dataclass_fields__:
-                if name not in ("span", "name_span"):
-                    stack.append(getattr(item, name))
+    for node in walk(body):
+        ref = refs.get(id(node))
+        if ref is not None and ref[0] == "fn":
+            found.add(ref[1].identity)
     return tuple(sorted(found))

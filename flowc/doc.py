@@ -102,18 +102,7 @@ def _function(printer: _Printer, f: S.FnDecl) -> list[str]:
 
 def _inner_functions(body):
     """Local and anonymous functions inside a body, in source order."""
-    found = []
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (S.FnDecl, S.Lambda)):
-            found.append(node)
-        if isinstance(node, tuple):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__"):
-            for name in node.__dataclass_fields__:
-                if name not in ("span", "name_span"):
-                    stack.append(getattr(node, name))
+    found = [node for node in S.walk(body) if isinstance(node, (S.FnDecl, S.Lambda))]
     return sorted(found, key=lambda n: (n.span.line, n.span.column))
 
 

@@ -1016,22 +1016,15 @@ def _has_foreign_tail_call(fn: FnInfo, facts: Facts) -> bool:
     """Does the function have a tail call to a top-level function other than itself?"""
     if fn.decl.body is None:
         return False
-    pending: list[object] = [fn.decl.body]
-    while pending:
-        node = pending.pop()
+    def into(node: object) -> bool:  # a lambda's or local function's tail calls are its own
+        return not (isinstance(node, S.Lambda) or isinstance(node, S.FnDecl) and node is not fn.decl)
+
+    for node in S.walk(fn.decl.body, into):
         if isinstance(node, S.Call):
             fact = facts.calls.get(id(node))
             if fact is not None and fact.tail and fact.kind == "direct" and fact.target is not fn \
                     and isinstance(fact.target, FnInfo) and not fact.target.tool and not fact.target.intrinsic:
                 return True
-        if isinstance(node, S.Lambda) or isinstance(node, S.FnDecl) and node is not fn.decl:
-            continue
-        if isinstance(node, tuple):
-            pending.extend(node)
-        elif hasattr(node, "__dataclass_fields__"):
-            for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
-                if name != "span":
-                    pending.append(getattr(node, name))
     return False
 
 

@@ -76,9 +76,7 @@ def _sites(fn: FnInfo, facts) -> list[tuple[FnInfo, tuple]]:
     """Each reference of the body (lambdas and local functions included) to a top-level function
     at type arguments: calls, and functions named as values."""
     out: list[tuple[FnInfo, tuple]] = []
-    pending: list[object] = [fn.decl.body]
-    while pending:
-        node = pending.pop()
+    for node in S.walk(fn.decl.body):
         if isinstance(node, S.Call):
             fact = facts.calls.get(id(node))
             if fact is not None and fact.kind == "direct" and isinstance(fact.target, FnInfo) and fact.type_args:
@@ -89,10 +87,4 @@ def _sites(fn: FnInfo, facts) -> list[tuple[FnInfo, tuple]]:
                 types = facts.types.get(id(node))
                 if isinstance(types, T.TTuple):
                     out.append((ref[1], types.items))
-        if isinstance(node, tuple):
-            pending.extend(node)
-        elif hasattr(node, "__dataclass_fields__"):
-            for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
-                if name != "span":
-                    pending.append(getattr(node, name))
     return out

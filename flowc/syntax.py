@@ -429,6 +429,24 @@ Node = Union[Expr, Pattern, TypeExpr, Stmt, Item, Module, Arm, Param, FieldInit,
              TypeParam, FieldDecl, CtorDecl]
 
 _NOT_IDENTITY = frozenset({"span", "name_span", "comments", "doc"})
+_NOT_CHILDREN = frozenset({"span", "name_span"})
+
+
+def walk(root: object, into: Callable[[object], bool] | None = None):
+    """Every syntax node in `root` (a node or a tuple of them), itself included, depth first with
+    an explicit stack (a tree may nest deeper than Python recursion goes). A node for which
+    `into(node)` is false is yielded, but nothing inside it is."""
+    stack: list[object] = [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(item)
+        elif hasattr(item, "__dataclass_fields__"):
+            yield item
+            if into is None or into(item):
+                for name in item.__dataclass_fields__:  # type: ignore[attr-defined]
+                    if name not in _NOT_CHILDREN:
+                        stack.append(getattr(item, name))
 
 
 def dump(node: object) -> str:

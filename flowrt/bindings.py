@@ -346,17 +346,8 @@ class CommandTools(Implementation):
         """Lines waited and the process read none of them for STALL_SECONDS: it no longer serves
         the protocol. The calls it may have read are Unknown; the others were never sent."""
         reason = f"left its input unread for {STALL_SECONDS:g} s"
-        self.broke = f"{reason} (the host had lines waiting for it)"
-        assert self.writer is not None
-        self.writer.stop()
-        with self.lock:
-            open_calls = list(self.deliveries.items())
-            self.deliveries.clear()
-            self.gone = f"the implementation {self.broke}; it was closed"
-        self.described_event.set()
-        self._settle(open_calls, f"not sent: the implementation {reason}",
-                     {"Err": {"Unknown": f"the implementation {reason} with the call out; it was closed"}})
-        self._end(grace=0)
+        self._stop_serving(f"{reason} (the host had lines waiting for it)", f"not sent: the implementation {reason}",
+                           {"Err": {"Unknown": f"the implementation {reason} with the call out; it was closed"}})
 
     def _input_closed(self, unsent: list[str]) -> None:
         """The process closed its stdin (or exited): the calls whose lines never went in are
@@ -461,16 +452,23 @@ class CommandTools(Implementation):
     def _break(self, number: int, what: str, line: bytes) -> None:
         """The process broke the protocol: every call out is BadReply, the process is closed."""
         shown = line[:60].decode("utf-8", errors="replace")
-        self.broke = f"broke the Tool protocol: its output line {number} is {what} ({shown!r}{'...' if len(line) > 60 else ''})"
+        broke = f"broke the Tool protocol: its output line {number} is {what} ({shown!r}{'...' if len(line) > 60 else ''})"
+        self._stop_serving(broke, f"not sent: the implementation {broke}",
+                           {"Err": {"BadReply": f"the implementation {broke}"}})
+
+    def _stop_serving(self, broke: str, never: str, seen: dict) -> None:
+        """The process is no longer trusted (`broke` says why): its writer stops, every call out is
+        settled (`seen` if any of its line reached the process, NotRun `never` if none did),
+        later calls are NotRun, and the process is killed."""
+        self.broke = broke
         assert self.writer is not None
         self.writer.stop()
         with self.lock:
             open_calls = list(self.deliveries.items())
             self.deliveries.clear()
-            self.gone = f"the implementation {self.broke}; it was closed"
+            self.gone = f"the implementation {broke}; it was closed"
         self.described_event.set()
-        self._settle(open_calls, f"not sent: the implementation {self.broke}",
-                     {"Err": {"BadReply": f"the implementation {self.broke}"}})
+        self._settle(open_calls, never, seen)
         self._end(grace=0)
 
     def _end(self, grace: float = 2) -> str:
