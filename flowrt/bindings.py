@@ -11,7 +11,6 @@ multiplexed by id over one process's pipe (commands).
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import subprocess
 import sys

@@ -435,10 +435,10 @@ def completion_command(shell: str, color: str | None) -> None:
 
 def _open_run(ctx: click.Context, runs_dir: str | None, run_id: str, *, for_append: bool):
     """A stored run, verified; a damaged one exits 5 (storage failure), a missing one 2."""
-    from flowrt.store import RunStore, StorageError
+    from flowrt.store import StorageError, open_store
 
     try:
-        return RunStore.open(_runs_dir(runs_dir), run_id, for_append=for_append)
+        return open_store(_runs_dir(runs_dir)).open(run_id, for_append=for_append)
     except StorageError as problem:
         sys.stderr.write(f"storage failure: {problem}\n")
         ctx.exit(5)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowdata import canonical, codec
+from flowdata import canonical
 from flowrt.run_state import STATUS_TEXT, run_state
-from flowrt.store import Hole, RunStore, scan_runs
+from flowrt.store import Hole, RunLog, open_store
 
 SUMMARY_WIDTH = 100
 
 
-def _value(store: RunStore, fact: dict, field: str) -> Any:
+def _value(store: RunLog, fact: dict, field: str) -> Any:
     try:
         return store.value(fact, field)
     except Hole as hole:
@@ -31,7 +31,7 @@ def _short_value(value: Any, width: int | None = SUMMARY_WIDTH) -> str:
     return text if width is None or len(text) <= width else text[:width - 1] + "…"
 
 
-def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WIDTH,
+def describe_fact(store: RunLog, fact: dict, *, width: int | None = SUMMARY_WIDTH,
                   read: dict | None = None) -> dict:
     """A fact as the inspection view shows it: its identity fields and a one-line summary (each
     value in it cut to `width` code points; None: whole). `read`, when given, gets each value
@@ -82,7 +82,7 @@ def describe_fact(store: RunStore, fact: dict, *, width: int | None = SUMMARY_WI
     return row
 
 
-def history_view(store: RunStore, *, kind: str | None = None, search: str | None = None,
+def history_view(store: RunLog, *, kind: str | None = None, search: str | None = None,
                  fact: int | None = None) -> dict:
     """The CLI's history view. `kind` must be one of the store's fact kinds (any case): the
     command refuses another before calling this."""
@@ -174,7 +174,7 @@ def render_history(view: dict, *, summary: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def recorded_source(store: RunStore, module: str) -> str | None:
+def recorded_source(store: RunLog, module: str) -> str | None:
     start = store.facts()[0]
     for entry in start.get("modules", []):
         if entry["module"] == module:
@@ -183,7 +183,7 @@ def recorded_source(store: RunStore, module: str) -> str | None:
 
 
 def runs_page(root: str, *, limit: int, after: str | None) -> dict:
-    return scan_runs(root, limit=limit, after=after)
+    return open_store(root).scan(limit=limit, after=after)
 
 
 def render_runs(page: dict) -> str:

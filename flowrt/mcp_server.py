@@ -34,7 +34,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from flowdata.canonical import dumps as canonical_json
-from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunStore, StorageError
+from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunLog, open_store, StorageError
 
 PAGE_DEFAULT, PAGE_MAX = 50, 200
 TEXT_LIMIT = 1024  # code points of a fact's summary
@@ -143,11 +143,9 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         """A page of the stored runs in the server's runs directory, by id (metadata only: no
         value or source is read). `limit` is 1 to 200; `after` starts after that run id;
         `nextAfter` is the cursor for the next page (null at the end)."""
-        from flowrt.store import scan_runs
-
         _check_limit(limit)
         try:
-            return await anyio.to_thread.run_sync(lambda: scan_runs(runs_dir, limit=limit, after=after))
+            return await anyio.to_thread.run_sync(lambda: open_store(runs_dir).scan(limit=limit, after=after))
         except ValueError as problem:
             raise ToolError(str(problem)) from None
 
@@ -341,7 +339,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
     from flowrt.run_state import run_state
 
     try:
-        store = RunStore.open(runs_dir, run_id, for_append=False)
+        store = open_store(runs_dir).open(run_id, for_append=False)
     except StorageError as problem:
         raise ToolError(f"storage failure: {problem}") from None
     except (RunNotFound, ValueError) as problem:
@@ -392,7 +390,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
         store.close()
 
 
-def _bounded_fact(store: RunStore, fact: dict) -> dict:
+def _bounded_fact(store: RunLog, fact: dict) -> dict:
     """A fact's row with its summary bounded and its values shown when small enough: a value is
     omitted whole (`valuesOmitted`) rather than cut, while whether it is available, and its hash
     when stored by reference, stay visible. Each value is read once, for the summary."""

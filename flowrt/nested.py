@@ -20,12 +20,11 @@ Replay never gets here: a replay serves the recorded replies of these calls.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from typing import Any
 
 from flowrt import bindings as B
-from flowrt.store import RunNotFound, RunStore, StorageError
+from flowrt.store import RunNotFound, RunLog, open_store, StorageError
 
 SOURCE_FILE = "main.flow"
 TOOLS = "std@v1/runner."
@@ -118,7 +117,7 @@ class RunnerTools(B.Implementation):
         run_id = nested_run_id(outer_run, call_id)
         runs_dir, durability = self.host.runs_dir, self.host.durability
         try:
-            existing = RunStore.open(runs_dir, run_id, for_append=False)
+            existing = open_store(runs_dir).open(run_id, for_append=False)
         except RunNotFound:
             existing = None
         except StorageError as problem:
@@ -165,7 +164,7 @@ class RunnerTools(B.Implementation):
             diagnostics = [_message_diagnostic(outcome.message or f"the nested run ended with exit code {code}")]
         return {"Err": {"Failed": {"diagnostics": diagnostics}}}
 
-    def _ended(self, store: RunStore, end: dict):
+    def _ended(self, store: RunLog, end: dict):
         outcome = store.value(end, "outcome")
         if "Completed" in outcome:
             from flowdata.canonical import dumps as canonical_json
@@ -178,7 +177,7 @@ def _pending(runs_dir: str, run_id: str, pending: list[str]) -> list[dict]:
     """Each open call of a paused run: its id, its declaration and its arguments as canonical JSON."""
     from flowdata.canonical import dumps as canonical_json
 
-    with RunStore.open(runs_dir, run_id, for_append=False) as store:
+    with open_store(runs_dir).open(run_id, for_append=False) as store:
         calls = {f["call"]: f for f in store.facts() if f["kind"] == "Call"}
         out = []
         for call_id in pending:

@@ -37,7 +37,7 @@ from flowdata import canonical, codec
 from flowrt.bind import RunHost, bind
 from flowrt.refusal import Refused
 from flowrt.run import Driver, Prepared, RunOutcome, admitted_by, halt_reason
-from flowrt.store import Hole, RunStore, StorageError
+from flowrt.store import Hole, RunLog, open_store, StorageError
 
 
 @dataclass
@@ -73,7 +73,7 @@ class _Incomplete(Exception):
 # ---- re-forming the recorded program -----------------------------------------------------------
 
 
-def recorded_program(store: RunStore) -> tuple[Compiled, dict]:
+def recorded_program(store: RunLog) -> tuple[Compiled, dict]:
     """Check the program exactly as the history's Start recorded it, from its stored sources."""
     start = store.fact(1)
     texts: dict[str, str] = {}
@@ -123,7 +123,7 @@ def _recorded_manifest(pins: list) -> str | None:
     return "\n".join(lines) + "\n"
 
 
-def prepared_from_history(store: RunStore, *, bind_tools: bool, python_tools: dict | None = None,
+def prepared_from_history(store: RunLog, *, bind_tools: bool, python_tools: dict | None = None,
                           allow: bool = False, ask=None, path_for_manifest: str | None = None,
                           current: Compiled | None = None, host: RunHost | None = None) -> Prepared:
     """The program to re-run: the one the history recorded, or `current` (a saved history replayed
@@ -159,7 +159,7 @@ class ReplayDriver(Driver):
     """A Driver whose child is fed from recorded facts until they run out. With `live` it then
     continues as a live run on the same store (resume); without, running out is Incomplete."""
 
-    def __init__(self, prepared: Prepared, store: RunStore, run_id: str, *, live: bool,
+    def __init__(self, prepared: Prepared, store: RunLog, run_id: str, *, live: bool,
                  supplied: tuple[str, Any] | None = None, resend: set[str] | None = None,
                  from_start: bool = False, child=None, rounds: bool = False) -> None:
         super().__init__(prepared, store, run_id, child=child, checkpoints=_recorded_policy(store))
@@ -490,21 +490,21 @@ def _comparable(outcome: dict) -> dict:
     return outcome
 
 
-def earliest_held_checkpoint(store: RunStore) -> int | None:
+def earliest_held_checkpoint(store: RunLog) -> int | None:
     """Where a replay from the start begins, as an index into the facts: None for Start itself,
     or 1 when facts after Start were archived (the history then goes on at a Checkpoint)."""
     second = store.fact_at(1)
     return 1 if second is not None and second["n"] != 2 else None
 
 
-def _recorded_policy(store: RunStore) -> str:
+def _recorded_policy(store: RunLog) -> str:
     for record in reversed(store.host_records()):
         if record.get("kind") == "checkpoints":
             return str(record.get("policy", "every"))
     return "every"
 
 
-def _paused_calls(store: RunStore) -> set[str]:
+def _paused_calls(store: RunLog) -> set[str]:
     records = store.host_records()
     for record in reversed(records):
         if record.get("kind") in ("paused", "halted") and record.get("head") == store.head:
@@ -512,7 +512,7 @@ def _paused_calls(store: RunStore) -> set[str]:
     return set()
 
 
-def open_calls(store: RunStore) -> list[str]:
+def open_calls(store: RunLog) -> list[str]:
     """Calls with a Call and no Reply that no Stop closed."""
     done = {f["call"] for f in store.facts() if f["kind"] == "Reply"}
     for f in store.facts():
@@ -561,7 +561,7 @@ def _rounds(runs_dir: str, run_id: str) -> tuple[list[dict], Verdict]:
 
     child = Child.start()  # it starts while the history is read
     try:
-        store = RunStore.open(runs_dir, run_id, for_append=False, defer=True)
+        store = open_store(runs_dir).open(run_id, for_append=False, defer=True)
     except BaseException:
         child.kill()
         raise
@@ -634,7 +634,7 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
 
     child = Child.start()
     try:
-        store = RunStore.open(runs_dir, run_id, for_append=False, defer=True)
+        store = open_store(runs_dir).open(run_id, for_append=False, defer=True)
     except StorageError as problem:
         child.kill()
         return ReplayResult(5, message=f"storage failure: {problem}")
@@ -675,7 +675,7 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
            durability: str = "fsync", halt=None) -> RunOutcome:
     """Continue a paused, halted or crashed run. `halt`: as for `flowrt.run.run`."""
     try:
-        store = RunStore.open(runs_dir, run_id, for_append=True, durability=durability)
+        store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     except Exception as problem:
@@ -737,7 +737,7 @@ def drive_live(driver: ReplayDriver) -> RunOutcome:
     return outcome
 
 
-def _manifest_path(store: RunStore) -> str:
+def _manifest_path(store: RunLog) -> str:
     """The root file the run was started from (a host record), for finding flow.toml."""
     for record in store.host_records():
         if record.get("kind") == "origin":
@@ -757,7 +757,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
     from flowrt.run import new_run_id, recorded_modules
 
     try:
-        parent = RunStore.open(runs_dir, parent_id, for_append=False)
+        parent = open_store(runs_dir).open(parent_id, for_append=False)
     except StorageError as problem:
         return RunOutcome(5, message=f"storage failure: {problem}")
     except Exception as problem:
@@ -828,7 +828,7 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
         fields = {"program": compiled.identity, "std": "std@v1", "entry": entry, "input": recorded_input,
                   "modules": modules, "parent": {"run": parent_id, "checkpoint": checkpoint}}
         try:
-            store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability)
+            store = open_store(runs_dir).create(run_id, fields, sources=sources, durability=durability)
         except StorageError as problem:
             return RunOutcome(5, message=f"storage failure: {problem}")
     finally:

@@ -29,7 +29,7 @@ from flowc.disk import DiskChecks
 from flowdata import canonical, codec
 from flowrt import bindings as B
 from flowc.files import read_text
-from flowrt.store import RunStore, StorageError
+from flowrt.store import RunLog, open_store, StorageError
 from flowdata.bigint import IntOverLimit
 from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind
@@ -207,7 +207,7 @@ def halt_reason(interrupt: KeyboardInterrupt) -> tuple[str, str]:
 class Driver:
     """Runs the child and records facts. One per live run (and per resume)."""
 
-    def __init__(self, prepared: Prepared, store: RunStore, run_id: str, child=None,
+    def __init__(self, prepared: Prepared, store: RunLog, run_id: str, child=None,
                  checkpoints: str = "every") -> None:
         self.prepared = prepared
         self.policy = checkpoints
@@ -581,7 +581,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         fields["outer"] = outer
     try:
         extra = {} if inline_limit is None else {"inline_limit": inline_limit}
-        store = RunStore.create(runs_dir, run_id, fields, sources=sources, durability=durability, **extra)
+        store = open_store(runs_dir).create(run_id, fields, sources=sources, durability=durability, **extra)
     except StorageError as problem:
         child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")

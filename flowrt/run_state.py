@@ -25,7 +25,7 @@ import json
 import os
 from typing import Any
 
-from flowrt.store import HISTORY, STORE_RECORDS, RunStore, StorageError
+from flowrt.store import HISTORY, STORE_RECORDS, RunLog, StorageError
 
 #: the states `run_state` reports
 STATES = ("running", "paused", "halted", "crashed", "ended", "unknown")
@@ -86,7 +86,7 @@ def _tail(history_path: str) -> tuple[str | None, bool] | None:
         return None
 
 
-def run_state(store: RunStore) -> dict[str, Any]:
+def run_state(store: RunLog) -> dict[str, Any]:
     """The state of a run read through `store` (opened read-only by this process):
     `{"state", "reason", "hostDecision", "pending", "open"}`. `pending` is the list of call ids
     pending by the host's record, or "unknown" when the record cannot say; `open` has one entry

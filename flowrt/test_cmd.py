@@ -128,12 +128,12 @@ def _replay_history(run_dir: str, report: TestReport) -> None:
     """A saved history is a regression test: replayed against the current program, which is the
     root file its entry module names, in the history's directory or the nearest one above."""
     from flowrt.replay import replay
-    from flowrt.store import RunStore, StorageError
+    from flowrt.store import StorageError, open_store
 
     runs_dir, run_id = os.path.split(os.path.abspath(run_dir))
     name = f"history {os.path.relpath(run_dir)}"
     try:
-        store = RunStore.open(runs_dir, run_id, for_append=False)
+        store = open_store(runs_dir).open(run_id, for_append=False)
         entry = store.facts()[0]["entry"]
         store.close()
     except (StorageError, Exception) as problem:

@@ -18,6 +18,7 @@ from flowrt.store.discovery import scan_runs
 from flowrt.store.errors import Hole, RedactRefused, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import DATA_VERSION, INLINE_LIMIT, KINDS, STORE_RECORDS, VALUE_FIELDS, valid_run_id
 from flowrt.store.interface import RunLog, Store
+from flowrt.store.locate import is_database_url, open_store
 from flowrt.store.layout import HISTORY, HOST
 
 __all__ = [
@@ -45,4 +46,6 @@ __all__ = [
     "fact_position",
     "valid_run_id",
     "scan_runs",
+    "open_store",
+    "is_database_url",
 ]
