@@ -44,7 +44,22 @@ def _color(ctx: click.Context, local: str | None) -> str:
 main.add_command(check_command)
 
 
-@main.command("tools")
+class _ToolsGroup(click.Group):
+    """`flow tools FILE` lists a program's Tools; `flow tools import-mcp ...` is a subcommand."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+@main.group("tools", cls=_ToolsGroup)
+def tools_group() -> None:
+    """A program's Tool declarations (`flow tools FILE`), and declarations written from an MCP
+    server (`flow tools import-mcp`)."""
+
+
+@tools_group.command("list")
 @click.argument("file", type=click.Path())
 @click.option("--entry", default=None, help="Keep only the declarations a run of this entry can reach.")
 @_color_option
@@ -76,7 +91,7 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
     ctx.exit(0 if compiled.ok else 2)
 
 
-@main.command("tools-import-mcp", context_settings={"ignore_unknown_options": True})
+@tools_group.command("import-mcp", context_settings={"ignore_unknown_options": True})
 @click.argument("server", nargs=-1, type=click.UNPROCESSED)
 @click.option("--url", default=None, help="Reach the server over streamable HTTP at this address instead.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
@@ -85,7 +100,7 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
 @click.pass_context
 def tools_import_mcp_command(ctx: click.Context, server: tuple[str, ...], url: str | None, out: str,
                              force: bool) -> None:
-    """Write a .flow module declaring an MCP server's tools: `flow tools-import-mcp --out time.flow
+    """Write a .flow module declaring an MCP server's tools: `flow tools import-mcp --out time.flow
     -- uvx mcp-server-time` (stdio), or `--url http://127.0.0.1:8000/mcp`."""
     import os
 

@@ -1,4 +1,4 @@
-"""`flow tools-import-mcp`: a `.flow` module declaring an MCP server's tools, their types derived
+"""`flow tools import-mcp`: a `.flow` module declaring an MCP server's tools, their types derived
 from the tools' JSON Schemas (DESIGN.md §3).
 
 inputSchema properties are the parameters (in the schema's order; not required, or nullable:
@@ -147,7 +147,7 @@ def module_text(tools: list[Any], shown: str) -> str:
             text.append(f"/// (the MCP tool `{tool.name}`)")
         text.append(f"@tool pub flow {name}({', '.join(params)}) -> Result<{ok}, Text>")
         declarations.append("\n".join(text))
-    head = [f"/// The tools of the MCP server `{shown}`, as `flow tools-import-mcp` declared them from",
+    head = [f"/// The tools of the MCP server `{shown}`, as `flow tools import-mcp` declared them from",
             "/// their JSON Schemas. Edit freely: the binding checks the parameters against the server.", ""]
     if module.uses_json:
         head += ['use "std@v1/json"', ""]

@@ -7,7 +7,7 @@ submitted there (`run_coroutine_threadsafe`) whose outcome is delivered from tha
 is bounded: opening the session (START_SECONDS), a call (CALL_SECONDS), closing (CLOSE_SECONDS).
 
 A Flow Tool `module.name` is the server's tool `name` (or the one whose name `flow_name` turns into
-`name`, as `flow tools-import-mcp` writes it). What a reply becomes (docs/cli.md, "MCP servers"):
+`name`, as `flow tools import-mcp` writes it). What a reply becomes (docs/cli.md, "MCP servers"):
 `structuredContent` is the Ok value, unwrapped from `{"result": v}` when the tool's outputSchema is
 the SDK's wrapping of a non-object return; without it the text content is the value, parsed as
 JSON unless the declared type is Text. `isError` (or a JSON-RPC error answering the call) is
@@ -38,7 +38,7 @@ WORDS = frozenset({"use", "as", "pub", "type", "flow", "let", "guard", "else", "
 
 
 def flow_name(name: str) -> str:
-    """The Flow name `flow tools-import-mcp` declares an MCP tool or parameter under: characters a
+    """The Flow name `flow tools import-mcp` declares an MCP tool or parameter under: characters a
     Flow name cannot hold become `_`, it starts lower-case (with `t_` before a digit), and a
     keyword gets a trailing `_`. The binding maps the names back the same way."""
     text = re.sub(r"[^A-Za-z0-9_]", "_", name)

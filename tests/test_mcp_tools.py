@@ -109,7 +109,7 @@ def test_import_mcp_writes_a_module_that_checks_and_runs(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(SAMPLE, work / "server.py")
-    done = flow("tools-import-mcp", "--out", "shop.flow", "--", sys.executable, "server.py", cwd=work)
+    done = flow("tools", "import-mcp", "--out", "shop.flow", "--", sys.executable, "server.py", cwd=work)
     assert done.returncode == 0, done.stderr
     text = (work / "shop.flow").read_text()
     assert "pub type Quote { pub item: Text, pub quantity: Int, pub cents: Int, pub in_stock: Bool }" in text
@@ -124,12 +124,12 @@ def test_import_mcp_writes_a_module_that_checks_and_runs(tmp_path):
     ran = flow("run", "main.flow", "--allow", "--runs", str(tmp_path / "runs"), cwd=work)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == '9 {"Ok":"<box>"}'
-    again = flow("tools-import-mcp", "--out", "shop.flow", "--", sys.executable, "server.py", cwd=work)
+    again = flow("tools", "import-mcp", "--out", "shop.flow", "--", sys.executable, "server.py", cwd=work)
     assert again.returncode == 2 and "exists" in again.stderr
 
 
 def test_import_mcp_needs_a_server(tmp_path):
-    done = flow("tools-import-mcp", "--out", "x.flow", cwd=tmp_path)
+    done = flow("tools", "import-mcp", "--out", "x.flow", cwd=tmp_path)
     assert done.returncode == 2
     assert not (tmp_path / "x.flow").exists()
 
@@ -151,7 +151,7 @@ def test_the_published_time_server_imported_called_live_and_replayed(tmp_path):
     server = str(Path(sys.executable).parent / "mcp-server-time")
     work = tmp_path / "work"
     work.mkdir()
-    imported = flow("tools-import-mcp", "--out", "time.flow", "--", server, cwd=work)
+    imported = flow("tools", "import-mcp", "--out", "time.flow", "--", server, cwd=work)
     assert imported.returncode == 0, imported.stderr
     text = (work / "time.flow").read_text()
     assert "@tool pub flow get_current_time(timezone: Text) -> Result<TimeResult, Text>" in text
@@ -204,7 +204,7 @@ def test_a_streamable_http_server_imported_and_called(tmp_path):
         url = f"http://127.0.0.1:{port}/mcp"
         work = tmp_path / "work"
         work.mkdir()
-        imported = flow("tools-import-mcp", "--out", "shop.flow", "--url", url, cwd=work)
+        imported = flow("tools", "import-mcp", "--out", "shop.flow", "--url", url, cwd=work)
         assert imported.returncode == 0, imported.stderr
         assert f'"shop" = {{ mcp_url = "{url}" }}' in imported.stdout
         (work / "flow.toml").write_text(imported.stdout)
