@@ -42,6 +42,9 @@ replacement"): the literal's field values go straight into the locals, and nothi
 Any other use (passing the record on, returning it, comparing it, a checkpoint taking it) keeps
 the record as it is. Record literals are marked by `lower.py` (`flow_record_fields`).
 
+Iterating instead of indexing (`iterate_lists`): once the rounds are plain assignments, a cursor
+that only ever moves to the next item becomes a Python `for` loop over the items.
+
 Starting the next round (`sequential_rounds`). The sandbox compiles generated code with
 RestrictedPython, which turns every tuple assignment into a call of its `_unpack_sequence_` guard
 with a fresh dict: the costliest part of a tight loop's round. The parallel assignment is
@@ -359,6 +362,110 @@ def _remove_statement(parent: ast.AST, stmt: ast.stmt) -> None:
             stmts[:] = [s for s in stmts if s is not stmt] or [ast.Pass()]
             return
     raise AssertionError("statement not found under its parent")
+
+
+def iterate_lists(owner: list[ast.stmt]) -> None:
+    """Walk a cursor with Python's own iteration when every round takes exactly the next item.
+
+    After `walk_lists` and `sequential_rounds`, a loop such as `total` above reads
+
+        xs_items, xs_at, xs_end = rt_cursor(xs)
+        while True:
+            if xs_at == xs_end:
+                return acc
+            else:
+                x = xs_items[xs_at]
+                xs_at = xs_at + 1
+                acc = acc + x
+                continue
+
+    When the cursor is used for nothing else (the end test, the head's read, and `at = at + 1`
+    right in every round that continues), the index is bookkeeping Python does faster itself:
+    `for x in rt_items_from(xs_items, xs_at): ...` followed by the end's branch. Every path of a
+    round must end in `return`, `continue` or `raise` (as lowered rounds do), or the rewrite is
+    not made. Rewrites `owner` (a function body ending in the loop) in place."""
+    loop = owner[-1] if owner else None
+    if not isinstance(loop, ast.While):
+        return
+    setups = [s for s in owner[:-1] if _is_cursor_setup(s)]
+    if len(setups) != 1:
+        return
+    items, at, end = (n.id for n in setups[0].targets[0].elts)
+    steps = [s for s in loop.body if _is_step(s)]
+    others = [s for s in loop.body if not _is_step(s)]
+    if len(others) != 1:
+        return
+    first = others[0]
+    if not (isinstance(first, ast.If) and first.orelse and _is_compare(first.test, at, ast.Eq, end)):
+        return
+    head = first.orelse[0]
+    if not (isinstance(head, ast.Assign) and len(head.targets) == 1 and isinstance(head.targets[0], ast.Name)
+            and _is_item(head.value, items, at)):
+        return
+    allowed = {id(first.test.left), id(first.test.comparators[0]), id(head.value.value), id(head.value.slice)}
+    advances: list[tuple[list, ast.stmt]] = []
+    for stmts in _blocks(loop):
+        for stmt in stmts:
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == at for t in stmt.targets):
+                if not (_is_advance(stmt, at) and isinstance(stmts[-1], ast.Continue)):
+                    return
+                advances.append((stmts, stmt))
+                allowed.update((id(stmt.targets[0]), id(stmt.value.left)))
+    continues = sum(isinstance(n, ast.Continue) for n in ast.walk(loop))
+    if not advances or len(advances) != continues:
+        return
+    if any(isinstance(n, ast.Name) and n.id in (items, at, end) and id(n) not in allowed for n in ast.walk(loop)):
+        return
+    if any(isinstance(n, ast.Continue) for s in first.body for n in ast.walk(s)) or not _ends(first.orelse[1:]):
+        return
+    for stmts, stmt in advances:
+        stmts[:] = [s for s in stmts if s is not stmt]
+    _drop_trailing_continues(first.orelse)
+    each = ast.For(ast.Name(head.targets[0].id, ast.Store()),
+                   ast.Call(ast.Name("rt_items_from", ast.Load()), [ast.Name(items, ast.Load()), ast.Name(at, ast.Load())], []),
+                   steps + first.orelse[1:], [])
+    owner[-1:] = [each, *first.body]
+
+
+def _drop_trailing_continues(stmts: list[ast.stmt]) -> None:
+    """A `continue` that ends the body of a `for` says nothing: drop it (and in the branches of
+    an `if` that ends it), for readability."""
+    if stmts and isinstance(stmts[-1], ast.Continue):
+        stmts.pop()
+        if not stmts:
+            stmts.append(ast.Pass())
+    elif stmts and isinstance(stmts[-1], ast.If):
+        last = stmts[-1]
+        _drop_trailing_continues(last.body)
+        _drop_trailing_continues(last.orelse)
+        if len(last.orelse) == 1 and isinstance(last.orelse[0], ast.Pass):
+            last.orelse = []
+
+
+def _is_cursor_setup(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple) \
+        and len(stmt.targets[0].elts) == 3 and all(isinstance(n, ast.Name) for n in stmt.targets[0].elts) \
+        and _is_call(stmt.value, "rt_cursor", 1)
+
+
+def _is_advance(stmt: ast.Assign, at: str) -> bool:
+    """`at = at + 1`."""
+    value = stmt.value
+    return len(stmt.targets) == 1 and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) \
+        and isinstance(value.left, ast.Name) and value.left.id == at \
+        and isinstance(value.right, ast.Constant) and value.right.value == 1 and type(value.right.value) is int
+
+
+def _ends(stmts: list[ast.stmt]) -> bool:
+    """Whether every path through `stmts` ends in return, continue or raise."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Continue, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return _ends(last.body) and _ends(last.orelse)
+    return False
 
 
 def carry_records(fn: ast.FunctionDef, used: set[str]) -> ast.FunctionDef:

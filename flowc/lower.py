@@ -36,7 +36,7 @@ from typing import Any
 from flowc import syntax as S
 from flowc import types as T
 from flowc.check import CallFact, Facts, Local
-from flowc.loops import carry_records, sequential_rounds, walk_lists
+from flowc.loops import carry_records, iterate_lists, sequential_rounds, walk_lists
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
 from flowc.runtypes import TYPED_INTRINSICS, mentions, runtime_typed
 from flowdata.names import FORBIDDEN_NAMES, INJECTED_PREFIXES
@@ -205,6 +205,7 @@ class _ModuleLowerer:
             walk_lists(node, ctx.used)
             carry_records(node, ctx.used)
             sequential_rounds(node.body, ctx.used)
+            iterate_lists(node.body)
         if tool and not _contains_yield(node):
             # A generator that happens not to yield on every path still must be one.
             node.body.insert(0, ast.If(ast.Constant(False), [ast.Expr(ast.Yield(None))], []))

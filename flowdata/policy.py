@@ -69,13 +69,14 @@ class Policy:
 
 
 # Every AST class generated code is made of (Python 3.11 `ast` class names). Anything else is
-# refused: imports, classes, try/with, lambda, del, global/nonlocal, comprehensions, for loops,
+# refused: imports, classes, try/with, lambda, del, global/nonlocal, comprehensions, for loops
+# (but the one shape a list loop compiles to: `for x in rt_items_from(items, at):`, no else),
 # f-strings, set literals, `**`, bit operations, async, match, raise, assert.
 ALLOWED_NODES: frozenset[str] = frozenset({
     # structure
     "Module", "FunctionDef", "arguments", "arg",
     # statements
-    "Return", "Assign", "AugAssign", "Expr", "If", "While", "Break", "Continue", "Pass",
+    "Return", "Assign", "AugAssign", "Expr", "If", "While", "For", "Break", "Continue", "Pass",
     # generators (effects are yielded to the scheduler)
     "Yield", "YieldFrom",
     # expressions (`:=` binds a pattern's names inside an arm guard's condition)

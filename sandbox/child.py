@@ -47,7 +47,7 @@ def main() -> None:
     # Imported before the first message, not after: the host checks the program and opens the
     # run while this process starts, so these imports usually end before the load arrives.
     from sandbox.intrinsics import INTRINSICS
-    from sandbox.loader import SandboxRefusal, load as load_modules
+    from sandbox.loader import SandboxRefusal, load as load_modules, settle_heap
 
     load = receiver.recv()
     if load is None or load.get("op") not in ("load", "test"):
@@ -92,6 +92,7 @@ def main() -> None:
         fn = getattr(namespaces[entry["module"][2:]], entry["function"])
         defs = entry.get("defs", {})
         args = tuple(abi.decode(value, term, defs) for value, term in zip(load["args"], entry["params"]))
+    settle_heap()
     scheduler.run(fn, args)
 
 

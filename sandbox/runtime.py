@@ -8,6 +8,7 @@ generated code never talks to the host itself.
 from __future__ import annotations
 
 import base64
+from itertools import islice as _islice
 
 from flowdata import canonical
 from flowdata import values as V
@@ -134,6 +135,11 @@ def rt_cursor(xs) -> tuple[tuple, int, int]:
         base = xs.base
         return base, xs.start, len(base)
     return xs, 0, len(xs)
+
+
+def rt_items_from(items: tuple, at: int):
+    """The items of a list from index `at` on, for a loop that iterates them (flowc/loops.py)."""
+    return items if at == 0 else _islice(items, at, None)
 
 
 def rt_ctor(cls, tag: str):

@@ -52,7 +52,7 @@ NODE_HINTS: dict[str, str] = {
     "Nonlocal": "declares nonlocals; closures only read their free names",
     "JoinedStr": "uses f-strings; text is built with `rt_` helpers",
     "FormattedValue": "uses f-strings; text is built with `rt_` helpers",
-    "For": "uses `for`; loops are `while True:` with `break`",
+    "For": "uses `for` (other than over `rt_items_from(...)`); loops are `while True:` with `break`",
     "AsyncFor": "uses `async for`",
     "ListComp": "uses comprehensions; loops are `while True:` with `break`",
     "SetComp": "uses comprehensions; loops are `while True:` with `break`",
@@ -248,6 +248,15 @@ class _Walker:
             self.refuse(pos, f"annotation `-> {_snippet(node.returns)}`", "writes annotations")
 
     check_AsyncFunctionDef = check_FunctionDef
+
+    def check_For(self, node: ast.For, pos: tuple[int, int]) -> None:
+        # The one `for` generated code has (flowc/loops.py, iterate_lists): over a list's items,
+        # into one plain name.
+        it = node.iter
+        if not (isinstance(node.target, ast.Name) and not node.orelse and isinstance(it, ast.Call)
+                and isinstance(it.func, ast.Name) and it.func.id == "rt_items_from" and len(it.args) == 2
+                and not it.keywords and all(isinstance(a, ast.Name) for a in it.args)):
+            self.refuse(pos, f"For `{_snippet(node)}`", NODE_HINTS["For"])
 
     def check_ClassDef(self, node: ast.ClassDef, pos: tuple[int, int]) -> None:
         self.check_name(node.name, pos, binds=True, what="class name")

@@ -133,7 +133,12 @@ def test_the_rewrites_apply_where_they_should(compiled):
     assert "rt_cursor(shapes)" in body["area"]
     spin = source.split("def spin(")[1].split("\ndef ")[0]
     assert "rt_cursor(xs)" in spin and spin.index("rt_step()") > spin.index("while True")
-    assert body["total"].index("rt_step()") < body["total"].index("while True")
+    # A cursor that only ever moves to the next item is iterated (iterate_lists); one that
+    # skips two, or stays, keeps its index.
+    assert "for x in rt_items_from(xs_items, xs_at):" in body["total"] and "while True" not in body["total"]
+    assert body["total"].index("rt_step()") < body["total"].index("for x in")
+    assert "while True" in body["pairs"] and "rt_items_from" not in body["pairs"]
+    assert "while True" in spin and "rt_items_from" not in spin
     assert "rt_cursor(xs)" in body["dot"] and "rt_cursor(ys)" in body["dot"]
     records = {name: source.split(f"def {name}(")[1].split("\ndef ")[0] for name in ("walk", "scan", "trail", "settle")}
     assert "p_x = p[0]" in records["walk"] and "Point((" not in records["walk"]

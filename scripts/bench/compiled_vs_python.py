@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from sandbox import runtime as R  # noqa: E402
 from flowdata import values as V  # noqa: E402
+from sandbox.loader import settle_heap  # noqa: E402
 from tests.compiled import compile_program  # noqa: E402
 
 FLOW = """
@@ -125,6 +126,7 @@ def main() -> None:
     shapes = tuple(shape_cls.make("Circle", i % 7) if i % 3 == 0 else shape_cls.make("Rect", i % 5, 2)
                    if i % 3 == 1 else shape_cls.make("Dot") for i in range(100_000))
     point = V.record_type("bench.Point", ("x", "y"))((0, 0))
+    settle_heap()  # as the sandbox child does once the program is loaded and its input decoded
     cases = [
         ("recursion: fib(24)", lambda: flow.fib(24), lambda: py_fib(24)),
         ("list: sum of even squares, 200k", lambda: R.rt_bounce(flow.squares(xs, 0)), lambda: py_squares(xs, 0)),
