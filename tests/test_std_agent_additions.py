@@ -1,7 +1,8 @@
 """std additions of issue 15, item 5: `task.map_bounded` (at most N calls of `f` at once, results
-in order) and `structured.ask_checked` / `structured.retold` (a check's failure repaired like a
-reply that did not decode; the repair told in the prompt). Run as `flow test` programs on the
-virtual clock, against what a pool of N workers takes in Python."""
+in order), `task.race_ok` (the first Ok wins, errors do not), and `structured.ask_checked` /
+`structured.retold` (a check's failure repaired like a reply that did not decode; the repair told
+in the prompt). Run as `flow test` programs on the virtual clock, against what a Python model of
+each says (a pool of N workers; the quickest Ok)."""
 
 from __future__ import annotations
 
@@ -181,3 +182,70 @@ def test_ask_checked_repairs_check_failures_and_decoding_failures_alike(tmp_path
     done = flow_test(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "5 passed, 0 failed" in done.stdout
+
+
+RACE_PROGRAM = """\
+use "std@v1/task"
+
+@tool pub flow look(n: Int) -> Result<Int, Text>
+
+pub flow main(xs: List<Int>) -> Result<Int, List<ToolProblem<Text>>> !tool = task.race_ok(lookups(xs))
+
+flow lookups(xs: List<Int>) -> List<flow() -> Result<Int, ToolProblem<Text>> !tool> = match xs {
+    [] => [],
+    [x, ..rest] => [flow() = look(x)] ++ lookups(rest),
+}
+"""
+
+RACE_FAKES = """\
+use "std@v1/clock"
+use "std@v1/duration"
+use "std@v1/instant"
+use "./main"
+
+/// n > 0 answers Ok(n) after n seconds; n <= 0 fails after -n seconds.
+@fake(main.look) flow look(n: Int) -> Result<Int, ToolProblem<Text>> =
+    if n > 0 {
+        clock.sleep(duration.from_seconds(n))
+        Ok(n)
+    } else {
+        clock.sleep(duration.from_seconds(0 - n))
+        Err(Failed("no ${n}"))
+    }
+
+flow check(xs: List<Int>, want: Result<Int, List<ToolProblem<Text>>>, seconds: Int) -> Result<Unit, Text> !tool = {
+    let start = clock.now()
+    let got = main.main(xs)
+    guard got == want else { return Err("got ${got}") }
+    let took = instant.diff(clock.now(), start)
+    guard took == duration.from_seconds(seconds) else { return Err("took ${took}") }
+    Ok(())
+}
+"""
+
+
+def race_expectation(xs: list[int]) -> tuple[str, int]:
+    """What race_ok gives (as Flow source) and when: the quickest Ok (the earliest listed among
+    equals), else every error in order, after the slowest."""
+    oks = [(x, i) for i, x in enumerate(xs) if x > 0]
+    if oks:
+        best = min(oks)[0]
+        return f"Ok({best})", best
+    errors = ", ".join(f'Failed("no {x}")' for x in xs)
+    return f"Err([{errors}])", max((-x for x in xs), default=0)
+
+
+def test_race_ok_gives_the_first_ok_or_every_error_in_order(tmp_path):
+    rng = random.Random(5)
+    cases = [[], [0], [2], [0, 3, 2, -1], [-3, 0, -1], [1, 1], [-2, 4]]
+    cases += [[rng.randint(-4, 4) for _ in range(rng.randint(1, 6))] for _ in range(25)]
+    (tmp_path / "main.flow").write_text(RACE_PROGRAM)
+    tests = [RACE_FAKES]
+    for number, xs in enumerate(cases):
+        want, seconds = race_expectation(xs)
+        items = ", ".join(str(x) if x >= 0 else f"0 - {-x}" for x in xs)
+        tests.append(f"@test flow case_{number}() -> Result<Unit, Text> = check([{items}], {want}, {seconds})\n")
+    (tmp_path / "main_test.flow").write_text("\n".join(tests))
+    done = flow_test(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(cases)} passed, 0 failed" in done.stdout
