@@ -6,9 +6,9 @@ Duration and Instant → their canonical texts (`"PT0.25S"`, `"2026-01-01T00:00:
 timedelta and datetime stop at microseconds, Flow's at nanoseconds), List → `list`, Tuple →
 `tuple`, Set → `list` (in canonical order), Dict → `dict` when its keys are Text, Int, Bool or
 Decimal, else a `list` of `(key, value)` tuples, records → `dict` by field name, enums →
-`Variant(tag, payload)`, Option → `None` or the value (`Variant("Some", v)` where the value itself
-could read as `None`: a nested Option, Unit, json.Value), json.Value → JSON data, a host type →
-its token text.
+`Variant(tag, payload)`, Option → `None` or the value (`Variant("Some", v)` where the value could
+itself read as `None`: Unit, json.Value; an Option inside an Option as `Variant("None")` or
+`Variant("Some", v)`), json.Value → JSON data, a host type → its token text.
 
 `to_json` goes the other way for a supplied reply, untyped (the reply is then checked against the
 declared types, `flowrt.reply_check`): `Variant` → the enum's encoding, `decimal.Decimal` → its
@@ -80,13 +80,19 @@ class _Reader:
             return _plain(data)
         return data  # Int, Bool, Text, Unit (None), and the canonical texts of Duration and Instant
 
-    def option(self, data: Any, inner: Any) -> Any:
-        if data is None:
-            return None
-        if self.types.option_inner(inner) is not None or self.types.nullable(inner):
-            # Tagged on the wire (`{"Some": v}` / `"None"` inside), and so in Python too.
+    def option(self, data: Any, inner: Any, tagged: bool = False) -> Any:
+        # As the codec reads them: an Option inside an Option is tagged ("None", {"Some": v}),
+        # and so is a Some whose value could itself be null; tagged on the wire, tagged here.
+        if tagged:
             if data == "None":
                 return Variant("None")
+            return Variant("Some", self.read(data["Some"], inner))
+        if data is None:
+            return None
+        inner_inner = self.types.option_inner(inner)
+        if inner_inner is not None:
+            return self.option(data, inner_inner, True)
+        if self.types.nullable(inner):
             return Variant("Some", self.read(data["Some"], inner))
         return self.read(data, inner)
 
