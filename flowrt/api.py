@@ -183,8 +183,7 @@ class Host:
         if call is not None:
             if reply is _NO_REPLY:
                 raise Refused(f"answering call {call} needs a reply")
-            outcome_json = _reply_outcome(reply)
-            self._check_reply(run_id, call, outcome_json)
+            outcome_json = self._checked_reply(run_id, call, reply)
             reply_text = canonical.dumps(outcome_json).decode("utf-8")
         elif reply is not _NO_REPLY:
             raise Refused("a reply needs the call it answers (call=...)")
@@ -200,24 +199,36 @@ class Host:
                     del self._live[run_id]
         return self._result(outcome)
 
-    def _check_reply(self, run_id: str, call: str, outcome_json: Any) -> None:
-        from flowrt.replay import open_calls
-        from flowrt.reply_check import check_reply
+    def _checked_reply(self, run_id: str, call: str, reply: Any) -> Any:
+        """The reply's outcome JSON, written by the call's declared types and checked against
+        them (`flowrt.reply_check`); Refused if admission would not take it as given. Where the
+        types cannot be had (no such open call, a damaged record), it is written untyped and
+        `resume` says what is wrong."""
+        from flowrt.refusal import Refused as NotChecking
+        from flowrt.replay import open_calls, recorded_program
+        from flowrt.reply_check import call_types, check_reply
         from flowrt.store import StorageError, open_store
 
+        untyped = _reply_outcome(reply, None)
         try:
             store = open_store(self.location).open(run_id, for_append=False)
         except StorageError:
-            return  # resume reports the storage failure as its result
+            return untyped
         except Exception as problem:  # RunNotFound, an invalid id
             raise Refused(str(problem)) from None
         with store:
-            outstanding = [] if store.ended else open_calls(store)
-            if call not in outstanding:
-                return  # resume refuses it, with the calls that are open
-            refusal = check_reply(store, call, outcome_json)
+            if store.ended or call not in open_calls(store):
+                return untyped  # resume refuses it, naming the calls that are open
+            try:
+                compiled, _ = recorded_program(store)
+            except (NotChecking, StorageError):
+                return untyped
+            _, typed = call_types(store, call, compiled)
+            outcome_json = _reply_outcome(reply, typed)
+            refusal = check_reply(store, call, outcome_json, compiled=compiled)
         if refusal is not None:
             raise Refused(refusal.message(), path=refusal.path, schema=refusal.schema)
+        return outcome_json
 
     def replay(self, run_id: str, *, from_start: bool = True) -> ReplayResult:
         """Re-run a run against its history, calling nothing: Matched, Diverged or Incomplete."""
@@ -415,18 +426,28 @@ def _input_text(input: Mapping[str, Any] | str | None) -> str:
         raise Refused(f"the input is not data a Flow entry can take: {problem}") from None
 
 
-def _reply_outcome(reply: Any) -> Any:
-    """The outcome JSON of a reply given as a Tool callable would return it."""
+def _reply_outcome(reply: Any, typed: Any) -> Any:
+    """The outcome JSON of a reply given as a Tool callable would return it, its value written
+    by the call's types (`typed`, a `flowrt.tool_types.Typed`) when they are known."""
     from flowrt.bindings import PENDING, Problem
 
     if reply is PENDING:
         raise Refused("a supplied reply cannot leave the call pending: give its outcome")
+    ok_term = typed.ok if typed is not None else None
+    err_term = typed.err if typed is not None else None
+    defs = typed.defs if typed is not None else None
     try:
         if isinstance(reply, Problem):
-            return {"Err": {reply.kind: to_json(reply.value)}}
-        if isinstance(reply, dict) and len(reply) == 1 and ("Ok" in reply or "Err" in reply):
-            return to_json(reply)
-        return {"Ok": to_json(reply)}
+            kind, value = reply.kind, reply.value
+        elif isinstance(reply, dict) and len(reply) == 1 and "Err" in reply and isinstance(reply["Err"], dict) \
+                and len(reply["Err"]) == 1:
+            (kind, value), = reply["Err"].items()
+        elif isinstance(reply, dict) and len(reply) == 1 and "Err" in reply:
+            return to_json(reply)  # not an outcome: the check says so
+        else:
+            value = reply["Ok"] if isinstance(reply, dict) and len(reply) == 1 and "Ok" in reply else reply
+            return {"Ok": to_json(value, ok_term, defs)}
+        return {"Err": {kind: to_json(value, err_term if kind == "Failed" else None, defs)}}
     except TypeError as problem:
         raise Refused(f"the reply is not data: {problem}") from None
 
@@ -484,13 +505,17 @@ def _awaited_on(fn: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> Call
         result = fn(**arguments)
         if not inspect.isawaitable(result):
             return result
-        future = asyncio.run_coroutine_threadsafe(_await(result), loop)
+        awaiting = _await(result)
+        future = asyncio.run_coroutine_threadsafe(awaiting, loop)
         while True:
             try:
                 return future.result(timeout=TICK)
             except concurrent.futures.TimeoutError:
                 if loop.is_closed() or not loop.is_running():
                     future.cancel()
+                    awaiting.close()  # never started: nothing of it ran
+                    if inspect.iscoroutine(result):
+                        result.close()
                     from flowrt.bindings import unknown
 
                     return unknown("the application's event loop stopped with the call out")

@@ -10,10 +10,11 @@ Decimal, else a `list` of `(key, value)` tuples, records → `dict` by field nam
 itself read as `None`: Unit, json.Value; an Option inside an Option as `Variant("None")` or
 `Variant("Some", v)`), json.Value → JSON data, a host type → its token text.
 
-`to_json` goes the other way for a supplied reply, untyped (the reply is then checked against the
-declared types, `flowrt.reply_check`): `Variant` → the enum's encoding, `decimal.Decimal` → its
-text (Flow's Decimal), `float` → a JSON number, `bytes` → base64, tuples and sets → arrays, a dict
-with keys other than text → `[key, value]` pairs.
+`to_json` goes the other way, for an input or a supplied reply (which is then decoded against the
+declared types, refusing what does not fit): `Variant` → the enum's encoding, `decimal.Decimal` →
+its text (Flow's Decimal), `float` → a JSON number, `bytes` → base64, tuples and sets → arrays, a
+dict → an object, or `[key, value]` pairs for a Dict whose keys are not Text. Given the type (a
+reply's), it writes what only the type can say: an empty Dict with Int keys, a tagged Option.
 """
 
 from __future__ import annotations
@@ -128,16 +129,90 @@ def _plain(data: Any) -> Any:
     return data
 
 
-def to_json(value: Any) -> Any:
-    """JSON data for a Python value given as (part of) a reply; TypeError for what has none."""
+def to_json(value: Any, term: Any = None, defs: dict | None = None) -> Any:
+    """JSON data for a Python value given as an input or a reply; TypeError for what has none.
+    With its type `term`, the value is written as that type encodes (an empty Dict with Int keys
+    is `[]`, an Option inside an Option tagged); what does not have the shape of `term` is
+    written untyped, for the decoder to refuse with its path."""
+    if term is not None:
+        return _Writer(_Types(defs or {})).write(value, term)
+    return _untyped(value)
+
+
+class _Writer:
+    def __init__(self, types: _Types) -> None:
+        self.types = types
+
+    def write(self, value: Any, term: Any) -> Any:
+        if type(term) is str:
+            return _untyped(value)  # scalars (Decimal as its text, Bytes as base64) and json.Value
+        kind, arg = _split(term)
+        if kind in ("List", "Set") and isinstance(value, (list, tuple, set, frozenset)):
+            return [self.write(x, arg) for x in value]
+        if kind == "Tuple" and isinstance(value, (list, tuple)) and len(value) == len(arg):
+            return [self.write(x, t) for x, t in zip(value, arg)]
+        if kind == "Dict":
+            key, item = arg
+            pairs = list(value.items()) if isinstance(value, dict) else value if isinstance(value, list) else None
+            if pairs is not None and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
+                if key == "Text":
+                    return {k: self.write(v, item) for k, v in pairs}
+                return [[self.write(k, key), self.write(v, item)] for k, v in pairs]
+        if kind == "Option":
+            return self.option(value, arg)
+        if kind == "Named":
+            return self.named(value, arg)
+        return _untyped(value)
+
+    def option(self, value: Any, inner: Any, tagged: bool = False) -> Any:
+        if tagged:
+            if isinstance(value, Variant) and value.tag == "None":
+                return "None"
+            if isinstance(value, Variant) and value.tag == "Some":
+                return {"Some": self.write(value.payload, inner)}
+            return _untyped(value)
+        if value is None:
+            return None
+        inner_inner = self.types.option_inner(inner)
+        if inner_inner is not None:
+            return self.option(value, inner_inner, True)
+        if self.types.nullable(inner):
+            if isinstance(value, Variant) and value.tag == "Some":
+                return {"Some": self.write(value.payload, inner)}
+            return _untyped(value)
+        return self.write(value, inner)
+
+    def named(self, value: Any, key: str) -> Any:
+        info = self.types.named(key)
+        if info.kind == "option":
+            return self.option(value, info.inner)
+        if info.kind == "record" and isinstance(value, dict):
+            fields = dict(info.fields)
+            return {k: self.write(v, fields[k]) if k in fields else _untyped(v) for k, v in value.items()}
+        if info.kind == "enum" and isinstance(value, Variant) and value.tag in info.ctors:
+            form, payload = info.ctors[value.tag]
+            if form == "bare":
+                return value.tag
+            if form == "named" and isinstance(value.payload, dict):
+                fields = dict(payload)
+                return {value.tag: {k: self.write(v, fields[k]) if k in fields else _untyped(v)
+                                    for k, v in value.payload.items()}}
+            if form == "positional" and len(payload) == 1:
+                return {value.tag: self.write(value.payload, payload[0])}
+            if form == "positional" and isinstance(value.payload, tuple) and len(value.payload) == len(payload):
+                return {value.tag: [self.write(v, t) for v, t in zip(value.payload, payload)]}
+        return _untyped(value)
+
+
+def _untyped(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, Variant):
         if value.payload is None:
             return value.tag
         if isinstance(value.payload, tuple):
-            return {value.tag: [to_json(v) for v in value.payload]}
-        return {value.tag: to_json(value.payload)}
+            return {value.tag: [_untyped(v) for v in value.payload]}
+        return {value.tag: _untyped(value.payload)}
     if isinstance(value, decimal.Decimal):
         return str(value)
     if isinstance(value, float):
@@ -145,11 +220,11 @@ def to_json(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
+        return [_untyped(v) for v in value]
     if isinstance(value, (set, frozenset)):
-        return [to_json(v) for v in value]  # the decoder puts a Set in its canonical order
+        return [_untyped(v) for v in value]  # the decoder puts a Set in its canonical order
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
-            return {k: to_json(v) for k, v in value.items()}
-        return [[to_json(k), to_json(v)] for k, v in value.items()]
+            return {k: _untyped(v) for k, v in value.items()}
+        return [[_untyped(k), _untyped(v)] for k, v in value.items()]
     raise TypeError(f"{type(value).__name__} is not a value a reply can carry")
