@@ -240,7 +240,8 @@ class Host:
         verdict = result.verdict
         if verdict is None:
             return ReplayResult(run_id, None, result.exit_code, message=result.message)
-        return ReplayResult(run_id, verdict.kind, result.exit_code, verdict.fact, verdict.reason, verdict.start,
+        kind: Any = verdict.kind  # Matched | Diverged | Incomplete (flowrt.replay.Verdict)
+        return ReplayResult(run_id, kind, result.exit_code, verdict.fact, verdict.reason, verdict.start,
                             result.message)
 
     def fork(self, run_id: str, *, checkpoint: int, input: Mapping[str, Any] | str | None = None,

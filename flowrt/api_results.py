@@ -20,7 +20,7 @@ from flowrt.store import Hole, RunLog
 Status = Literal["completed", "err", "faulted", "paused", "halted", "storage-failure"]
 
 #: `RunResult.status` by the CLI's exit code (docs/cli.md)
-STATUS_BY_EXIT = {0: "completed", 4: "err", 1: "faulted", 3: "paused", 130: "halted", 5: "storage-failure"}
+STATUS_BY_EXIT: dict[int, Status] = {0: "completed", 4: "err", 1: "faulted", 3: "paused", 130: "halted", 5: "storage-failure"}
 
 
 class Refused(_Refused):
@@ -241,7 +241,7 @@ def run_result(outcome: Any, pending_arguments: dict[str, Any] | None = None) ->
     """The RunResult of a `flowrt.run.RunOutcome` whose exit code is not a refusal (2)."""
     from flowdata import codec
 
-    status = STATUS_BY_EXIT.get(outcome.exit_code, "faulted")
+    status: Status = STATUS_BY_EXIT.get(outcome.exit_code, "faulted")
     output = None
     if outcome.output is not None:
         data = codec.parse_json(outcome.output)

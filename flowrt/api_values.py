@@ -98,7 +98,7 @@ class _Reader:
         return self.read(data, inner)
 
     def named(self, data: Any, key: str) -> Any:
-        info = self.types.named(key)
+        info: Any = self.types.named(key)  # (its attributes are set per kind: see flowdata.codec._Types)
         if info.kind == "option":
             return self.option(data, info.inner)
         if info.kind == "json":
@@ -183,7 +183,7 @@ class _Writer:
         return self.write(value, inner)
 
     def named(self, value: Any, key: str) -> Any:
-        info = self.types.named(key)
+        info: Any = self.types.named(key)  # (its attributes are set per kind: see flowdata.codec._Types)
         if info.kind == "option":
             return self.option(value, info.inner)
         if info.kind == "record" and isinstance(value, dict):

@@ -353,3 +353,34 @@ def test_python_values_go_back_to_the_same_canonical_json(case):
     assert codec.canonical(codec.decode(to_json(value, term), term), term) == canonical
     if not (isinstance(value, dict) and not value):  # untyped, an empty dict is an object
         assert codec.canonical(codec.decode(to_json(value), term), term) == canonical
+
+
+def test_cancelling_an_awaited_run_halts_it(tmp_path):
+    """The application gave up on the run: it is halted (resumable), not left running."""
+    import time
+
+    asked, gate = threading.Event(), threading.Event()
+
+    def ask(question):
+        asked.set()
+        gate.wait(30)
+        return "late"
+
+    h = host(tmp_path, ask, cls=flowrt.AsyncHost)
+
+    async def main():
+        task = asyncio.ensure_future(h.run(ASK, {"topic": "tea"}))
+        assert await asyncio.to_thread(asked.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    gate.set()
+    [run] = h.host.runs().runs
+    deadline = time.monotonic() + 60
+    while h.host.history(run.run_id).state != "halted":
+        assert time.monotonic() < deadline, h.host.history(run.run_id)
+        time.sleep(0.05)
+    resumed = h.host.resume(run.run_id, resend=["root#2"])
+    assert resumed.output == "answer: late"
