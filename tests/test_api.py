@@ -384,3 +384,23 @@ def test_cancelling_an_awaited_run_halts_it(tmp_path):
         time.sleep(0.05)
     resumed = h.host.resume(run.run_id, resend=["root#2"])
     assert resumed.output == "answer: late"
+
+
+def test_a_redacted_value_is_a_hole_in_the_history(tmp_path):
+    h = host(tmp_path, lambda question: "y" * 5000)  # over the inline limit: stored by reference
+    run_id = h.run(ASK, {"topic": "tea"}).run_id
+    [reply] = [f for f in h.history(run_id, kinds=["Reply"]).facts if f.call == "root#2"]
+    assert reply.outcome == {"Ok": "y" * 5000}
+    open_store(str(tmp_path / "runs")).redact(run_id, reply.n, "outcome")
+    [after] = [f for f in h.history(run_id, kinds=["Reply"]).facts if f.call == "root#2"]
+    assert isinstance(after.outcome, flowrt.HoleValue) and after.outcome.hash.startswith("sha256:")
+    assert after.hash == reply.hash  # the chain of facts is unchanged
+
+
+def test_an_async_detached_start_raises_its_refusal(tmp_path):
+    async def main():
+        await host(tmp_path, lambda prompt: "x", cls=flowrt.AsyncHost).start(ASK, {"topic": "t"}, detach=True)
+
+    with pytest.raises(flowrt.Refused) as refused:
+        asyncio.run(main())
+    assert refused.value.diagnostics[0].code == "binding-failed"
