@@ -91,7 +91,8 @@ class Host:
     def start(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
               detach: bool = False, allow: bool | None = None) -> RunResult | RunHandle:
         """As `run`; with `detach=True`, returns a `RunHandle` as soon as the run's Start is
-        recorded (a refusal is still raised here) while the run goes on in a thread."""
+        recorded (a refusal is still raised here) while the run goes on in a thread. A run that
+        ends before its Start (a storage failure making it) returns its `RunResult` instead."""
         if not detach:
             return self.run(path, input, entry=entry, allow=allow)
         return self._detached(lambda halt, on_start: self._run(path, input, entry, allow, self.tools, halt, on_start))
@@ -363,7 +364,7 @@ class AsyncHost:
         await asyncio.wait({started, done}, return_when=asyncio.FIRST_COMPLETED)
         if not started.done():
             started.cancel()
-            await done  # refused before Start: raises
+            return await done  # refused before Start (raises), or ended before it (a storage failure)
         return AsyncRunHandle(started.result(), done, halt)
 
     async def resume(self, run_id: str, *, call: str | None = None, reply: Any = _NO_REPLY,

@@ -404,3 +404,4 @@ def test_an_async_detached_start_raises_its_refusal(tmp_path):
     with pytest.raises(flowrt.Refused) as refused:
         asyncio.run(main())
     assert refused.value.diagnostics[0].code == "binding-failed"
+
