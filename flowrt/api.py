@@ -228,7 +228,9 @@ class Host:
             outcome_json = _reply_outcome(reply, typed)
             refusal = check_reply(store, call, outcome_json, compiled=compiled)
         if refusal is not None:
-            raise Refused(refusal.message(), path=refusal.path, schema=refusal.schema)
+            expected = canonical.dumps(refusal.schema).decode("utf-8")
+            raise Refused(f"{refusal.message()}; the reply must be an outcome of this JSON Schema: {expected}",
+                          path=refusal.path, schema=refusal.schema)
         return outcome_json
 
     def replay(self, run_id: str, *, from_start: bool = True) -> ReplayResult:
