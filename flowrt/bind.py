@@ -48,6 +48,12 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
         else:
             where = entry_at(problem.key)
         raise refuse(M.binding_failed(problem=problem), where, sources) from None
+    # Before anything is started (a command, a server), so a refusal here leaves nothing running.
+    for identity in tools:
+        if identity in python_tools:
+            problem = signature_mismatch(python_tools[identity], tools[identity])
+            if problem is not None:
+                raise refuse(M.binding_failed(problem=B.BindError(problem)), None, sources)
     out: dict[str, B.Implementation] = {}
     commands: dict[tuple[str, ...], B.CommandTools] = {}
     servers: dict = {}  # an MCP server's command or URL -> its McpTools (one session per server)
@@ -133,6 +139,48 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
                          entry_at(entry.key), sources)
         out[identity] = implementation
     return out
+
+
+def signature_mismatch(fn, description: dict) -> str | None:
+    """Why the Python callable `fn` cannot be called with Tool `description`'s arguments (passed
+    as keyword arguments, with `call` added where `fn` asks for it), or None. Checked when the
+    run is bound, so a mismatch refuses the run before Start instead of failing each call as
+    Unknown(TypeError). A callable without a signature (some builtins) is taken on trust."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    declared = [p["name"] for p in description.get("params", [])]
+    kinds = inspect.Parameter
+    by_keyword = {name for name, p in parameters.items() if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
+    takes_any = any(p.kind is kinds.VAR_KEYWORD for p in parameters.values())
+    missing = [name for name in declared if name not in by_keyword and not takes_any]
+    # `call` is the host's to give (flowrt.ToolCall) unless the Tool has an argument of that name.
+    given = set(declared) | ({"call"} if "call" not in declared else set())
+    extra = [name for name, p in parameters.items()
+             if name not in given and p.default is kinds.empty and p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD)]
+    if not missing and not extra:
+        return None
+    what = []
+    if missing:
+        what.append("it takes no parameter " + ", ".join(f"`{n}`" for n in missing))
+    if extra:
+        what.append("it needs " + ", ".join(f"`{n}`" for n in extra) + ", which the Tool does not give")
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return (f"the Python callable {name}{_shown_signature(fn)} bound to {description['tool']} does not match its "
+            f"declaration `{description.get('signature', description['tool'])}`: {'; '.join(what)} (its arguments "
+            "are passed by keyword; take **kwargs to accept any)")
+
+
+def _shown_signature(fn) -> str:
+    import inspect
+
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return ""
 
 
 def _bind_mcp(entry, identity: str, description: dict, servers: dict, commands: dict, approval, *, allow: bool, ask,

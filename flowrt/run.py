@@ -53,6 +53,10 @@ class RunOutcome:
     pending: list[str] = field(default_factory=list)
     fault: dict | None = None
     message: str | None = None
+    #: (the entry's result type term, its defs), for an embedding that decodes `output`
+    result_type: tuple[Any, dict] | None = None
+    #: for a pause: each pending call's (Tool, `Typed`), for the shape of the reply it expects
+    pending_types: dict[str, tuple[str, Typed]] = field(default_factory=dict)
 
 
 # ---- preparing a run ---------------------------------------------------------------------------
@@ -409,7 +413,8 @@ class Driver:
             if open_calls and all(c["pending"] for c in open_calls.values()):
                 self.make_durable()
                 ids = sorted(open_calls)
-                return RunOutcome(3, self.run_id, pending=ids)
+                return RunOutcome(3, self.run_id, pending=ids,
+                                  pending_types={c: (open_calls[c]["tool"], open_calls[c]["typed"]) for c in ids})
             self.check_halt()
             if self.arrived:
                 call_id, outcome = self.arrived.pop(0)
@@ -484,7 +489,8 @@ class Driver:
             code = 0
             if self.prepared.entry.returns_result and isinstance(value, dict) and "Err" in value:
                 code = 4
-            return RunOutcome(code, self.run_id, output=canonical.dumps(value))
+            entry = self.prepared.entry
+            return RunOutcome(code, self.run_id, output=canonical.dumps(value), result_type=(entry.result, entry.defs))
         return RunOutcome(1, self.run_id, fault=outcome.get("Faulted"))
 
 

@@ -33,7 +33,7 @@ def test_a_python_callable_is_told_the_type_and_its_reply_decodes_at_it(tmp_path
 
     outcome = flowrt.Host({"main.ask": ask}, runs_dir=str(tmp_path)).run(str(PROGRAM), {"goal": "ship"}, entry="plan")
     assert outcome.exit_code == 0, outcome
-    assert json.loads(outcome.output) == {"Ok": {"steps": ["draft", "Plan the steps to: ship"]}}
+    assert json.loads(outcome.output_json) == {"Ok": {"steps": ["draft", "Plan the steps to: ship"]}}
     (call,) = seen
     assert (call.run, call.call, call.tool) == (outcome.run_id, "root#1", "main.ask")
     assert call.types == {"T": PLAN_TERM}
@@ -55,9 +55,9 @@ def test_a_reply_of_the_wrong_shape_is_bad_reply_with_its_path(tmp_path):
     host = flowrt.Host({"main.ask": lambda prompt: {"steps": ["one", 2]}}, runs_dir=str(tmp_path))
     outcome = host.run(str(PROGRAM), {"goal": "ship"}, entry="plan")
     assert outcome.exit_code == 4
-    assert json.loads(outcome.output) == {"Err": {"BadReply": "$.Ok.steps[1]: expected a string, found the integer 2"}}
+    assert json.loads(outcome.output_json) == {"Err": {"BadReply": "$.Ok.steps[1]: expected a string, found the integer 2"}}
     undeclared = flowrt.Host({"main.ask": lambda prompt: {"steps": [], "extra": 1}}, runs_dir=str(tmp_path))
-    bad = json.loads(undeclared.run(str(PROGRAM), {"goal": "ship"}, entry="plan").output)
+    bad = json.loads(undeclared.run(str(PROGRAM), {"goal": "ship"}, entry="plan").output_json)
     assert bad["Err"]["BadReply"].startswith("$.Ok") and "extra" in bad["Err"]["BadReply"]
 
 
@@ -71,18 +71,18 @@ def test_one_tool_at_two_types_in_one_run(tmp_path):
     outcome = flowrt.Host({"main.ask": ask}, runs_dir=str(tmp_path)).run(str(PROGRAM), {"goal": "g"},
                                                                          entry="plan_and_count")
     assert outcome.exit_code == 0, outcome
-    assert json.loads(outcome.output) == {"Ok": [{"steps": ["Plan the steps to: g"]}, 7]}
+    assert json.loads(outcome.output_json) == {"Ok": [{"steps": ["Plan the steps to: g"]}, 7]}
     assert told == [PLAN_TERM, "Int"]
     # An Int where the second call asked one, a Plan where the first did; swapped, both are wrong.
     swapped = flowrt.Host({"main.ask": lambda prompt, call: 7 if call.types["T"] != "Int" else {"steps": []}},
                           runs_dir=str(tmp_path)).run(str(PROGRAM), {"goal": "g"}, entry="plan_and_count")
-    assert json.loads(swapped.output)["Err"]["BadReply"].startswith("$.Ok: expected")
+    assert json.loads(swapped.output_json)["Err"]["BadReply"].startswith("$.Ok: expected")
 
 
 def test_a_callable_without_a_call_parameter_gets_only_the_arguments(tmp_path):
     outcome = flowrt.Host({"main.ask": lambda **kw: {"steps": sorted(kw)}}, runs_dir=str(tmp_path)).run(
         str(PROGRAM), {"goal": "g"}, entry="plan")
-    assert json.loads(outcome.output) == {"Ok": {"steps": ["prompt"]}}
+    assert json.loads(outcome.output_json) == {"Ok": {"steps": ["prompt"]}}
 
 
 def test_a_command_tool_served_by_the_toolkit_answers_from_the_schemas(tmp_path):

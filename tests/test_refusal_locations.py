@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,9 +88,9 @@ def test_the_host_api_sees_the_same_location(tmp_path):
     import flowrt
 
     main = _program(tmp_path, '[pins]\n\n[tools]\n"elsewhere" = { pending = true }\n')
-    outcome = flowrt.Host({}, runs_dir=str(tmp_path / "runs")).run(str(main), {})
-    assert outcome.exit_code == 2
-    [refusal] = outcome.diagnostics
+    with pytest.raises(flowrt.Refused) as refused:
+        flowrt.Host({}, runs_dir=str(tmp_path / "runs")).run(str(main), {})
+    [refusal] = refused.value.diagnostics
     assert refusal.code == "binding-missing"
     assert (refusal.location.file, refusal.location.line) == (str(main.parent / "flow.toml"), 3)
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 
 import flowrt
@@ -87,7 +88,7 @@ def test_tools_through_the_embedding_api(tmp_path):
     host = flowrt.Host({"ask.ask": ask, "ask.note": lambda text: notes.append(text)}, runs_dir=str(tmp_path))
     outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "tea"})
     assert outcome.exit_code == 0, outcome.diagnostics
-    assert orjson.loads(outcome.output) == "answer: yes to What about tea?"
+    assert orjson.loads(outcome.output_json) == "answer: yes to What about tea?"
     assert notes == ["asking about tea"]
     assert kinds(tmp_path, outcome.run_id) == ["Start", "Call", "Reply", "Call", "Reply", "End"]
 
@@ -96,13 +97,13 @@ def test_a_reply_that_does_not_decode_is_a_bad_reply(tmp_path):
     host = flowrt.Host({"ask.ask": lambda question: 42, "ask.note": lambda text: None}, runs_dir=str(tmp_path))
     outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "tea"})
     assert outcome.exit_code == 0
-    assert orjson.loads(outcome.output).startswith("bad reply:")
+    assert orjson.loads(outcome.output_json).startswith("bad reply:")
 
 
 def test_failed_and_declined(tmp_path):
     host = flowrt.Host({"ask.ask": lambda question: flowrt.failed("Declined"), "ask.note": lambda text: None},
                        runs_dir=str(tmp_path))
-    assert orjson.loads(host.run(str(PROGRAMS / "ask.flow"), {"topic": "x"}).output) == "declined"
+    assert host.run(str(PROGRAMS / "ask.flow"), {"topic": "x"}).output == "declined"
 
 
 def test_a_pending_call_pauses_the_run(tmp_path):
@@ -110,7 +111,8 @@ def test_a_pending_call_pauses_the_run(tmp_path):
                        runs_dir=str(tmp_path))
     outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "x"})
     assert outcome.exit_code == 3
-    assert outcome.pending == ["root#2"]
+    assert [p.call for p in outcome.pending] == ["root#2"]
+    assert outcome.pending[0].arguments == {"question": "What about x?"}
     assert kinds(tmp_path, outcome.run_id) == ["Start", "Call", "Reply", "Call"]
     store = RunStore.open(str(tmp_path), outcome.run_id, for_append=False)
     decisions = [r for r in store.host_records() if r["kind"] not in STORE_RECORDS]
@@ -119,9 +121,9 @@ def test_a_pending_call_pauses_the_run(tmp_path):
 
 
 def test_an_unbound_tool_refuses_the_run(tmp_path):
-    outcome = flowrt.Host({}, runs_dir=str(tmp_path)).run(str(PROGRAMS / "ask.flow"), {"topic": "x"})
-    assert outcome.exit_code == 2
-    assert outcome.diagnostics[0].code == "binding-missing"
+    with pytest.raises(flowrt.Refused) as refused:
+        flowrt.Host({}, runs_dir=str(tmp_path)).run(str(PROGRAMS / "ask.flow"), {"topic": "x"})
+    assert refused.value.diagnostics[0].code == "binding-missing"
     assert runs_in(tmp_path) == []
 
 
@@ -221,7 +223,7 @@ def test_a_reply_over_the_limit_is_a_bad_reply(tmp_path):
                        runs_dir=str(tmp_path))
     outcome = host.run(str(PROGRAMS / "ask.flow"), {"topic": "tea"})
     assert outcome.exit_code == 0
-    assert "over the 1048576-byte limit" in orjson.loads(outcome.output)
+    assert "over the 1048576-byte limit" in orjson.loads(outcome.output_json)
 
 
 def test_an_implementation_that_dies_with_a_call_out_answers_unknown(tmp_path):
@@ -316,7 +318,7 @@ def test_every_fact_is_durable_before_anything_leaves_the_host(tmp_path, monkeyp
 
     host = flowrt.Host({"echo.echo": echo}, runs_dir=str(runs), durability="fsync")
     outcome = host.run(str(tmp_path / "echo.flow"), {"n": 200})
-    assert outcome.exit_code == 0 and orjson.loads(outcome.output) == sum(range(201))
+    assert outcome.exit_code == 0 and orjson.loads(outcome.output_json) == sum(range(201))
     assert len(seen) == 200
     assert all(size == synced for size, synced in seen)
     [history] = runs.glob("*/history.jsonl")
@@ -380,7 +382,7 @@ def test_integers_beyond_64_bits_cross_the_sandbox_and_the_history_exactly(tmp_p
     seen = []
     host = flowrt.Host({"big.echo": lambda n: (seen.append(n), n + 1)[1]}, runs_dir=runs)
     outcome = host.run(str(tmp_path / "big.flow"), {"e": 200})
-    assert outcome.exit_code == 0 and outcome.output == b"1" and seen == [2 ** 200]
+    assert outcome.exit_code == 0 and outcome.output_json == b"1" and seen == [2 ** 200]
     call = next(f for f in RunStore.open(runs, outcome.run_id, for_append=False).facts() if f["kind"] == "Call")
     assert call["arguments"] == {"n": 2 ** 200}
     assert replay(runs, outcome.run_id).verdict.kind == "Matched"

@@ -51,7 +51,7 @@ def test_generic_wrappers_call_the_tool_at_the_callers_types_and_replay_matched(
 
     outcome = flowrt.Host({"main.ask": ask}, runs_dir=str(tmp_path)).run(str(PROGRAM), {"goal": "g"}, entry="all")
     assert outcome.exit_code == 0, outcome
-    assert json.loads(outcome.output) == {"Ok": [
+    assert json.loads(outcome.output_json) == {"Ok": [
         {"steps": ["wrapped: g"]}, {"item": {"steps": ["boxed"]}, "note": "wrapped: g"}, len("wrapped: g"),
         {"steps": ["wrapped: g"]}, {"steps": ["parsed"]}]}
     # get<Plan>, boxed<Plan> (asks Box<Plan>), later<Int> (through self tail calls and a spawned
@@ -75,7 +75,7 @@ def test_a_wrapped_reply_of_the_wrong_shape_is_bad_reply_at_the_concrete_type(tm
     outcome = flowrt.Host({"main.ask": lambda prompt: {"steps": [1]}}, runs_dir=str(tmp_path)).run(
         str(PROGRAM), {"goal": "g"}, entry="all")
     assert outcome.exit_code == 4, outcome
-    assert json.loads(outcome.output) == {"Err": {"BadReply": "$.Ok.steps[0]: expected a string, found the integer 1"}}
+    assert json.loads(outcome.output_json) == {"Err": {"BadReply": "$.Ok.steps[0]: expected a string, found the integer 1"}}
 
 
 def test_only_functions_that_need_their_types_take_them():

@@ -47,7 +47,7 @@ def replays_matched(tmp_path, run_id):
 def test_a_bad_shape_then_a_good_one_is_ok_after_two_recorded_calls(tmp_path):
     outcome, seen = run(tmp_path, lambda n: {"steps": ["a", 2]} if n == 1 else {"steps": ["a", "b"]}, 3)
     assert outcome.exit_code == 0, outcome
-    assert json.loads(outcome.output) == {"Ok": {"steps": ["a", "b"]}}
+    assert json.loads(outcome.output_json) == {"Ok": {"steps": ["a", "b"]}}
     assert seen == [("Plan the steps to: ship", None, {"T": {"Named": "main.Plan"}}),
                     ("Plan the steps to: ship", {"attempt": 1, "problem": BAD}, {"T": {"Named": "main.Plan"}})]
     calls, replies = calls_and_replies(tmp_path, outcome.run_id)
@@ -61,7 +61,7 @@ def test_always_bad_is_the_last_bad_reply_after_n_calls(tmp_path):
     outcome, seen = run(tmp_path, lambda n: {"steps": ["a", n]}, 4)
     assert outcome.exit_code == 4, outcome
     last = "$.Ok.steps[1]: expected a string, found the integer 4"
-    assert json.loads(outcome.output) == {"Err": {"BadReply": last}}
+    assert json.loads(outcome.output_json) == {"Err": {"BadReply": last}}
     assert [r for _, r, _ in seen] == [None] + [
         {"attempt": n, "problem": f"$.Ok.steps[1]: expected a string, found the integer {n}"} for n in (1, 2, 3)]
     calls, replies = calls_and_replies(tmp_path, outcome.run_id)
@@ -72,7 +72,7 @@ def test_always_bad_is_the_last_bad_reply_after_n_calls(tmp_path):
 def test_a_problem_that_is_not_the_shape_is_not_repaired(tmp_path):
     outcome, seen = run(tmp_path, lambda n: flowrt.failed({"Refused": "no"}), 3)
     assert outcome.exit_code == 4, outcome
-    assert json.loads(outcome.output) == {"Err": {"Failed": {"Refused": "no"}}}
+    assert json.loads(outcome.output_json) == {"Err": {"Failed": {"Refused": "no"}}}
     assert len(seen) == 1
     replays_matched(tmp_path, outcome.run_id)
 

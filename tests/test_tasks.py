@@ -63,7 +63,7 @@ def test_ten_one_second_calls_take_about_one_second_through_the_python_api(tmp_p
     outcome = host.run(str(program), {"n": 10})
     elapsed = time.perf_counter() - start
     assert outcome.exit_code == 0
-    assert orjson.loads(outcome.output) == [n * n for n in range(10)]
+    assert orjson.loads(outcome.output_json) == [n * n for n in range(10)]
     assert elapsed < 4, elapsed  # ten seconds if the calls ran one after another
 
 
@@ -87,8 +87,9 @@ def test_a_fault_in_a_spawned_task_faults_the_run(tmp_path):
     program.write_text(FAULTY)
     outcome = flowrt.Host({}, runs_dir=str(tmp_path)).run(str(program), {"n": 0})
     assert outcome.exit_code == 1
-    assert outcome.fault["kind"] == "division-by-zero" and outcome.fault["task"] == "root/1"
-    assert outcome.fault["location"]["line"] == 5
+    assert outcome.status == "faulted"
+    assert outcome.fault.kind == "division-by-zero" and outcome.fault.task == "root/1"
+    assert outcome.fault.location["line"] == 5
 
 
 def test_the_support_example_records_the_seeds_history_and_replays(tmp_path):
@@ -162,7 +163,7 @@ def test_tasks_are_owned_by_the_call_that_spawned_them(tmp_path):
     program.write_text(OWNERSHIP)
     outcome = flowrt.Host({"own.slow": lambda n: n * 10}, runs_dir=str(tmp_path / "runs")).run(str(program))
     assert outcome.exit_code == 0, outcome.fault
-    assert orjson.loads(outcome.output) == 32
+    assert orjson.loads(outcome.output_json) == 32
     recorded = [(f["kind"], f.get("task") or f.get("call")) for f in facts(tmp_path / "runs", outcome.run_id)]
     assert recorded == [("Start", None), ("Stop", "root/1"), ("Call", "root/2#1"), ("Reply", "root/2#1"),
                         ("End", None)]
@@ -209,7 +210,7 @@ def test_a_parked_task_whose_reply_arrived_still_lets_checkpoints_be_taken(tmp_p
     host = flowrt.Host({"main.next": lambda: "hello", "main.tick": lambda n: n}, runs_dir=str(tmp_path),
                        durability="none")
     outcome = host.run(str(feed), {"rounds": 6})
-    assert outcome.exit_code == 0 and outcome.output == b"1021"
+    assert outcome.exit_code == 0 and outcome.output_json == b"1021"
     facts = RunStore.open(str(tmp_path), outcome.run_id, for_append=False).facts()
     reply = next(f["n"] for f in facts if f["kind"] == "Reply" and f["call"] == "root/1#1")
     assert any(f["kind"] == "Checkpoint" and f["n"] > reply for f in facts)

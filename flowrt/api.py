@@ -1,0 +1,531 @@
+"""The Python API: `Host` drives runs from an application's own threads, `AsyncHost` from its
+asyncio loop (docs/api.md is the reference, each of its examples a test).
+
+Both are thin over the CLI's own functions (`flowrt.run.run`, `flowrt.replay.resume`/`replay`/
+`fork`, the store's discovery), so a run started here is the run `flow` would record: the API
+adds Python values in and out, typed results, refusals as one exception (`Refused`), a supplied
+reply checked against its call's declared types before it is admitted (`flowrt.reply_check`),
+runs driven in the background (`start(detach=True)`) and their halt. An `AsyncHost` awaits async
+Tool callables on the loop that called it (each run is driven on a thread of its own, so the
+loop stays free to serve them); its sync callables run on that thread or the Tool pool's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import inspect
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from flowdata import canonical
+from flowrt.api_results import (
+    HistoryPage, ReplayResult, Refused, RunResult, RunsPage, fact_of, refused_from, run_info, run_result,
+)
+from flowrt.api_values import to_json
+
+#: seconds between looks at whether a detached run has started, and whether the application's
+#: loop still runs while a Tool call waits on it
+TICK = 0.05
+
+_NO_REPLY = object()
+
+
+class RunHandle:
+    """A run going on in a thread of its own (`Host.start(..., detach=True)`), past its Start."""
+
+    def __init__(self, run_id: str, thread: threading.Thread, box: dict, halt: threading.Event) -> None:
+        self.run_id = run_id
+        self._thread = thread
+        self._box = box
+        self._halt = halt
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """The run's result once it reaches its End, a pause or a halt; TimeoutError if it has
+        not within `timeout` seconds (it goes on)."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"run {self.run_id} is still going after {timeout} s")
+        return _unboxed(self._box)
+
+    def halt(self) -> None:
+        """Ask the run to halt as an interrupt would (within a tick, or once a Tool call served on
+        the run's thread returns); `wait` then gives its `halted` result."""
+        self._halt.set()
+
+
+class Host:
+    """An embedding host. `tools` binds Python callables to Tool identities (`module.tool`);
+    Tools it does not name are bound by the program's flow.toml. `runs` is where runs are kept
+    (a runs directory, or any location `flowrt.store.open_store` takes); `durability` is
+    `"fsync"` (a fact is durable before its consequence) or `"none"` (tests, throwaway runs).
+    `allow` approves the commands flow.toml names without asking (as `flow run --allow`)."""
+
+    def __init__(self, tools: Mapping[str, Callable[..., Any]] | None = None, *, runs: str | None = None,
+                 durability: str = "fsync", allow: bool = False, runs_dir: str | None = None) -> None:
+        self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
+        # `runs_dir` is the name this argument had before `runs` (kept for embeddings that use it).
+        self.location: str = runs or runs_dir or ".flow/runs"
+        self.durability = durability
+        self.allow = allow
+        self._live: dict[str, threading.Event] = {}  # run id -> halt, for the runs this host drives
+        self._lock = threading.Lock()
+
+    @property
+    def runs_dir(self) -> str:
+        return self.location
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
+            allow: bool | None = None) -> RunResult:
+        """Run a program live, to its End or a pause. `input` maps the entry's parameters to
+        Python values (or is the JSON text of that object)."""
+        return self._run(path, input, entry, allow, self.tools, threading.Event(), None)
+
+    def start(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
+              detach: bool = False, allow: bool | None = None) -> RunResult | RunHandle:
+        """As `run`; with `detach=True`, returns a `RunHandle` as soon as the run's Start is
+        recorded (a refusal is still raised here) while the run goes on in a thread. A run that
+        ends before its Start (a storage failure making it) returns its `RunResult` instead."""
+        if not detach:
+            return self.run(path, input, entry=entry, allow=allow)
+        return self._detached(lambda halt, on_start: self._run(path, input, entry, allow, self.tools, halt, on_start))
+
+    def _detached(self, drive: Callable[[threading.Event, Callable], RunResult]) -> RunHandle:
+        halt = threading.Event()
+        started = threading.Event()
+        box: dict = {}
+
+        def on_start(run_id: str, fact: dict) -> None:
+            box["run_id"] = run_id
+            started.set()
+
+        def work() -> None:
+            try:
+                box["result"] = drive(halt, on_start)
+            except BaseException as problem:  # handed to whoever waits (a refusal, a bug)
+                box["error"] = problem
+
+        thread = threading.Thread(target=work, name="flow run", daemon=True)
+        thread.start()
+        while not started.wait(TICK):
+            if not thread.is_alive():
+                break
+        if "run_id" not in box:  # refused (or failed) before Start
+            thread.join()
+            return _unboxed(box)  # raises, unless the run somehow ended without a Start
+        return RunHandle(box["run_id"], thread, box, halt)
+
+    def _run(self, path: str, input: Mapping[str, Any] | str | None, entry: str, allow: bool | None,
+             tools: Mapping[str, Callable[..., Any]], halt: threading.Event, on_start) -> RunResult:
+        from flowrt.run import run
+
+        text = _input_text(input)
+        live = self._live
+
+        def started(run_id: str, fact: dict) -> None:
+            with self._lock:
+                live[run_id] = halt
+            if on_start is not None:
+                on_start(run_id, fact)
+
+        try:
+            outcome = run(path, entry=entry, input_text=text, runs_dir=self.location, python_tools=dict(tools),
+                          allow=self.allow if allow is None else allow, durability=self.durability, halt=halt,
+                          on_start=started)
+        finally:
+            with self._lock:
+                for run_id in [r for r, h in live.items() if h is halt]:
+                    del live[run_id]
+        return self._result(outcome)
+
+    def _result(self, outcome: Any) -> RunResult:
+        if outcome.exit_code == 2:
+            raise refused_from(outcome.diagnostics, outcome.sources, outcome.message)
+        arguments: dict[str, Any] = {}
+        if outcome.exit_code == 3 and outcome.run_id is not None:
+            arguments = self._call_arguments(outcome.run_id, outcome.pending)
+        return run_result(outcome, arguments)
+
+    def _call_arguments(self, run_id: str, calls: Iterable[str]) -> dict[str, Any]:
+        """The arguments of these calls, as recorded (what a person answering them needs)."""
+        from flowrt.store import StorageError, open_store
+
+        wanted = set(calls)
+        try:
+            with open_store(self.location).open(run_id, for_append=False) as store:
+                return {f["call"]: store.value(f, "arguments") for f in store.facts()
+                        if f["kind"] == "Call" and f["call"] in wanted}
+        except (StorageError, KeyError):
+            return {}  # the result stands without them
+
+    # -- continuing, checking, forking -------------------------------------------------------
+
+    def resume(self, run_id: str, *, call: str | None = None, reply: Any = _NO_REPLY,
+               resend: Iterable[str] = (), allow: bool | None = None) -> RunResult:
+        """Continue a paused, halted or crashed run. `call` and `reply` answer one pending call:
+        `reply` is what a Tool callable would return (a value, meaning Ok(value); `flowrt.failed(e)`,
+        `flowrt.not_run(text)`, `flowrt.unknown(text)`; or an outcome dict). A reply that does not
+        decode against the call's declared types is refused (`Refused` with `path` and `schema`):
+        nothing is recorded and the call stays open."""
+        return self._resume(run_id, call, reply, resend, allow, self.tools, threading.Event())
+
+    def _resume(self, run_id: str, call: str | None, reply: Any, resend: Iterable[str], allow: bool | None,
+                tools: Mapping[str, Callable[..., Any]], halt: threading.Event) -> RunResult:
+        from flowrt.replay import resume
+
+        reply_text = None
+        if call is not None:
+            if reply is _NO_REPLY:
+                raise Refused(f"answering call {call} needs a reply")
+            outcome_json = self._checked_reply(run_id, call, reply)
+            reply_text = canonical.dumps(outcome_json).decode("utf-8")
+        elif reply is not _NO_REPLY:
+            raise Refused("a reply needs the call it answers (call=...)")
+        with self._lock:
+            self._live[run_id] = halt
+        try:
+            outcome = resume(self.location, run_id, call=call, reply_text=reply_text, resend=set(resend),
+                             python_tools=dict(tools), allow=self.allow if allow is None else allow,
+                             durability=self.durability, halt=halt)
+        finally:
+            with self._lock:
+                if self._live.get(run_id) is halt:
+                    del self._live[run_id]
+        return self._result(outcome)
+
+    def _checked_reply(self, run_id: str, call: str, reply: Any) -> Any:
+        """The reply's outcome JSON, written by the call's declared types and checked against
+        them (`flowrt.reply_check`); Refused if admission would not take it as given. Where the
+        types cannot be had (no such open call, a damaged record), it is written untyped and
+        `resume` says what is wrong."""
+        from flowrt.refusal import Refused as NotChecking
+        from flowrt.replay import open_calls, recorded_program
+        from flowrt.reply_check import call_types, check_reply
+        from flowrt.store import StorageError, open_store
+
+        untyped = _reply_outcome(reply, None)
+        try:
+            store = open_store(self.location).open(run_id, for_append=False)
+        except StorageError:
+            return untyped
+        except Exception as problem:  # RunNotFound, an invalid id
+            raise Refused(str(problem)) from None
+        with store:
+            if store.ended or call not in open_calls(store):
+                return untyped  # resume refuses it, naming the calls that are open
+            try:
+                compiled, _ = recorded_program(store)
+            except (NotChecking, StorageError):
+                return untyped
+            _, typed = call_types(store, call, compiled)
+            outcome_json = _reply_outcome(reply, typed)
+            refusal = check_reply(store, call, outcome_json, compiled=compiled)
+        if refusal is not None:
+            expected = canonical.dumps(refusal.schema).decode("utf-8")
+            raise Refused(f"{refusal.message()}; the reply must be an outcome of this JSON Schema: {expected}",
+                          path=refusal.path, schema=refusal.schema)
+        return outcome_json
+
+    def replay(self, run_id: str, *, from_start: bool = True) -> ReplayResult:
+        """Re-run a run against its history, calling nothing: Matched, Diverged or Incomplete."""
+        from flowrt.replay import replay
+
+        result = replay(self.location, run_id, from_start=from_start)
+        if result.exit_code == 2:
+            raise refused_from(result.diagnostics, result.sources, result.message)
+        verdict = result.verdict
+        if verdict is None:
+            return ReplayResult(run_id, None, result.exit_code, message=result.message)
+        kind: Any = verdict.kind  # Matched | Diverged | Incomplete (flowrt.replay.Verdict)
+        return ReplayResult(run_id, kind, result.exit_code, verdict.fact, verdict.reason, verdict.start,
+                            result.message)
+
+    def fork(self, run_id: str, *, checkpoint: int, input: Mapping[str, Any] | str | None = None,
+             program: str | None = None, allow: bool | None = None) -> RunResult:
+        """A new run from Checkpoint fact `checkpoint` of `run_id` (which is never changed): on
+        the recorded program or on `program` (a newer file), with some of the checkpoint's
+        arguments replaced by `input`."""
+        return self._fork(run_id, checkpoint, input, program, allow, self.tools)
+
+    def _fork(self, run_id: str, checkpoint: int, input: Mapping[str, Any] | str | None, program: str | None,
+              allow: bool | None, tools: Mapping[str, Callable[..., Any]]) -> RunResult:
+        from flowrt.replay import fork
+
+        outcome = fork(self.location, run_id, checkpoint, input_text=None if input is None else _input_text(input),
+                       program_file=program, python_tools=dict(tools),
+                       allow=self.allow if allow is None else allow, durability=self.durability)
+        return self._result(outcome)
+
+    def halt(self, run_id: str) -> None:
+        """Halt a run this host is driving (a detached run, or one another thread waits on); it
+        stops as an interrupt stops it, resumable. A run driven elsewhere is refused."""
+        with self._lock:
+            halt = self._live.get(run_id)
+        if halt is None:
+            raise Refused(f"run {run_id} is not driven by this host (a run driven by another process halts when "
+                          "that process is interrupted)")
+        halt.set()
+
+    # -- inspecting --------------------------------------------------------------------------
+
+    def history(self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0,
+                limit: int = 100) -> HistoryPage:
+        """A page of the run's facts after fact `after`, at most `limit`, of `kinds` (`"Call"`,
+        `"Reply"`, ...; any case) when given. A damaged history raises `flowrt.store.StorageError`."""
+        from flowrt.run_state import run_state
+        from flowrt.store import KINDS, open_store
+
+        wanted = None
+        if kinds is not None:
+            by_lower = {k.lower(): k for k in KINDS}
+            wanted = set()
+            for kind in [kinds] if isinstance(kinds, str) else kinds:
+                if kind.lower() not in by_lower:
+                    raise Refused(f"there is no fact kind {kind!r} (kinds: {', '.join(KINDS)})")
+                wanted.add(by_lower[kind.lower()])
+        if limit < 1:
+            raise Refused("limit must be at least 1")
+        store = self._open(run_id)
+        with store:
+            selected = [f for f in store.facts() if f["n"] > after and (wanted is None or f["kind"] in wanted)]
+            page = selected[:limit]
+            return HistoryPage(run_id, run_state(store)["state"], len(store), tuple(fact_of(store, f) for f in page),
+                               page[-1]["n"] if len(selected) > limit else None)
+
+    def _open(self, run_id: str):
+        from flowrt.store import StorageError, open_store
+
+        try:
+            return open_store(self.location).open(run_id, for_append=False)
+        except StorageError:
+            raise
+        except Exception as problem:  # RunNotFound, an invalid id
+            raise Refused(str(problem)) from None
+
+    def runs(self, *, limit: int = 50, after: str | None = None) -> RunsPage:
+        """Discovery: a page of the stored runs, by id, after run `after`; `next_after` is the
+        `after` of the next page. Reads within bounds, changes nothing (docs/trace.md §11)."""
+        from flowrt.store import open_store
+
+        page = open_store(self.location).scan(limit=limit, after=after)
+        return RunsPage(tuple(run_info(r) for r in page["runs"]), page.get("nextAfter"), tuple(page["problems"]))
+
+    def watch(self, run_id: str, *, poll: float = 0.05, timeout: float | None = None) -> Iterator[dict]:
+        """The run's facts as they are accepted, whichever process writes them, ending at End,
+        a pause or a halt (`flowrt.watch.watch_run`)."""
+        from flowrt.watch import watch_run
+
+        return watch_run(self.location, run_id, poll=poll, timeout=timeout)
+
+
+class AsyncHost:
+    """`Host` for asyncio: every method is a coroutine, each run is driven on a thread of its own,
+    and async Tool callables are awaited on the loop that awaits the method (the application's),
+    so they share its clients, locks and context. Sync callables run on the run's threads, never
+    on the loop. Cancelling a `run`/`resume` halts the run (resumable), as an interrupt would."""
+
+    def __init__(self, tools: Mapping[str, Callable[..., Any]] | None = None, *, runs: str | None = None,
+                 durability: str = "fsync", allow: bool = False) -> None:
+        self.host = Host(tools, runs=runs, durability=durability, allow=allow)
+
+    @property
+    def tools(self) -> dict[str, Callable[..., Any]]:
+        return self.host.tools
+
+    @property
+    def location(self) -> str:
+        return self.host.location
+
+    async def run(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
+                  allow: bool | None = None) -> RunResult:
+        tools = _on_loop(self.host.tools, asyncio.get_running_loop())
+        halt = threading.Event()
+        return await _in_thread(lambda: self.host._run(path, input, entry, allow, tools, halt, None), halt)
+
+    async def start(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
+                    detach: bool = False, allow: bool | None = None) -> RunResult | "AsyncRunHandle":
+        if not detach:
+            return await self.run(path, input, entry=entry, allow=allow)
+        loop = asyncio.get_running_loop()
+        tools = _on_loop(self.host.tools, loop)
+        started: asyncio.Future = loop.create_future()
+        halt = threading.Event()
+
+        def on_start(run_id: str, fact: dict) -> None:
+            loop.call_soon_threadsafe(_settle, started, run_id, None)
+
+        done = asyncio.ensure_future(_in_thread(
+            lambda: self.host._run(path, input, entry, allow, tools, halt, on_start), halt))
+        await asyncio.wait({started, done}, return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():
+            started.cancel()
+            return await done  # refused before Start (raises), or ended before it (a storage failure)
+        return AsyncRunHandle(started.result(), done, halt)
+
+    async def resume(self, run_id: str, *, call: str | None = None, reply: Any = _NO_REPLY,
+                     resend: Iterable[str] = (), allow: bool | None = None) -> RunResult:
+        tools = _on_loop(self.host.tools, asyncio.get_running_loop())
+        halt = threading.Event()
+        return await _in_thread(lambda: self.host._resume(run_id, call, reply, resend, allow, tools, halt), halt)
+
+    async def replay(self, run_id: str, *, from_start: bool = True) -> ReplayResult:
+        return await _in_thread(lambda: self.host.replay(run_id, from_start=from_start))
+
+    async def fork(self, run_id: str, *, checkpoint: int, input: Mapping[str, Any] | str | None = None,
+                   program: str | None = None, allow: bool | None = None) -> RunResult:
+        tools = _on_loop(self.host.tools, asyncio.get_running_loop())
+        return await _in_thread(lambda: self.host._fork(run_id, checkpoint, input, program, allow, tools))
+
+    async def history(self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0,
+                      limit: int = 100) -> HistoryPage:
+        return await _in_thread(lambda: self.host.history(run_id, kinds=kinds, after=after, limit=limit))
+
+    async def runs(self, *, limit: int = 50, after: str | None = None) -> RunsPage:
+        return await _in_thread(lambda: self.host.runs(limit=limit, after=after))
+
+    def halt(self, run_id: str) -> None:
+        self.host.halt(run_id)
+
+    def watch(self, run_id: str, *, poll: float = 0.05, timeout: float | None = None) -> AsyncIterator[dict]:
+        """`async for fact in host.watch(run_id)` (`flowrt.watch.watch_run_async`)."""
+        from flowrt.watch import watch_run_async
+
+        return watch_run_async(self.host.location, run_id, poll=poll, timeout=timeout)
+
+
+class AsyncRunHandle:
+    """A run going on in the background (`AsyncHost.start(..., detach=True)`), past its Start."""
+
+    def __init__(self, run_id: str, done: asyncio.Future, halt: threading.Event) -> None:
+        self.run_id = run_id
+        self._done = done
+        self._halt = halt
+
+    def done(self) -> bool:
+        return self._done.done()
+
+    async def wait(self) -> RunResult:
+        return await asyncio.shield(self._done)
+
+    def halt(self) -> None:
+        self._halt.set()
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _input_text(input: Mapping[str, Any] | str | None) -> str:
+    if isinstance(input, str):
+        return input
+    try:
+        return canonical.dumps(to_json(dict(input or {}))).decode("utf-8")
+    except (TypeError, ValueError) as problem:
+        raise Refused(f"the input is not data a Flow entry can take: {problem}") from None
+
+
+def _reply_outcome(reply: Any, typed: Any) -> Any:
+    """The outcome JSON of a reply given as a Tool callable would return it, its value written
+    by the call's types (`typed`, a `flowrt.tool_types.Typed`) when they are known."""
+    from flowrt.bindings import PENDING, Problem
+
+    if reply is PENDING:
+        raise Refused("a supplied reply cannot leave the call pending: give its outcome")
+    ok_term = typed.ok if typed is not None else None
+    err_term = typed.err if typed is not None else None
+    defs = typed.defs if typed is not None else None
+    try:
+        if isinstance(reply, Problem):
+            kind, value = reply.kind, reply.value
+        elif isinstance(reply, dict) and len(reply) == 1 and "Err" in reply and isinstance(reply["Err"], dict) \
+                and len(reply["Err"]) == 1:
+            (kind, value), = reply["Err"].items()
+        elif isinstance(reply, dict) and len(reply) == 1 and "Err" in reply:
+            return to_json(reply)  # not an outcome: the check says so
+        else:
+            value = reply["Ok"] if isinstance(reply, dict) and len(reply) == 1 and "Ok" in reply else reply
+            return {"Ok": to_json(value, ok_term, defs)}
+        return {"Err": {kind: to_json(value, err_term if kind == "Failed" else None, defs)}}
+    except TypeError as problem:
+        raise Refused(f"the reply is not data: {problem}") from None
+
+
+def _unboxed(box: dict) -> Any:
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+async def _in_thread(work: Callable[[], Any], halt: threading.Event | None = None) -> Any:
+    """`work()` on a thread of its own (a run blocks for as long as it goes), awaited without
+    blocking the loop. Cancelled, it halts the run it drives (`halt`) and stops waiting."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def run() -> None:
+        try:
+            result, error = work(), None
+        except BaseException as problem:
+            result, error = None, problem
+        try:
+            loop.call_soon_threadsafe(_settle, future, result, error)
+        except RuntimeError:
+            pass  # the loop closed: nobody waits for it any more
+
+    threading.Thread(target=run, name="flow run", daemon=True).start()
+    try:
+        return await future
+    except asyncio.CancelledError:
+        if halt is not None:
+            halt.set()
+        raise
+
+
+def _on_loop(tools: Mapping[str, Callable[..., Any]], loop: asyncio.AbstractEventLoop) -> dict:
+    """The tools, each awaitable they return awaited on `loop` (the application's) instead of a
+    new loop per call. A wrapper keeps its callable's signature (`functools.wraps`), so binding
+    checks and the `call` parameter see the callable itself."""
+    return {identity: _awaited_on(fn, loop) for identity, fn in tools.items()}
+
+
+def _awaited_on(fn: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def serve(**arguments: Any) -> Any:
+        result = fn(**arguments)
+        if not inspect.isawaitable(result):
+            return result
+        awaiting = _await(result)
+        future = asyncio.run_coroutine_threadsafe(awaiting, loop)
+        while True:
+            try:
+                return future.result(timeout=TICK)
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed() or not loop.is_running():
+                    future.cancel()
+                    awaiting.close()  # never started: nothing of it ran
+                    if inspect.iscoroutine(result):
+                        result.close()
+                    from flowrt.bindings import unknown
+
+                    return unknown("the application's event loop stopped with the call out")
+
+    return serve
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
