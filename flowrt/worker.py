@@ -122,6 +122,8 @@ class Worker:
         """Drive due runs until stopped (SIGTERM: exit 0, SIGINT: 130) or, with `once`, until
         nothing is due and nothing is being driven."""
         previous = self._install_signals()
+        sys.stderr.write(f"flow worker: driving the runs of {self.runs} ({self.concurrency} at a time)\n")
+        sys.stderr.flush()
         try:
             while self.stopping is None:
                 self.changed.clear()
