@@ -252,3 +252,42 @@ def test_a_run_is_parked_only_when_every_open_call_is_a_timer_or_pending():
     assert timers.parked_until({"t": out}, later, 6 * SECOND, now) is None  # due sooner than the threshold
     assert timers.parked_until({"p": pending}, later, SECOND, now) is None  # no timer: a pause, not a sleep
     assert timers.parked_until({"t": out}, later, None, now) is None  # not asked for
+
+
+ASK_WITH_TIMEOUT = """\
+use "std@v1/task"
+
+/// A person's answer; it comes through `flow resume --reply`.
+@tool pub flow ask(question: Text) -> Text
+
+flow asking() -> Text !tool = ask("ship it?")
+
+pub flow main(limit: Duration) -> Text !tool =
+    match task.timeout(asking, limit) {
+        Some(answer) => "answered: ${answer}",
+        None => "nobody answered in time",
+    }
+"""
+
+
+def test_a_question_with_a_timeout_sleeps_with_its_pending_call_and_either_can_win(tmp_path):
+    """The common wait: a person's answer raced with a timer. The run is let go of as sleeping
+    with the question pending; an answer before the deadline wins, and the sleep is stopped."""
+    (tmp_path / "ask.flow").write_text(ASK_WITH_TIMEOUT)
+    (tmp_path / "flow.toml").write_text('[tools]\n"ask" = { pending = true }\n')
+    runs = tmp_path / "runs"
+    done = flow("run", "ask.flow", "--input", '{"limit": "PT1H"}', "--runs", str(runs), "--park-after", "1",
+                cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    run_id = only_run(runs)
+    view = history(runs, run_id, tmp_path)
+    assert view["state"] == "sleeping" and view["pending"] == ["root/1#1"]
+    assert {e["call"]: e["status"] for e in view["open"]} == {"root/1#1": "pending", "root/2#1": "timer"}
+    assert view["hostDecision"]["pending"] == ["root/1#1"]
+    answered = flow("resume", run_id, "--runs", str(runs), "--call", "root/1#1", "--reply", '{"Ok": "yes"}',
+                    cwd=tmp_path)
+    assert answered.returncode == 0 and answered.stdout == '"answered: yes"\n', answered.stderr
+    [stop] = [f for f in facts(runs, run_id) if f["kind"] == "Stop"]
+    assert stop["closed"] == ["root/2#1"]  # the timer lost the race and was closed with no reply
+    [resent] = [r for r in host_records(runs, run_id) if r["kind"] == "resent"]
+    assert resent["call"] == "root/2#1" and parse_duration(resent["remaining"]).nanos > 3000 * SECOND
