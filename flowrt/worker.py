@@ -130,7 +130,7 @@ class Worker:
                 try:
                     look = self.look()
                 except StorageError as problem:
-                    self.say(f"storage failure: {problem}")
+                    sys.stderr.write(f"storage failure: {problem}\n")
                     return 5
                 started = self.start_due(look.due)
                 with self.lock:

@@ -271,3 +271,18 @@ def test_sigterm_halts_a_run_with_a_call_out_for_the_next_worker(work, tmp_path)
     assert f"{run_id}: recovered (a worker stopped): faulted" in again.stdout
     settled = [r for r in host_records(runs, run_id) if r["kind"] == "settled"]
     assert [(r["call"], r["as"]) for r in settled] == [("root#3", "Unknown")]
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_an_idle_worker_stops_on_a_signal(tmp_path, signum, code):
+    host = worker("--runs", str(tmp_path / "none-yet"), "--poll", "0.2", cwd=tmp_path)
+    host.send_signal(signum)
+    out, err = host.communicate(timeout=60)
+    assert host.returncode == code and out == "", err
+    assert not (tmp_path / "none-yet").exists()  # looking never creates the root
+
+
+def test_a_runs_root_that_cannot_be_read_is_a_storage_failure(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    done = flow("worker", "--runs", str(tmp_path / "file"), "--once", cwd=tmp_path)
+    assert done.returncode == 5 and "storage failure: the runs root" in done.stdout + done.stderr
