@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from flowrt import timers
 from flowrt.run_state import appender_holds, host_decision
-from flowrt.store import HISTORY, RunBusy, RunLog, Store, StorageError, open_store
+from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 
 #: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
 #: left as a crashed run, which the next worker recovers)
@@ -93,7 +93,7 @@ class _Look:
     """What one look over the store found: runs that may be due (to claim), and the earliest
     deadline of a sleeping run not yet due."""
 
-    due: list[str] = field(default_factory=list)
+    due: list[tuple[str, str | None]] = field(default_factory=list)  # (run id, its last fact's hash)
     next_wake: int | None = None
 
 
@@ -167,7 +167,7 @@ class Worker:
                     continue
                 decision = row.get("hostDecision")
                 if decision is None or _due_by_decision(decision, now) is not None:
-                    found.due.append(run_id)
+                    found.due.append((run_id, head))
                 elif decision.get("kind") == "sleeping":
                     until = timers.decision_until(decision)
                     if until is not None and (found.next_wake is None or until < found.next_wake):
@@ -176,23 +176,30 @@ class Worker:
             if after is None:
                 return found
 
-    def start_due(self, candidates: list[str]) -> int:
+    def start_due(self, candidates: list[tuple[str, str | None]]) -> int:
         """Claim and start driving as many due runs as there are free slots; how many started."""
         started = 0
-        for run_id in candidates:
+        for run_id, seen_head in candidates:
             with self.lock:
                 if self.stopping is not None or len(self.active) >= self.concurrency:
                     break
                 if run_id in self.active:
                     continue
-            log = claim(self.store, run_id)
+            try:
+                log = claim(self.store, run_id)
+            except StorageError as problem:  # damaged since the scan read it: not this worker's to mend
+                self.stuck[run_id] = seen_head
+                self.say(f"{run_id}: storage failure: {problem}")
+                continue
+            except (RunNotFound, ValueError):  # removed since the scan
+                continue
             if log is None:
                 continue
             try:
                 why = why_due(log, timers.now_ns())
             except StorageError as problem:
                 log.close()
-                self.stuck[run_id] = None
+                self.stuck[run_id] = seen_head
                 self.say(f"{run_id}: storage failure: {problem}")
                 continue
             if why is None:

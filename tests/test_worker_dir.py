@@ -286,3 +286,17 @@ def test_a_runs_root_that_cannot_be_read_is_a_storage_failure(tmp_path):
     (tmp_path / "file").write_text("not a directory")
     done = flow("worker", "--runs", str(tmp_path / "file"), "--once", cwd=tmp_path)
     assert done.returncode == 5 and "storage failure: the runs root" in done.stdout + done.stderr
+
+
+def test_a_damaged_run_is_left_and_the_others_are_recovered(work, tmp_path):
+    runs = tmp_path / "runs"
+    made = crashed_runs(work, runs, 2)
+    damaged, good = made["r0"], made["r1"]
+    history_path = runs / damaged / "history.jsonl"
+    data = bytearray(history_path.read_bytes())
+    data[data.index(b'"r0:a"') + 2] ^= 0x01  # a flipped bit in the first Call's arguments
+    history_path.write_bytes(bytes(data))
+    done = flow("worker", "--runs", str(runs), "--once", "--allow", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{good}: recovered (crashed): completed" in done.stdout and damaged not in done.stdout
+    assert history_path.read_bytes() == bytes(data)  # nothing written to the damaged run
