@@ -211,7 +211,7 @@ def test_park_after_lets_go_of_a_run_waiting_only_on_a_timer(tmp_path):
     assert f"sleeping until {timer['deadline']}" in view["reason"]
     listed = json.loads(flow("runs", "--runs", str(runs), "--json", cwd=tmp_path).stdout)
     assert listed["runs"][0]["hostDecision"]["kind"] == "sleeping"
-    assert "sleeping" in flow("runs", "--runs", str(runs), cwd=tmp_path).stdout
+    assert f"sleeping until {timer['deadline']}" in flow("runs", "--runs", str(runs), cwd=tmp_path).stdout
     # A resume before the deadline parks it again when asked to, or waits out the rest.
     again = flow("resume", run_id, "--runs", str(runs), "--park-after", "0.2", cwd=tmp_path)
     if again.returncode == 3:
