@@ -510,7 +510,7 @@ _park_after_option = click.option(
 @click.pass_context
 def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str | None, resend: tuple[str, ...],
                    runs_dir: str | None, allow: bool, park_after: float | None, color: str | None) -> None:
-    """Continue a paused, halted or crashed run from its history."""
+    """Continue a paused, sleeping, halted or crashed run from its history."""
     from flowrt.replay import resume
 
     if (call is None) != (reply is None):
