@@ -230,19 +230,59 @@ class PendingTools(Implementation):
 
 
 class ClockTools(Implementation):
-    """The host's std@v1/clock: `now` reads the wall clock, `sleep` waits."""
+    """The host's std@v1/clock: `now` reads the wall clock, `sleep` waits until its deadline.
+
+    The Driver serves a sleep through `sleep_until` once its deadline is a host record
+    (flowrt/timers.py), so a resumed run waits only for what remains; a sleep that is cancelled
+    (its task stopped) or whose run lets go of it (`close`) delivers nothing."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waits: dict[str, threading.Event] = {}  # call id -> set to stop its sleep
+        self.closed = False
 
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
         if tool.endswith(".now"):
             deliver(call_id, {"Ok": _rfc3339(time.time_ns())})
             return
         seconds = _duration_seconds(arguments.get("d", "PT0S"))
+        self.sleep_until(call_id, time.time_ns() + int(max(0.0, seconds) * 1e9), deliver)
+
+    def sleep_until(self, call_id: str, deadline_ns: int, deliver: Deliver) -> None:
+        """Deliver Ok(()) to `call_id` once the wall clock reaches `deadline_ns` (at once if it has)."""
+        stop = threading.Event()
+        with self.lock:
+            if self.closed:
+                return
+            self.waits[call_id] = stop
 
         def later() -> None:
-            time.sleep(max(0.0, seconds))
-            deliver(call_id, {"Ok": None})
+            # Waits in steps, each against the wall clock, so a long sleep ends at its deadline
+            # even if the machine was suspended meanwhile.
+            while not stop.is_set():
+                left = (deadline_ns - time.time_ns()) / 1e9
+                if left <= 0:
+                    break
+                stop.wait(min(left, 60.0))
+            with self.lock:
+                self.waits.pop(call_id, None)
+            if not stop.is_set():
+                deliver(call_id, {"Ok": None})
 
         threading.Thread(target=later, name=f"sleep {call_id}", daemon=True).start()
+
+    def cancel(self, call_id: str) -> None:
+        with self.lock:
+            stop = self.waits.pop(call_id, None)
+        if stop is not None:
+            stop.set()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            waits, self.waits = self.waits, {}
+        for stop in waits.values():
+            stop.set()
 
     def label(self) -> str:
         return "host clock"

@@ -169,7 +169,7 @@ def plain_run(args: list[str]) -> dict | None:
 
 def run_program(file: str, entry: str = "main", input_text: str | None = None, runs_dir: str | None = None,
                 allow: bool = False, redactable: bool = False, checkpoints: str = "every",
-                color: str = "auto") -> int:
+                color: str = "auto", park_after: float | None = None) -> int:
     """`flow run`: run a program live, recording its history; reports the outcome and returns the
     exit code."""
     text = read_input(input_text)
@@ -188,7 +188,7 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
         child.kill()
         raise
     outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
-                  inline_limit=0 if redactable else None, child=child)
+                  inline_limit=0 if redactable else None, child=child, park_after=park_after)
     return report_outcome(color, outcome)
 
 
@@ -226,7 +226,16 @@ def report_outcome(color: str, outcome) -> int:
     if outcome.output is not None:
         sys.stdout.buffer.write(outcome.output + b"\n")
         sys.stdout.flush()
-    if outcome.exit_code == 3 and outcome.pending:
+    if outcome.exit_code == 3 and outcome.sleeping_until is not None:
+        from flowrt.timers import deadline_text
+
+        sys.stdout.write(f"sleeping: run {outcome.run_id} until {deadline_text(outcome.sleeping_until)}\n")
+        for call in outcome.timers or {}:
+            sys.stdout.write(f"  timer {call} due {deadline_text(outcome.timers[call])}\n")
+        for call in outcome.pending:
+            sys.stdout.write(f"  pending call {call}\n")
+        sys.stdout.write(f"wake with: flow resume {outcome.run_id} (a flow worker on these runs wakes it when due)\n")
+    elif outcome.exit_code == 3 and outcome.pending:
         sys.stdout.write(f"paused: run {outcome.run_id}\n")
         for call in outcome.pending:
             sys.stdout.write(f"  pending call {call}\n")

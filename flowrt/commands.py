@@ -506,6 +506,13 @@ def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_jso
     ctx.exit(result.exit_code)
 
 
+_park_after_option = click.option(
+    "--park-after", "park_after", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+    help="Let go of the run (exit 3, a `sleeping` host record) when it waits only on clock.sleep timers "
+         "(and pending calls) due more than SECONDS from now; `flow resume` or `flow worker` wakes it. "
+         "Default: sleep in this process.")
+
+
 @main.command("resume")
 @click.argument("run_id")
 @click.option("--call", "call", default=None, help="The open call the reply answers.")
@@ -513,11 +520,12 @@ def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_jso
 @click.option("--resend", multiple=True, help="Send a call that was out at a crash again, under the same id.")
 @click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@_park_after_option
 @_color_option
 @click.pass_context
 def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str | None, resend: tuple[str, ...],
-                   runs_dir: str | None, allow: bool, color: str | None) -> None:
-    """Continue a paused, halted or crashed run from its history."""
+                   runs_dir: str | None, allow: bool, park_after: float | None, color: str | None) -> None:
+    """Continue a paused, sleeping, halted or crashed run from its history."""
     from flowrt.replay import resume
 
     if (call is None) != (reply is None):
@@ -526,7 +534,7 @@ def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str
     text = sys.stdin.read() if reply == "-" else reply
     ask = None if reply == "-" else _ask_on_terminal
     outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
-                     ask=ask)
+                     ask=ask, park_after=park_after)
     _report_outcome(ctx, color, outcome)
 
 
@@ -543,13 +551,41 @@ def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources)
 @click.option("--redactable", is_flag=True, help="Store every value by reference, so any can be redacted later.")
 @click.option("--checkpoints", default="every", show_default=True,
               help="Where to take checkpoints: every (each place), off, or N (every Nth place).")
+@_park_after_option
 @_color_option
 @click.pass_context
 def run_command(ctx: click.Context, file: str, entry: str, input_text: str | None, runs_dir: str | None,
-                allow: bool, redactable: bool, checkpoints: str, color: str | None) -> None:
+                allow: bool, redactable: bool, checkpoints: str, park_after: float | None, color: str | None) -> None:
     """Run a program live, recording its history."""
     # Without click too: `flowrt.cli` runs a plain `flow run` itself.
-    ctx.exit(run_program(file, entry, input_text, runs_dir, allow, redactable, checkpoints, _color(ctx, color)))
+    ctx.exit(run_program(file, entry, input_text, runs_dir, allow, redactable, checkpoints, _color(ctx, color),
+                         park_after=park_after))
+
+
+@main.command("worker")
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--concurrency", type=click.IntRange(min=1, max=256), default=4, show_default=True,
+              help="How many runs to drive at once.")
+@click.option("--tools", "tools", type=click.Path(dir_okay=False), default=None,
+              help="The flow.toml to bind every run's Tools from (default: the one beside each run's root file).")
+@click.option("--once", is_flag=True, help="Do what is due now (recover crashed runs, wake due timers), then exit.")
+@click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@click.option("--park-after", "park_after", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              metavar="SECONDS", help="Let go of a run that waits only on timers due more than SECONDS from now.")
+@click.option("--poll", type=click.FloatRange(min=0.05, max=3600), default=2.0, show_default=True,
+              metavar="SECONDS", help="How often to look for runs to recover (crashed) or wake (sleeping).")
+@_color_option
+@click.pass_context
+def worker_command(ctx: click.Context, runs_dir: str | None, concurrency: int, tools: str | None, once: bool,
+                   allow: bool, park_after: float, poll: float, color: str | None) -> None:
+    """Drive the runs of a runs directory that need a host: recover crashed ones, wake sleeping ones at their
+    deadlines. Runs until SIGTERM or SIGINT (its runs are let go of, resumable) or, with --once, until nothing
+    is left to do now."""
+    from flowrt.worker import Worker
+
+    worker = Worker(_runs_dir(runs_dir), concurrency=concurrency, manifest=tools, allow=allow,
+                    park_after=park_after, poll=poll)
+    ctx.exit(worker.serve(once=once))
 
 
 def _report_outcome(ctx: click.Context, color: str | None, outcome) -> None:

@@ -194,7 +194,7 @@ def render_runs(page: dict) -> str:
         last = row.get("lastFact") or {}
         lines.append(f"{row['run']:<32} {row['record']:<18} {row.get('ending') or '-':<10} {name:<28} "
                      f"facts={last.get('n', 0)}" + (" truncated" if row.get("truncated") else "")
-                     + (f" {row['hostDecision'].get('kind')}" if isinstance(row.get("hostDecision"), dict)
+                     + (f" {_decision_text(row['hostDecision'])}" if isinstance(row.get("hostDecision"), dict)
                         else (f" {row['hostDecision']}" if row.get("hostDecision") else "")))
     for row in page["runs"]:
         if row.get("problem"):
@@ -210,3 +210,10 @@ def _problem_text(problem: dict) -> str:
     """A discovery problem as a line: its component, status, message and damaged fact."""
     fact = f" (fact {problem['fact']})" if problem.get("fact") is not None else ""
     return f"{problem.get('component')} {problem.get('status')}: {problem.get('message')}{fact}"
+
+
+def _decision_text(decision: dict) -> str:
+    """A host decision in a line of `flow runs`: its kind, and for a sleeping run until when."""
+    if decision.get("kind") == "sleeping" and decision.get("until"):
+        return f"sleeping until {decision['until']}"
+    return str(decision.get("kind"))

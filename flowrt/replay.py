@@ -36,7 +36,8 @@ from flowc.compiled import Compiled
 from flowdata import canonical, codec
 from flowrt.bind import RunHost, bind
 from flowrt.refusal import Refused
-from flowrt.run import Driver, Prepared, RunOutcome, admitted_by, halt_reason
+from flowrt import timers
+from flowrt.run import Driver, Prepared, RunOutcome, admitted_by, halt_reason, let_go_record
 from flowrt.store import Hole, RunLog, open_store, StorageError
 
 
@@ -447,6 +448,7 @@ class ReplayDriver(Driver):
         self.settled = True
         paused = _paused_calls(self.store)
         supplied_id = self.supplied[0] if self.supplied else None
+        deadlines = None
         for call_id in sorted(self.recorded_open):
             entry = self.recorded_open[call_id]
             typed = self.typed(entry["tool"], entry["types"], call_id)
@@ -454,6 +456,12 @@ class ReplayDriver(Driver):
                 admitted = admitted_by(typed)(self.supplied[1])
                 self.deliver(call_id, admitted)
                 self.open_calls[call_id] = {"tool": entry["tool"], "pending": False, "typed": typed}
+            elif self.serves_clock(entry["tool"]):
+                # The host's own clock is the host's to settle (DESIGN.md §3): sent again, a
+                # sleep for what remains of it (flowrt/timers.py).
+                if deadlines is None:
+                    deadlines = timers.recorded_deadlines(self.store.host_records())
+                self.resend_clock(call_id, entry["tool"], entry["arguments"], typed, deadlines)
             elif call_id in paused:
                 # Left pending at a pause: it stays open; its implementation may answer it.
                 self.open_calls[call_id] = {"tool": entry["tool"], "pending": True, "typed": typed}
@@ -507,8 +515,8 @@ def _recorded_policy(store: RunLog) -> str:
 def _paused_calls(store: RunLog) -> set[str]:
     records = store.host_records()
     for record in reversed(records):
-        if record.get("kind") in ("paused", "halted") and record.get("head") == store.head:
-            return set(record.get("pending", [])) if record["kind"] == "paused" else set()
+        if record.get("kind") in ("paused", "halted", "sleeping") and record.get("head") == store.head:
+            return set(record.get("pending", [])) if record["kind"] != "halted" else set()
     return set()
 
 
@@ -672,14 +680,29 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
 
 def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
-           durability: str = "fsync", halt=None) -> RunOutcome:
-    """Continue a paused, halted or crashed run. `halt`: as for `flowrt.run.run`."""
+           durability: str = "fsync", halt=None, park_after: float | None = None,
+           manifest: str | None = None) -> RunOutcome:
+    """Continue a paused, halted, sleeping or crashed run. `halt` and `park_after`: as for
+    `flowrt.run.run`; `manifest`: a flow.toml to bind from instead of the one beside the file
+    the run was started from."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     except Exception as problem:
         return RunOutcome(2, run_id, message=str(problem))
+    return resume_claimed(store, runs_dir, call=call, reply_text=reply_text, resend=resend,
+                          python_tools=python_tools, allow=allow, ask=ask, durability=durability, halt=halt,
+                          park_after=park_after, manifest=manifest)
+
+
+def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, reply_text: str | None = None,
+                   resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False,
+                   ask=None, durability: str = "fsync", halt=None, park_after: float | None = None,
+                   manifest: str | None = None) -> RunOutcome:
+    """`resume` of a run already opened for appending (`store`, which this closes): what a
+    worker calls once it holds the run (flowrt/worker.py), and `flow resume` after opening it."""
+    run_id = store.run_id
     try:
         if store.ended:
             # A damaged record is a storage failure even when nothing would be read from it.
@@ -701,7 +724,13 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
         for call_id in sorted(resend or ()):
             if call_id not in outstanding:
                 return RunOutcome(2, run_id, message=f"--resend {call_id}: that call is not open")
-        manifest = _manifest_path(store)
+        if manifest is not None:
+            import os
+
+            # bind() looks for flow.toml beside the root file it is given
+            manifest = os.path.join(os.path.dirname(os.path.abspath(manifest)), "main.flow")
+        else:
+            manifest = _manifest_path(store)
         try:
             prepared = prepared_from_history(store, bind_tools=True, python_tools=python_tools, allow=allow,
                                              ask=ask, path_for_manifest=manifest, host=RunHost(runs_dir, durability))
@@ -711,6 +740,7 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
             return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
         driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
         driver.halt = halt
+        driver.park_after = timers.seconds_ns(park_after)
         return drive_live(driver)
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
@@ -733,7 +763,7 @@ def drive_live(driver: ReplayDriver) -> RunOutcome:
         store.host_record({"kind": "halted", "head": store.head, "reason": reason})
         return RunOutcome(130, run_id, message=message)
     if outcome.exit_code == 3:
-        store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
+        let_go_record(store, outcome)
     return outcome
 
 

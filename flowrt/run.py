@@ -36,6 +36,7 @@ from flowrt.bind import RunHost, bind
 from flowrt.refusal import INPUT, Refused, _line_of, refuse
 from flowrt.tool_types import Typed, ToolTypes
 from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
+from flowrt import timers
 
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
@@ -57,6 +58,10 @@ class RunOutcome:
     result_type: tuple[Any, dict] | None = None
     #: for a pause: each pending call's (Tool, `Typed`), for the shape of the reply it expects
     pending_types: dict[str, tuple[str, Typed]] = field(default_factory=dict)
+    #: a run let go of while it waits on timers (exit 3): the earliest deadline (ns since the
+    #: epoch) and each open timer's deadline by call id; `pending` lists the other open calls
+    sleeping_until: int | None = None
+    timers: dict[str, int] | None = None
 
 
 # ---- preparing a run ---------------------------------------------------------------------------
@@ -186,7 +191,13 @@ def checkpoint_functions(compiled: Compiled) -> dict[str, dict]:
 
 class HaltRequested(KeyboardInterrupt):
     """A halt asked for from another thread by setting the run's `halt` event (an MCP client
-    cancelled the call that drives the run). It is an interrupt, handled exactly as Ctrl-C is."""
+    cancelled the call that drives the run). It is an interrupt, handled exactly as Ctrl-C is.
+    `reason` is the `halted` record's: the event's own `reason` attribute when it has one (a
+    worker that stops says `worker-stop`), else `interrupt`."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__(reason or "interrupt")
+        self.reason = reason or "interrupt"
 
 
 class DeadlineHalt(KeyboardInterrupt):
@@ -205,7 +216,21 @@ def halt_reason(interrupt: KeyboardInterrupt) -> tuple[str, str]:
     """(the `halted` record's reason, the message) for an interrupt that halted a run."""
     if isinstance(interrupt, DeadlineHalt):
         return "deadline", f"halted: {interrupt.message}"
+    if isinstance(interrupt, HaltRequested) and interrupt.reason != "interrupt":
+        return interrupt.reason, f"halted ({interrupt.reason})"
     return "interrupt", "halted by an interrupt"
+
+
+def let_go_record(store: RunLog, outcome: RunOutcome) -> None:
+    """The host's decision for a run it lets go of with exit 3: `sleeping` (waiting on timers,
+    flowrt/timers.py) or `paused`. Written while the host still holds the run (before `close`
+    drops the lock), so a reader that finds no appender finds the decision too, and never takes
+    the pause for a crash."""
+    if outcome.sleeping_until is not None:
+        store.host_record(timers.sleeping_record(store.head, outcome.sleeping_until, outcome.timers or {},
+                                                 outcome.pending))
+    else:
+        store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
 
 
 class Driver:
@@ -235,11 +260,17 @@ class Driver:
         #: tick while the host waits on the child or for a reply, and after a Tool call served
         #: on the host's own thread returns
         self.halt: threading.Event | None = None
+        #: the deadline (ns since the epoch) of each open `clock.sleep` the host serves itself
+        self.timers: dict[str, int] = {}
+        #: let go of the run (a `sleeping` decision) when it waits only on timers and pending
+        #: calls, the earliest timer due more than this many ns from now; also, with a halt
+        #: asked for, whenever it waits only on those. None: wait in the process (the default)
+        self.park_after: int | None = None
 
     def check_halt(self) -> None:
         halt = self.halt
         if halt is not None and halt.is_set():
-            raise HaltRequested
+            raise HaltRequested(getattr(halt, "reason", None))
 
     def next_reply(self) -> tuple[str, Any]:
         if self.halt is None:
@@ -390,7 +421,56 @@ class Driver:
             if following is not None and (following is message or following.get("op") == "wait"):
                 self.inline = (implementation, call_id, tool, message["arguments"], typed)
                 return
+        if tool == timers.SLEEP and type(implementation) is B.ClockTools:
+            self.start_timer(implementation, call_id, message["arguments"])
+            return
         implementation.call(self.run_id, call_id, tool, message["arguments"], typed, self.deliver)
+
+    def start_timer(self, clock: "B.ClockTools", call_id: str, arguments: dict) -> None:
+        """Serve a sleep: its deadline a durable host record first (the Call already is), then
+        the wait until it, so that a crash from here on costs the run none of the time slept."""
+        deadline = timers.deadline_of(arguments, timers.now_ns())
+        self.store.host_record(timers.timer_record(call_id, deadline))
+        self.timers[call_id] = deadline
+        clock.sleep_until(call_id, deadline, self.deliver)
+
+    def resend_clock(self, call_id: str, tool: str, arguments: dict, typed: Typed,
+                     deadlines: dict[str, int]) -> None:
+        """After a crash or a halt (resume's settling): the host's own clock call sent again
+        under the same id, a sleep for the time that remains until its recorded deadline
+        (`deadlines`, from the timer records), `now` as it is. Recorded as a `resent` decision."""
+        implementation = self.prepared.implementations[tool]
+        self.open_calls[call_id] = {"tool": tool, "pending": False, "typed": typed}
+        if tool != timers.SLEEP:
+            self.store.host_record({"kind": "resent", "call": call_id, "head": self.store.head})
+            implementation.call(self.run_id, call_id, tool, arguments, typed, self.deliver)
+            return
+        deadline = deadlines.get(call_id)
+        if deadline is None:
+            # No timer record: the host stopped before the sleep started, so all of it is left.
+            deadline = timers.deadline_of(arguments, timers.now_ns())
+            self.store.host_record(timers.timer_record(call_id, deadline))
+        self.store.host_record({"kind": "resent", "call": call_id, "head": self.store.head,
+                                "deadline": timers.deadline_text(deadline),
+                                "remaining": timers.remaining_text(deadline)})
+        self.timers[call_id] = deadline
+        implementation.sleep_until(call_id, deadline, self.deliver)
+
+    def serves_clock(self, tool: str) -> bool:
+        """Whether `tool` is the host's own clock (not a stand-in an embedding bound)."""
+        return tool in (timers.SLEEP, timers.NOW) and \
+            type(self.prepared.implementations.get(tool)) is B.ClockTools
+
+    def park(self, until: int) -> RunOutcome:
+        """Let go of a run that waits only on timers (and pending calls): exit 3, and the
+        caller writes the `sleeping` decision (`let_go_record`)."""
+        self.make_durable()
+        open_calls = self.open_calls
+        pending = sorted(c for c, e in open_calls.items() if e["pending"])
+        return RunOutcome(3, self.run_id, pending=pending,
+                          pending_types={c: (open_calls[c]["tool"], open_calls[c]["typed"]) for c in pending},
+                          sleeping_until=until,
+                          timers={c: self.timers[c] for c in sorted(open_calls) if c in self.timers})
 
     def typed(self, tool: str, types: Any, call_id: str) -> Typed:
         """The Tool at the call's type arguments. Arguments that do not fit its declaration are
@@ -415,17 +495,32 @@ class Driver:
                 ids = sorted(open_calls)
                 return RunOutcome(3, self.run_id, pending=ids,
                                   pending_types={c: (open_calls[c]["tool"], open_calls[c]["typed"]) for c in ids})
-            self.check_halt()
-            if self.arrived:
-                call_id, outcome = self.arrived.pop(0)
-            else:
-                self.make_durable()
-                call_id, outcome = self.next_reply()
+            if self.timers and self.park_after is not None:
+                until = timers.parked_until(open_calls, self.timers, self.park_after)
+                if until is not None:
+                    return self.park(until)
+            try:
+                self.check_halt()
+                if self.arrived:
+                    call_id, outcome = self.arrived.pop(0)
+                else:
+                    self.make_durable()
+                    call_id, outcome = self.next_reply()
+            except HaltRequested:
+                # A host asked to let go of sleeping runs lets go of one that waits only on
+                # timers as sleeping (a worker wakes it at its deadline) rather than halted.
+                until = timers.parked_until(open_calls, self.timers, timers.ANY_TIME) \
+                    if self.park_after is not None else None
+                if until is None:
+                    raise
+                return self.park(until)
             if call_id not in open_calls:
                 continue
             if outcome is B.PENDING:
                 open_calls[call_id]["pending"] = True
                 continue
+            if self.timers:
+                self.timers.pop(call_id, None)
             admitted = admitted_by(open_calls.pop(call_id)["typed"])(outcome)
             self.record("Reply", {"call": call_id, "outcome": admitted}, sync=False)
             self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
@@ -475,6 +570,7 @@ class Driver:
                                    "closed": closed})
         for call_id in calls:
             entry = self.open_calls.pop(call_id)
+            self.timers.pop(call_id, None)
             tool = entry["tool"]
             if call_id in answered:
                 self.record("Reply", {"call": call_id, "outcome": admitted_by(entry["typed"])(answered[call_id])})
@@ -553,7 +649,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
         halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
-        outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None) -> RunOutcome:
+        outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None,
+        park_after: float | None = None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
@@ -563,7 +660,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     once storage has accepted Start, before the program is driven. A nested run (flowrt/nested.py)
     passes `read` (its submitted source), its `run_id`, `outer` ({run, call}, named in Start) and
     the outer program's `manifest_dir`. `jail` (`flow mcp --root`): no module or pinned directory
-    outside it is read."""
+    outside it is read. `park_after` (seconds): let go of the run, as sleeping, when it waits
+    only on timers due later than that (flowrt/timers.py); None waits in the process."""
     if child is None:
         from flowrt.sandbox_process import Child
 
@@ -601,15 +699,14 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     store.host_record({"kind": "checkpoints", "policy": checkpoints})
     driver = Driver(prepared, store, run_id, child, checkpoints)
     driver.halt = halt
+    driver.park_after = timers.seconds_ns(park_after)
     try:
         if on_start is not None:
             on_start(run_id, store.facts()[0])
         outcome = driver.run()
         if outcome.exit_code == 3:
-            # Written before the run is let go of (`close` drops the lock): a reader that finds
-            # no appender then finds the decision too, and never takes the pause for a crash.
             try:
-                store.host_record({"kind": "paused", "head": store.head, "pending": outcome.pending})
+                let_go_record(store, outcome)
             except StorageError:
                 pass
     except StorageError as problem:

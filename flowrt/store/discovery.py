@@ -191,7 +191,7 @@ def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
     records = host.records
     head = facts[-1]["hash"]
     for record in records:
-        if record["kind"] in ("paused", "halted") and record.get("head") == head:
+        if record["kind"] in ("paused", "sleeping", "halted") and record.get("head") == head:
             row["hostDecision"] = record
     return row
 

@@ -1,0 +1,285 @@
+"""`flow worker`: a host that drives the runs of a store that need one, until it is stopped.
+
+It looks at the store's runs (`Store.scan`, every `poll` seconds and whenever a run it drives
+lets go) and drives, `concurrency` at a time, each run that is due:
+
+- **crashed**: no host holds it and none recorded a decision at its last fact (its host died, or
+  a storage failure stopped it), or a worker stopping halted it (`halted`, reason
+  `worker-stop`). It is resumed exactly as `flow resume RUN` resumes it (`resume_claimed`): open
+  calls settled as after a crash (the host's clock sent again, a sleep for what remains of it;
+  the rest answered Unknown).
+- **sleeping** with its earliest deadline passed (a `sleeping` host decision, flowrt/timers.py):
+  woken the same way; its sleeps are sent again for what remains (nothing, by now).
+
+Paused runs (they wait for a reply only a person or `flow resume --reply` gives), runs halted by
+anyone but a worker, and ended runs are left alone. A run it drives that comes to wait only on
+timers due more than `park_after` seconds away is let go of as sleeping, so a waiting run holds
+no slot; the worker wakes it at its deadline. SIGTERM or SIGINT stops the worker cleanly: each
+run it drives is let go of (sleeping, when it waits only on timers; else halted with reason
+`worker-stop`, which the next worker recovers), and it exits 0 (SIGTERM) or 130 (SIGINT).
+
+Two workers on one store never drive one run at once: a run is driven only once it is
+*claimed* (`claim`), and what is due is decided again from the claimed record, since another
+host may have driven it between the scan and the claim. On the run directory the claim is the
+appender's lock (one appender per run, held until the run is let go of, dropped by the kernel
+if the process dies); a database store differs only there (a lease with a fencing epoch).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from flowrt import timers
+from flowrt.run_state import appender_holds, host_decision
+from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
+
+#: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
+#: left as a crashed run, which the next worker recovers)
+STOP_GRACE_SECONDS = 20.0
+
+#: a `halted` record with this reason was written by a worker that stopped: the run is due
+WORKER_STOP = "worker-stop"
+
+
+class _Stop(threading.Event):
+    """The halt event a worker hands each run it drives; its `reason` goes into the `halted`
+    record (`flowrt.run.HaltRequested`)."""
+
+    reason = WORKER_STOP
+
+
+def claim(store: Store, run_id: str) -> RunLog | None:
+    """Take run `run_id` for driving, or None when another host has it. The one place a store's
+    way of claiming shows: on the run directory, opening for appending takes the appender's lock
+    (`RunBusy` when another process holds it). The lock is probed first without taking it, so a
+    run another host is driving costs no wait for the lock."""
+    root = getattr(store, "root", None)
+    if root is not None and appender_holds(os.path.join(root, run_id, HISTORY)):
+        return None
+    try:
+        return store.open(run_id, for_append=True)
+    except RunBusy:
+        return None
+
+
+def why_due(log: RunLog, at_ns: int) -> str | None:
+    """Why a claimed run is due now (`crashed`, `worker-stop`, `sleeping`), or None. Read from
+    the claimed record itself: what the scan saw may have changed before the claim."""
+    if log.ended:
+        return None
+    decision = host_decision(log.host_records(), log.head)
+    if decision is None:
+        return "crashed"
+    return _due_by_decision(decision, at_ns)
+
+
+def _due_by_decision(decision: dict, at_ns: int) -> str | None:
+    kind = decision.get("kind")
+    if kind == "halted" and decision.get("reason") == WORKER_STOP:
+        return WORKER_STOP
+    if kind == "sleeping":
+        until = timers.decision_until(decision)
+        if until is not None and until <= at_ns:
+            return "sleeping"
+    return None
+
+
+@dataclass
+class _Look:
+    """What one look over the store found: runs that may be due (to claim), and the earliest
+    deadline of a sleeping run not yet due."""
+
+    due: list[tuple[str, str | None]] = field(default_factory=list)  # (run id, its last fact's hash)
+    next_wake: int | None = None
+
+
+class Worker:
+    def __init__(self, runs: str, *, concurrency: int = 4, manifest: str | None = None, allow: bool = False,
+                 park_after: float = 5.0, poll: float = 2.0, out=None) -> None:
+        self.runs = runs
+        self.store = open_store(runs)
+        self.concurrency = concurrency
+        self.manifest = manifest
+        self.allow = allow
+        self.park_after = park_after
+        self.poll = poll
+        self.out = out or sys.stdout
+        self.lock = threading.Lock()
+        self.active: dict[str, tuple[threading.Thread, _Stop]] = {}
+        #: runs a drive left where it found them (refused, a storage failure), by the head it
+        #: had then: not tried again until their history moves on
+        self.stuck: dict[str, str | None] = {}
+        self.changed = threading.Event()  # a drive ended, or a stop was asked for
+        self.stopping: int | None = None  # the signal that asked the worker to stop
+
+    # -- the loop
+
+    def serve(self, *, once: bool = False) -> int:
+        """Drive due runs until stopped (SIGTERM: exit 0, SIGINT: 130) or, with `once`, until
+        nothing is due and nothing is being driven."""
+        previous = self._install_signals()
+        sys.stderr.write(f"flow worker: driving the runs of {self.runs} ({self.concurrency} at a time)\n")
+        sys.stderr.flush()
+        try:
+            while self.stopping is None:
+                self.changed.clear()
+                try:
+                    look = self.look()
+                except StorageError as problem:
+                    sys.stderr.write(f"storage failure: {problem}\n")
+                    return 5
+                started = self.start_due(look.due)
+                with self.lock:
+                    busy = bool(self.active)
+                if once and not busy and not started:
+                    return 0
+                wait = self.poll
+                if look.next_wake is not None:
+                    wait = min(wait, max(0.0, (look.next_wake - timers.now_ns()) / 1e9))
+                self.changed.wait(wait)
+            return self.let_go()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def look(self) -> _Look:
+        """One pass over the store's runs (page by page): those that may be due, by what the
+        scan shows (a run with no decision at its last fact may also be one another host is
+        driving: the claim tells)."""
+        found = _Look()
+        now = timers.now_ns()
+        after = None
+        while True:
+            page = self.store.scan(limit=200, after=after)
+            for problem in page.get("problems", []):
+                if problem.get("status") != "not-created":
+                    raise StorageError(f"the runs root: {problem.get('message')}")
+            for row in page["runs"]:
+                if row.get("record") != "incomplete" or row.get("problem") is not None:
+                    continue
+                run_id = row["run"]
+                head = (row.get("lastFact") or {}).get("hash")
+                if run_id in self.stuck and self.stuck[run_id] == head:
+                    continue
+                decision = row.get("hostDecision")
+                if decision is None or _due_by_decision(decision, now) is not None:
+                    found.due.append((run_id, head))
+                elif decision.get("kind") == "sleeping":
+                    until = timers.decision_until(decision)
+                    if until is not None and (found.next_wake is None or until < found.next_wake):
+                        found.next_wake = until
+            after = page.get("nextAfter")
+            if after is None:
+                return found
+
+    def start_due(self, candidates: list[tuple[str, str | None]]) -> int:
+        """Claim and start driving as many due runs as there are free slots; how many started."""
+        started = 0
+        for run_id, seen_head in candidates:
+            with self.lock:
+                if self.stopping is not None or len(self.active) >= self.concurrency:
+                    break
+                if run_id in self.active:
+                    continue
+            try:
+                log = claim(self.store, run_id)
+            except StorageError as problem:  # damaged since the scan read it: not this worker's to mend
+                self.stuck[run_id] = seen_head
+                self.say(f"{run_id}: storage failure: {problem}")
+                continue
+            except (RunNotFound, ValueError):  # removed since the scan
+                continue
+            if log is None:
+                continue
+            try:
+                why = why_due(log, timers.now_ns())
+            except StorageError as problem:
+                log.close()
+                self.stuck[run_id] = seen_head
+                self.say(f"{run_id}: storage failure: {problem}")
+                continue
+            if why is None:
+                log.close()  # driven by another host since the scan: nothing to do now
+                continue
+            stop = _Stop()
+            thread = threading.Thread(target=self.drive, args=(log, why, stop), name=f"drive {run_id}",
+                                      daemon=True)
+            with self.lock:
+                self.active[run_id] = (thread, stop)
+            thread.start()
+            started += 1
+        return started
+
+    def drive(self, log: RunLog, why: str, stop: _Stop) -> None:
+        """Resume one claimed run as `flow resume` would (the same code path), then let it go."""
+        from flowrt.replay import resume_claimed
+
+        run_id = log.run_id
+        head = log.head
+        try:
+            outcome = resume_claimed(log, self.runs, allow=self.allow, halt=stop, park_after=self.park_after,
+                                     manifest=self.manifest)
+            if outcome.exit_code in (2, 5):
+                self.stuck[run_id] = head
+            self.say(f"{run_id}: {_woke_because(why)}: {_ending(outcome)}"
+                     + (f" ({outcome.message})" if outcome.message and outcome.exit_code not in (3, 130) else ""))
+        except BaseException as problem:  # a bug in driving one run must not stop the others
+            self.stuck[run_id] = head
+            self.say(f"{run_id}: {_woke_because(why)}: failed: {type(problem).__name__}: {problem}")
+        finally:
+            log.close()
+            with self.lock:
+                self.active.pop(run_id, None)
+            self.changed.set()
+
+    # -- stopping
+
+    def _install_signals(self) -> dict:
+        previous = {}
+        if threading.current_thread() is not threading.main_thread():
+            return previous  # embedded in a thread: the embedder stops it with `stop`
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, lambda number, frame: self.stop(number))
+        return previous
+
+    def stop(self, signum: int = signal.SIGTERM) -> None:
+        """Ask the worker to stop: it lets go of its runs and `serve` returns."""
+        if self.stopping is None:
+            self.stopping = signum
+        self.changed.set()
+
+    def let_go(self) -> int:
+        """Let go of every run being driven (each notices within a poll tick), waiting a bounded
+        time for them."""
+        with self.lock:
+            active = list(self.active.items())
+        for _, (_, stop) in active:
+            stop.set()
+        deadline = timers.now_ns() + int(STOP_GRACE_SECONDS * 1e9)
+        for run_id, (thread, _) in active:
+            thread.join(max(0.0, (deadline - timers.now_ns()) / 1e9))
+            if thread.is_alive():
+                self.say(f"{run_id}: did not let go within {STOP_GRACE_SECONDS:g} s; left for the next worker")
+        return 130 if self.stopping == signal.SIGINT else 0
+
+    def say(self, line: str) -> None:
+        with self.lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+
+def _woke_because(why: str) -> str:
+    return {"crashed": "recovered (crashed)", WORKER_STOP: "recovered (a worker stopped)",
+            "sleeping": "woke (timer due)"}.get(why, why)
+
+
+def _ending(outcome) -> str:
+    code = outcome.exit_code
+    if code == 3 and outcome.sleeping_until is not None:
+        return f"sleeping until {timers.deadline_text(outcome.sleeping_until)}"
+    return {0: "completed", 1: "faulted", 2: "refused", 3: "paused", 4: "completed with Err",
+            5: "storage failure", 130: "let go (halted)"}.get(code, f"exit {code}")
