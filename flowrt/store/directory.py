@@ -51,10 +51,11 @@ from flowrt.store.format import (
 from flowrt.store.host_records import _Host, read_host
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
+from flowrt.store.probe import appender_holds, history_tail
 from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
 
 #: How long opening for appending waits for the lock before the run counts as busy: a reader
-#: probing whether the run has an appender (`flowrt.run_state.appender_holds`) holds a shared
+#: probing whether the run has an appender (`flowrt.store.probe.appender_holds`) holds a shared
 #: lock for microseconds, and that must never make a resume fail.
 APPEND_LOCK_SECONDS = 0.2
 
@@ -599,6 +600,13 @@ class RunStore(RunLog):
         """Every complete host record, in order (a torn last line is left out)."""
         return read_host(self.path)[1].records
 
+    def appender_active(self) -> bool | None:
+        """Whether another open file description holds the appender's lock (a shared-lock probe)."""
+        return appender_holds(os.path.join(self.path, HISTORY))
+
+    def stored_head(self) -> tuple[str | None, bool] | None:
+        return history_tail(os.path.join(self.path, HISTORY))
+
     # -- appending ------------------------------------------------------------------------------
 
     def _require_writable(self) -> None:
@@ -948,3 +956,17 @@ class DirectoryStore(Store):
 
     def scan(self, *, limit: int = 50, after: str | None = None) -> dict:
         return scan_runs(self.root, limit=limit, after=after)
+
+    def read_image(self, run_id: str):
+        from flowrt.store.image import read_directory_image
+
+        return read_directory_image(self, run_id)
+
+    def write_image(self, run_id: str, image) -> None:
+        from flowrt.store.image import write_directory_image
+
+        write_directory_image(self, run_id, image)
+
+    @staticmethod
+    def _check_run_id(run_id: str) -> None:
+        RunStore._check_run_id(run_id)
