@@ -222,8 +222,13 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
 
     from flowrt.inspect_cmd import render_runs, runs_page
 
+    from flowrt.store import StorageError
+
     try:
         page = runs_page(_runs_dir(runs_dir), limit=limit, after=after)
+    except StorageError as problem:  # a database store that cannot be read
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
     except ValueError as problem:
         sys.stderr.write(f"{problem}\n")
         ctx.exit(2)

@@ -147,6 +147,8 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         _check_limit(limit)
         try:
             return await anyio.to_thread.run_sync(lambda: open_store(runs_dir).scan(limit=limit, after=after))
+        except StorageError as problem:  # a database store that cannot be read
+            raise ToolError(f"storage failure: {problem}") from None
         except ValueError as problem:
             raise ToolError(str(problem)) from None
 
