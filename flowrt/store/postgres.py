@@ -47,7 +47,7 @@ _HOST = "flow_host"
 
 _APPEND = (
     "WITH ok AS (UPDATE flow_runs SET last_n = %(last)s, head = %(head)s WHERE " + leases.FENCE
-    + " AND last_n = %(prev_n)s RETURNING run), "
+    + " AND last_n = %(prev_n)s AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run), "
     "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
     "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING) "
     "INSERT INTO flow_facts (run, n, line) SELECT ok.run, f.n, f.line FROM ok, "
@@ -267,7 +267,6 @@ class PostgresRunLog(RunLog):
         self._lease: leases.Lease | None = None
         self._renewer: leases.Renewer | None = None
         self._synced = True
-        self._async = False  # the held connection commits without waiting for the flush
         self._lost: str | None = None  # why this appender may no longer write
 
     # -- the held connection and the lease ----------------------------------------------------
@@ -323,8 +322,6 @@ class PostgresRunLog(RunLog):
                 raise _failed(problem, "cannot take the run's lease") from problem
             self._lease = lease
             self._renewer = leases.Renewer(self.store.pool(), lease)
-            if self.durability == "none":
-                self._set_async(True)
         try:
             with self.store.connection() as conn:
                 with conn.transaction():
@@ -545,10 +542,10 @@ class PostgresRunLog(RunLog):
         if not self.for_append or self._conn is None:
             raise ValueError(f"run {self.run_id} is not open for appending")
 
-    def _set_async(self, on: bool) -> None:
-        if on != self._async:
-            self._conn.execute("SET synchronous_commit = off" if on else "SET synchronous_commit = on")
-            self._async = on
+    def _local_commit(self, conn: psycopg.Connection) -> None:
+        """In a transaction: commit it without waiting for the flush when the run is not durable."""
+        if self.durability == "none":
+            conn.execute("SET LOCAL synchronous_commit = off")
 
     def append(self, kind: str, fields: dict, *, sync: bool = True) -> dict:
         return self.append_many([(kind, fields)], sync=sync)[0]
@@ -576,9 +573,11 @@ class PostgresRunLog(RunLog):
             new = {hex_: data for hex_, data in blobs.items() if hex_ not in self._known_values}
             durable = sync and self.durability == "fsync"
             try:
-                self._set_async(not durable)
+                # The commit waits for the flush unless the fact need not be durable yet: set
+                # for this statement's own transaction, so it costs no round trip.
                 cur = self._conn.execute(_APPEND, dict(
-                    self._fence_args(), last=n, head=prev, prev_n=last["n"], hexes=list(new),
+                    self._fence_args(), commit="on" if durable else "off", last=n, head=prev,
+                    prev_n=last["n"], hexes=list(new),
                     blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines))
             except psycopg.Error as problem:
                 raise _failed(problem, "cannot append", facts[0]["n"]) from problem
@@ -598,7 +597,6 @@ class PostgresRunLog(RunLog):
             return
         with self._lock:
             try:
-                self._set_async(False)
                 # A synchronous commit waits for the log to be flushed up to it, and so for
                 # every asynchronous commit before it.
                 renewed = leases.renew(self._conn, self._lease)
@@ -620,11 +618,12 @@ class PostgresRunLog(RunLog):
         hex_ = _sha256_hex(data)
         with self._lock:
             try:
-                self._set_async(self.durability == "none")
                 cur = self._conn.execute(
-                    "WITH ok AS (SELECT run FROM flow_runs WHERE " + leases.FENCE + ") "
+                    "WITH ok AS (SELECT run FROM flow_runs WHERE " + leases.FENCE
+                    + " AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL) "
                     "INSERT INTO flow_sources (run, hex, data) SELECT ok.run, %(hex)s, %(data)s FROM ok "
-                    "ON CONFLICT DO NOTHING RETURNING 1", dict(self._fence_args(), hex=hex_, data=data))
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    dict(self._fence_args(), hex=hex_, data=data, commit="off" if self.durability == "none" else "on"))
                 stored = cur.rowcount == 1 or self._blob("flow_sources", hex_) is not None
             except psycopg.Error as problem:
                 raise _failed(problem, "cannot store the source") from problem
@@ -654,8 +653,8 @@ class PostgresRunLog(RunLog):
             line, head = chain_record(record, head)
             lines.append(line[:-1])
         try:
-            self._set_async(self.durability == "none")
             with self._conn.transaction():
+                self._local_commit(self._conn)
                 for i, line in enumerate(lines, count + 1):
                     cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line))
                     if cur.rowcount != 1:
@@ -683,8 +682,8 @@ class PostgresRunLog(RunLog):
             anchor = canonical_bytes({"checkpoints": checkpoints, "head": moved[-1]["hash"], "through": moved[-1]["n"]})
             args = dict(self._fence_args(), anchor=anchor, first=moved[0]["n"], last=moved[-1]["n"])
             try:
-                self._set_async(self.durability == "none")
                 with self._conn.transaction():
+                    self._local_commit(self._conn)
                     cur = self._conn.execute("UPDATE flow_runs SET anchor = %(anchor)s WHERE " + leases.FENCE, args)
                     if cur.rowcount != 1:
                         raise _Lost
@@ -736,16 +735,10 @@ class PostgresRunLog(RunLog):
             self._renewer = None
         if self._conn is not None and self._lease is not None and self._lost is None:
             try:
-                self._set_async(False)
                 leases.release(self._conn, self._lease)
             except psycopg.Error:
                 pass  # the lease runs out by itself
         if self._conn is not None:
-            try:
-                if self._async:
-                    self._conn.execute("SET synchronous_commit = on")
-            except psycopg.Error:
-                pass
             self._release_connection()
         self.for_append = False
 
