@@ -6,6 +6,7 @@ tests fail."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flowrt.store import RunBusy, StorageError, open_store
 from flowrt.store.postgres import PostgresStore
@@ -26,6 +29,7 @@ from tests.pg_cluster import Cluster
 ROOT = Path(__file__).resolve().parents[1]
 ORDERS = ROOT / "examples" / "orders"
 ORDER = json.dumps({"order": {"id": "o-1", "item": "kettle", "quantity": 1, "cents": 2599}})
+_runs = itertools.count(1)
 START = {"program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "m", "function": "main"},
          "input": {}, "modules": []}
 
@@ -287,3 +291,70 @@ def test_the_database_going_away_mid_run_is_a_storage_failure_and_resume_works(o
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["Ok"]["order"] == "o-1"
     assert json.loads(flow("replay", row["run"], "--json", env=env).stdout)["verdict"] == "Matched"
+
+
+# -- the same bytes and rows on both stores ----------------------------------------------------------
+
+
+def _same_runs(directory_store, database_store, run: str, build) -> None:
+    for store in (directory_store, database_store):
+        s = store.create(run, START, durability="none", inline_limit=build.get("limit", 1024))
+        for kind, fields in build["facts"]:
+            s.append(kind, fields)
+        for record in build.get("host", ()):
+            s.host_record(dict(record, head=s.head))
+        s.close()
+
+
+def test_discovery_rows_are_the_same_on_both_stores(pg_url, tmp_path):
+    directory = open_store(str(tmp_path / "runs"))
+    database = PostgresStore(pg_url)
+    call = ("Call", {"call": "root#1", "tool": "t", "arguments": {"q": "é"}})
+    end = ("End", {"outcome": {"Completed": 2**80}})
+    _same_runs(directory, database, "a-done", {"facts": [call, ("Reply", {"call": "root#1", "outcome": {"Ok": 1}}), end]})
+    _same_runs(directory, database, "b-paused", {"facts": [call], "host": [{"kind": "paused", "pending": ["root#1"]}]})
+    _same_runs(directory, database, "c-big", {"facts": [("Call", {"call": "root#1", "arguments": "x" * (5 << 20)})],
+                                              "limit": 10 << 20})
+    _same_runs(directory, database, "d-damaged", {"facts": [call, end]})
+    _same_runs(directory, database, "e-faulted", {"facts": [("End", {"outcome": {"Faulted": {
+        "kind": "k", "message": "m" * 2000, "location": None, "task": "root"}}})]})
+    from tests.store_backends import DirectoryBackend, PostgresBackend
+
+    backends = [DirectoryBackend.__new__(DirectoryBackend), PostgresBackend.__new__(PostgresBackend)]
+    backends[0].root, backends[1].url = str(tmp_path / "runs"), pg_url
+    for backend in backends:
+        backend.alter_fact("d-damaged", 3, "spoof", 1)
+    for limit in (1, 2, 50):
+        assert directory.scan(limit=limit) == database.scan(limit=limit)
+        assert directory.scan(limit=limit, after="b-paused") == database.scan(limit=limit, after="b-paused")
+    rows_by_run = {row["run"]: row for row in database.scan()["runs"]}
+    assert rows_by_run["c-big"]["record"] == "inspection-limited"
+    assert rows_by_run["d-damaged"]["record"] == "unreadable" and rows_by_run["d-damaged"]["problem"]["fact"] == 3
+    assert rows_by_run["b-paused"]["hostDecision"]["kind"] == "paused"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**90), max_value=2**90) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=30)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(JSON, min_size=1, max_size=6), limit=st.sampled_from([0, 16, 1024]))
+def test_any_values_keep_their_bytes_between_stores(pg_url, tmp_path_factory, values, limit):
+    """Whatever the values, a run written to one store is the same bytes in the other after export."""
+    directory = open_store(str(tmp_path_factory.mktemp("runs")))
+    database = PostgresStore(pg_url)
+    run = f"h-{next(_runs)}"
+    s = database.create(run, dict(START, input={"v": values[0]}), durability="none", inline_limit=limit)
+    for i, value in enumerate(values[1:], 1):
+        s.append("Reply", {"call": f"root#{i}", "outcome": {"Ok": value}})
+    s.close()
+    image = database.read_image(run)
+    directory.write_image(run, image)
+    assert directory.read_image(run) == image
+    assert directory.open(run, for_append=False).facts() == database.open(run, for_append=False).facts()
+    for n, value in enumerate(values, 1):
+        field = "input" if n == 1 else "outcome"
+        stored = directory.open(run, for_append=False).value(n, field)
+        assert stored == ({"v": value} if n == 1 else {"Ok": value})
