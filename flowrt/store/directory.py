@@ -48,7 +48,7 @@ from flowrt.store.format import (
     _now,
     valid_run_id,
 )
-from flowrt.store.host_records import _Host, read_host
+from flowrt.store.host_records import _Host, holes_and_limit, read_host
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
@@ -343,21 +343,7 @@ class RunStore(RunLog):
         self._host_head = parsed_host.head
         durable = parsed_host.durable
         self._durable_mark = (durable["facts"], durable["head"]) if durable else None
-        holes: dict[tuple[int, str], str] = {}
-        recorded_limit = None
-        for record in records:
-            if record["kind"] == "store" and type(record.get("inlineLimit")) is int:
-                recorded_limit = record["inlineLimit"]
-            elif record["kind"] == "hole":
-                n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
-                if type(n) is not int or not isinstance(field, str) or not isinstance(ref, str):
-                    raise StorageError("a hole record lacks fact, field or ref", component=HOST)
-                position = fact_position(parsed.facts, n)
-                if position is not None:
-                    if parsed.facts[position].get(field + "_ref") != ref:
-                        raise StorageError(f"a hole record names {field} of fact {n}, which does "
-                                           f"not refer to {ref}", n, component=HOST)
-                    holes[(n, field)] = ref
+        holes, recorded_limit = holes_and_limit(records, parsed.facts, HOST)
         if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
             self.inline_limit = recorded_limit
         self._holes = holes

@@ -30,14 +30,13 @@ import psycopg
 import psycopg_pool
 
 from flowrt.store import postgres_lease as leases
-from flowrt.store.canonical import canonical_bytes, loads_canonical
+from flowrt.store.canonical import loads_canonical
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
-from flowrt.store.format import _HASH_RE, _VALUE_REFS, DATA_VERSION, INLINE_LIMIT, STORE_RECORDS, VALUE_FIELDS, valid_run_id
-from flowrt.store.host_records import _parse_host
+from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, STORE_RECORDS, valid_run_id
 from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_schema import _reason, check_schema
-from flowrt.store.reading import _HistoryReader
+from flowrt.store.postgres_verify import index_refs, parse_host_rows, verify_rows
 
 CONNECT_SECONDS = 10.0  # bound on waiting for a connection (the database away: StorageError)
 STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must not hang a host)
@@ -342,62 +341,16 @@ class PostgresRunLog(RunLog):
 
     def _verify(self, run: tuple, rows: list, host_rows: list, present: set[str],
                 explicit_limit: int | None) -> None:
-        last_n, head, anchor_bytes = run
-        anchor = parse_anchor(anchor_bytes)
-        host = parse_host_rows(host_rows)
-        reader = _HistoryReader(b"".join(bytes(line) + b"\n" for _, line in rows), self.run_id, anchor, host.durable)
-        reader.read()
-        if reader.error is not None:
-            raise reader.error
-        facts = reader.facts
-        if reader.torn is not None:  # commits are atomic: an unreadable row is damage
-            raise StorageError("the fact's row is not a whole fact", len(facts) + 1 if facts else 1,
-                               component=_HISTORY)
-        if not facts:
-            raise StorageError("the run has no Start (it never started)", component=_HISTORY)
-        for fact, (n, _) in zip(facts, rows):
-            if fact["n"] != n:
-                raise StorageError(f"the row keyed {n} holds fact {fact['n']}", fact["n"], component=_HISTORY)
-        if facts[-1]["n"] != last_n or facts[-1]["hash"] != head:
-            raise StorageError(f"the run's head is fact {last_n} ({head}), but its facts end at fact "
-                               f"{facts[-1]['n']} (facts were lost or changed)", facts[-1]["n"], component=_HISTORY)
-        if anchor is not None and len(facts) > 1 and facts[1]["n"] != 2:
-            self.archived_checkpoints = int(anchor.get("checkpoints", 0))
-        holes: dict[tuple[int, str], str] = {}
-        recorded_limit = None
-        for record in host.records:
-            if record["kind"] == "store" and type(record.get("inlineLimit")) is int:
-                recorded_limit = record["inlineLimit"]
-            elif record["kind"] == "hole":
-                n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
-                if type(n) is not int or not isinstance(field, str) or not isinstance(ref, str):
-                    raise StorageError("a hole record lacks fact, field or ref", component=_HOST)
-                position = fact_position(facts, n)
-                if position is not None:
-                    if facts[position].get(field + "_ref") != ref:
-                        raise StorageError(f"a hole record names {field} of fact {n}, which does "
-                                           f"not refer to {ref}", n, component=_HOST)
-                    holes[(n, field)] = ref
-        if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
-            self.inline_limit = recorded_limit
-        self._holes = holes
-        self._facts = facts
-        self._host_head = host.head
-        self._host_count = len(host_rows)
-        for index in reader.referring:
-            self._index_refs(facts[index])
-        for hex_, users in self._refs.items():
-            live = [user for user in users if user not in holes]
-            if live and hex_ not in present:
-                raise StorageError("the value is missing and is not a recorded hole", min(live)[0],
-                                   component=f"flow_values/{hex_}")
+        verified = verify_rows(self.run_id, run, rows, host_rows, present)
+        if explicit_limit is None and verified.recorded_limit is not None and verified.recorded_limit >= 0:
+            self.inline_limit = verified.recorded_limit
+        self._facts, self._holes, self._refs = verified.facts, verified.holes, verified.refs
+        self._host_head, self._host_count = verified.host_head, len(host_rows)
+        self.archived_checkpoints = verified.archived_checkpoints
         self._known_values = present
 
     def _index_refs(self, fact: dict) -> None:
-        for field, ref_name in _VALUE_REFS[fact["kind"]]:
-            ref = fact.get(ref_name)
-            if ref is not None:
-                self._refs.setdefault(ref[len("sha256:"):], set()).add((fact["n"], field))
+        index_refs(self._refs, fact)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -667,62 +620,22 @@ class PostgresRunLog(RunLog):
             raise _failed(problem, "cannot append a host record") from problem
         self._host_head, self._host_count = head, count + len(lines)
 
-    # -- archive and redaction ------------------------------------------------------------------
+    # -- archive and redaction (postgres_archive) ---------------------------------------------
 
     def archive(self) -> int:
+        from flowrt.store.postgres_archive import archive_facts
+
         self._require_writable()
         self.sync()
         with self._lock:
-            facts = self._facts
-            latest = self.latest_checkpoint()
-            if latest is None or latest <= 1:
-                return 0
-            moved = facts[1:latest]
-            checkpoints = self.archived_checkpoints + sum(1 for f in moved if f["kind"] == "Checkpoint")
-            anchor = canonical_bytes({"checkpoints": checkpoints, "head": moved[-1]["hash"], "through": moved[-1]["n"]})
-            args = dict(self._fence_args(), anchor=anchor, first=moved[0]["n"], last=moved[-1]["n"])
-            try:
-                with self._conn.transaction():
-                    self._local_commit(self._conn)
-                    cur = self._conn.execute("UPDATE flow_runs SET anchor = %(anchor)s WHERE " + leases.FENCE, args)
-                    if cur.rowcount != 1:
-                        raise _Lost
-                    self._conn.execute(
-                        "INSERT INTO flow_archived_facts (run, n, line) SELECT run, n, line FROM flow_facts "
-                        "WHERE run = %(run)s AND n BETWEEN %(first)s AND %(last)s", args)
-                    self._conn.execute("DELETE FROM flow_facts WHERE run = %(run)s AND n BETWEEN %(first)s AND %(last)s",
-                                       args)
-            except _Lost:
-                raise self._lease_lost(None) from None
-            except psycopg.Error as problem:
-                raise _failed(problem, "cannot archive") from problem
-            self._facts = [facts[0]] + facts[latest:]
-            self.archived_checkpoints = checkpoints
-            return latest - 1
+            return archive_facts(self)
 
     def redact(self, n: int, field: str | None = None) -> list[dict]:
-        from flowrt.store.archive import redaction_fields
+        from flowrt.store.postgres_archive import redact_values
 
         self._require_writable()
-        fact = self.fact(n)
-        fields = redaction_fields(fact, field)
-        written = []
         with self._lock:
-            for f in fields:
-                if (n, f) in self._holes:
-                    continue
-                ref = fact[f + "_ref"]
-                record = {"kind": "hole", "fact": n, "field": f, "ref": ref}
-                hex_ = ref[len("sha256:"):]
-                users = self._refs.get(hex_, set())
-                unused = all(user in self._holes or user == (n, f) for user in users)
-                also = ("DELETE FROM flow_values WHERE run = %s AND hex = %s", (self.run_id, hex_)) if unused else None
-                self._write_host([record], also)
-                self._holes[(n, f)] = ref
-                if unused:
-                    self._known_values.discard(hex_)
-                written.append(record)
-        return written
+            return redact_values(self, n, field)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -751,27 +664,3 @@ class PostgresRunLog(RunLog):
 
 class _Lost(Exception):
     """A fenced statement changed nothing: the lease is no longer this appender's."""
-
-
-def parse_anchor(data: bytes | None) -> dict | None:
-    if data is None:
-        return None
-    try:
-        anchor = loads_canonical(bytes(data))
-    except ValueError:
-        raise StorageError("the archive anchor is not canonical JSON", component="flow_runs.anchor") from None
-    if not isinstance(anchor, dict) or type(anchor.get("through")) is not int or anchor["through"] < 1 \
-            or not isinstance(anchor.get("head"), str) or not _HASH_RE.match(anchor["head"]):
-        raise StorageError("the archive anchor is not {through, head}", component="flow_runs.anchor")
-    return anchor
-
-
-def parse_host_rows(rows: list):
-    """The host records of `rows` ((i, line) in order), verified as host.jsonl's lines are."""
-    for expected, (i, _) in enumerate(rows, 1):
-        if i != expected:
-            raise StorageError(f"host record {expected} is missing", component=_HOST)
-    host = _parse_host(b"".join(bytes(line) + b"\n" for _, line in rows))
-    if host.torn is not None:
-        raise StorageError("a host record's row is not a whole record", component=_HOST)
-    return host

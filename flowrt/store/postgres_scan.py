@@ -21,7 +21,8 @@ def scan_database(store, *, limit: int = 50, after: str | None = None) -> dict:
     """A page of runs by id after `after`: `{"runs", "nextAfter", "problems"}`, changing nothing.
     Reads facts and host records only (never a value or a source). StorageError when the
     database cannot be read."""
-    from flowrt.store.postgres import _failed, parse_anchor, parse_host_rows
+    from flowrt.store.postgres import _failed
+    from flowrt.store.postgres_verify import parse_anchor, parse_host_rows
 
     if type(limit) is not int or not 1 <= limit <= 200:
         raise ValueError("limit is an integer from 1 to 200")
