@@ -358,3 +358,31 @@ def test_any_values_keep_their_bytes_between_stores(pg_url, tmp_path_factory, va
         field = "input" if n == 1 else "outcome"
         stored = directory.open(run, for_append=False).value(n, field)
         assert stored == ({"v": value} if n == 1 else {"Ok": value})
+
+
+def test_the_mcp_server_runs_and_lists_runs_on_postgres(pg_url):
+    """`flow mcp --store URL`: the run tool records on the server; runs, history and replay read it there."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT),
+                                   args=["-m", "flowrt.cli", "mcp", "--store", pg_url, "--root", "/", "--allow"])
+
+    async def body() -> None:
+        with open(os.devnull, "w") as errors:
+            async with stdio_client(params, errlog=errors) as (read, write):
+                async with ClientSession(read, write) as client:
+                    await client.initialize()
+                    done = await client.call_tool("run", {"file": str(ORDERS / "main.flow"), "input": json.loads(ORDER)})
+                    assert not done.is_error, done.content
+                    page = (await client.call_tool("runs", {})).structured_content
+                    [row] = page["runs"]
+                    assert row["record"] == "complete"
+                    view = (await client.call_tool("history", {"run": row["run"]})).structured_content
+                    assert view["state"] == "ended"
+                    verdict = (await client.call_tool("replay", {"run": row["run"]})).structured_content
+                    assert verdict["verdict"]["verdict"] == "Matched", verdict
+
+    anyio.run(body)
+    assert [r[0] for r in rows(pg_url, "SELECT count(*) FROM flow_runs")] == [1]

@@ -1,9 +1,10 @@
 """The store interface: what the host asks of any place that keeps runs' records.
 
-`Store` is a runs root (make a run, open one, discover runs, archive, redact); `RunLog` is one
-run's record opened for reading or for appending. The run directory (`flowrt.store.directory`) is
-the first implementation; a database store keeps the same facts, with the same canonical bytes
-and hashes (`flowrt.store.chain` builds and checks them for any store), behind the same methods.
+`Store` is a runs root (make a run, open one, discover runs, archive, redact, copy a run as
+bytes); `RunLog` is one run's record opened for reading or for appending. The run directory
+(`flowrt.store.directory`) is the first implementation; the PostgreSQL store
+(`flowrt.store.postgres`) keeps the same facts, with the same canonical bytes and hashes
+(`flowrt.store.chain` builds and checks them for any store), behind the same methods.
 
 The contract every implementation keeps (docs/trace.md sections 9 and 10 say it for the run
 directory, in bytes):
