@@ -113,10 +113,11 @@ def test_a_renewed_lease_outlives_its_length(pg_url):
 def test_two_hosts_racing_for_one_run_one_wins(pg_url):
     PostgresStore(pg_url).create("r", START).close()
     barrier = threading.Barrier(6)
-    won, busy = [], []
+    won, busy, stores = [], [], []
 
     def race(i: int) -> None:
         store = PostgresStore(pg_url, owner=f"host-{i}")
+        stores.append(store)
         barrier.wait()
         try:
             won.append(store.open("r", for_append=True))
@@ -131,6 +132,8 @@ def test_two_hosts_racing_for_one_run_one_wins(pg_url):
     assert len(won) == 1 and len(busy) == 5
     won[0].append("End", {"outcome": {"Completed": 1}})
     won[0].close()
+    for store in stores:
+        store.close()
 
 
 def test_run_state_sees_a_live_lease_as_running(pg_url):
@@ -346,14 +349,17 @@ def test_any_values_keep_their_bytes_between_stores(pg_url, tmp_path_factory, va
     directory = open_store(str(tmp_path_factory.mktemp("runs")))
     database = PostgresStore(pg_url)
     run = f"h-{next(_runs)}"
-    s = database.create(run, dict(START, input={"v": values[0]}), durability="none", inline_limit=limit)
-    for i, value in enumerate(values[1:], 1):
-        s.append("Reply", {"call": f"root#{i}", "outcome": {"Ok": value}})
-    s.close()
-    image = database.read_image(run)
+    try:
+        s = database.create(run, dict(START, input={"v": values[0]}), durability="none", inline_limit=limit)
+        for i, value in enumerate(values[1:], 1):
+            s.append("Reply", {"call": f"root#{i}", "outcome": {"Ok": value}})
+        s.close()
+        image = database.read_image(run)
+        assert database.open(run, for_append=False).facts() == s.facts()
+    finally:
+        database.close()
     directory.write_image(run, image)
     assert directory.read_image(run) == image
-    assert directory.open(run, for_append=False).facts() == database.open(run, for_append=False).facts()
     for n, value in enumerate(values, 1):
         field = "input" if n == 1 else "outcome"
         stored = directory.open(run, for_append=False).value(n, field)

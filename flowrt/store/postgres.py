@@ -39,6 +39,9 @@ from flowrt.store.postgres_schema import _reason, check_schema
 from flowrt.store.postgres_verify import index_refs, parse_host_rows, verify_rows
 
 CONNECT_SECONDS = 10.0  # bound on waiting for a connection (the database away: StorageError)
+#: connections a process may hold: each RunLog open for appending holds one until it closes (a
+#: host driving many runs at once, as the MCP server may, needs one each), and the rest serve reads
+POOL_SIZE = 32
 STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must not hang a host)
 
 _HISTORY = "flow_facts"
@@ -101,7 +104,7 @@ class PostgresStore(Store):
         with self._pool_lock:
             if self._pool is None:
                 pool = psycopg_pool.ConnectionPool(
-                    self.url, min_size=1, max_size=8, open=False, timeout=CONNECT_SECONDS,
+                    self.url, min_size=1, max_size=POOL_SIZE, open=False, timeout=CONNECT_SECONDS,
                     configure=self._configure, check=psycopg_pool.ConnectionPool.check_connection,
                     kwargs={"connect_timeout": int(CONNECT_SECONDS)}, name="flow")
                 try:

@@ -116,6 +116,8 @@ class Renewer:
                 continue
 
     def stop(self) -> None:
+        """Stop renewing. Waits a moment for the thread, not for a renewal stuck on a database
+        that went away: a renewal after the lease was given back or taken changes nothing."""
         self._stop.set()
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.lease.seconds)
+            self._thread.join(timeout=1)
