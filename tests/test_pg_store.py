@@ -392,3 +392,29 @@ def test_the_mcp_server_runs_and_lists_runs_on_postgres(pg_url):
 
     anyio.run(body)
     assert [r[0] for r in rows(pg_url, "SELECT count(*) FROM flow_runs")] == [1]
+
+
+@pytest.mark.parametrize("damage, n", [
+    ("DELETE FROM flow_facts WHERE run = 'r' AND n = 4", 3),   # the last fact lost: the head says so
+    ("DELETE FROM flow_facts WHERE run = 'r' AND n = 2", 2),   # a gap: fact 3 where 2 should be
+    ("UPDATE flow_facts SET n = 9 WHERE run = 'r' AND n = 4", None),  # a row keyed otherwise
+    ("DELETE FROM flow_host WHERE run = 'r' AND i = 1", None),  # a host record lost
+    ("UPDATE flow_runs SET anchor = 'not json' WHERE run = 'r'", None),
+])
+def test_lost_and_moved_rows_are_storage_errors(pg_url, damage, n):
+    store = PostgresStore(pg_url)
+    s = store.create("r", START)
+    s.append("Call", {"call": "root#1", "arguments": {}})
+    s.host_record({"kind": "halted", "head": s.head})
+    s.host_record({"kind": "note"})
+    s.append("Reply", {"call": "root#1", "outcome": {"Ok": 1}})
+    s.append("End", {"outcome": {"Completed": 1}})
+    s.close()
+    rows(pg_url, damage + " RETURNING 1")
+    for for_append in (False, True):
+        with pytest.raises(StorageError) as caught:
+            store.open("r", for_append=for_append)
+        if n is not None:
+            assert caught.value.fact_n == n and caught.value.component == "flow_facts"
+    assert flow("history", "r", "--store", pg_url).returncode == 5
+    store.close()

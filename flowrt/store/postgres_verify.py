@@ -37,8 +37,8 @@ def verify_rows(run_id: str, run: tuple, rows: list, host_rows: list, present: s
     host = parse_host_rows(host_rows)
     reader = _HistoryReader(b"".join(bytes(line) + b"\n" for _, line in rows), run_id, anchor, host.durable)
     reader.read()
-    if reader.error is not None:
-        raise reader.error
+    if reader.error is not None:  # named by the table, not the file the reader was written for
+        raise StorageError(reader.error.message, reader.error.fact_n, component=FACTS)
     facts = reader.facts
     if reader.torn is not None:
         raise StorageError("the fact's row is not a whole fact", len(facts) + 1, component=FACTS)
