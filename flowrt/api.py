@@ -280,7 +280,7 @@ class Host:
         """A page of the run's facts after fact `after`, at most `limit`, of `kinds` (`"Call"`,
         `"Reply"`, ...; any case) when given. A damaged history raises `flowrt.store.StorageError`."""
         from flowrt.run_state import run_state
-        from flowrt.store import KINDS, open_store
+        from flowrt.store import KINDS
 
         wanted = None
         if kinds is not None:

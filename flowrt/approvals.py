@@ -58,7 +58,7 @@ class Approvals:
     def __init__(self, manifest_dir: str, runs_dir: str | None = None) -> None:
         self.directory = os.path.realpath(manifest_dir)
         #: a runs directory below flow.toml changes with every run; it is not what is approved
-        self.skip = frozenset([os.path.realpath(runs_dir)]) if runs_dir else frozenset()
+        self.skip = frozenset([os.path.realpath(runs_dir)]) if runs_dir and "://" not in runs_dir else frozenset()
         self._state: tuple[str, str | None] | None = None
 
     def where(self) -> tuple[str, str | None]:

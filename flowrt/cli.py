@@ -119,7 +119,8 @@ def _color_at(args: list[str], i: int) -> tuple[str | None, int]:
 
 
 #: `flow run`'s options that take a value, with their keyword in `run_program`; and its flags.
-_RUN_VALUES = {"--entry": "entry", "--input": "input_text", "--runs": "runs_dir", "--checkpoints": "checkpoints"}
+_RUN_VALUES = {"--entry": "entry", "--input": "input_text", "--runs": "runs_dir", "--store": "runs_dir",
+               "--checkpoints": "checkpoints"}
 _RUN_FLAGS = {"--allow": "allow", "--redactable": "redactable"}
 
 
@@ -174,7 +175,7 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
     exit code."""
     text = read_input(input_text)
     ask = None if input_text == "-" else ask_on_terminal
-    runs = runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
+    runs = store_location(runs_dir)
     if checkpoints not in ("every", "off") and not checkpoints.isdigit():
         sys.stderr.write("--checkpoints is every, off or a number\n")
         return 2
@@ -190,6 +191,12 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
     outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
                   inline_limit=0 if redactable else None, child=child, park_after=park_after)
     return report_outcome(color, outcome)
+
+
+def store_location(given: str | None) -> str:
+    """Where runs are stored (`--runs` / `--store`): as given, else $FLOW_STORE, else $FLOW_RUNS,
+    else ./.flow/runs. A runs directory or a postgresql:// URL (`flowrt.store.open_store`)."""
+    return given or os.environ.get("FLOW_STORE") or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
 
 
 def read_input(value: str | None) -> str:

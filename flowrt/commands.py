@@ -19,6 +19,10 @@ from flowrt.cli import render_refusal, report_outcome, run_program
 # need neither (no `--json`, nothing to report), and every import is start-up time.
 
 
+_RUNS_HELP = ("Where runs are stored: a runs directory, or a postgresql:// URL (default: $FLOW_STORE, "
+              "$FLOW_RUNS or ./.flow/runs). --store is the same option.")
+
+
 def _color_option(func):
     """`--color` is global and also accepted after the command name."""
     return click.option("--color", "color", type=COLOR_CHOICES, default=None,
@@ -161,7 +165,7 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, step
 
 @main.command("history")
 @click.argument("run_id")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--kind", default=None, help="Show only facts of this kind (Call, Reply, Choice, Stop, Checkpoint, ...).")
 @click.option("--search", default=None, help="Show only facts whose summary contains this text.")
 @click.option("--fact", "fact", type=int, default=None, help="Show only the fact with this number.")
@@ -220,7 +224,7 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
 
 
 @main.command("runs")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--limit", type=int, default=50, show_default=True, help="Rows per page, 1 to 200.")
 @click.option("--after", default=None, help="Start after this run id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
@@ -233,8 +237,13 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
 
     from flowrt.inspect_cmd import render_runs, runs_page
 
+    from flowrt.store import StorageError
+
     try:
         page = runs_page(_runs_dir(runs_dir), limit=limit, after=after)
+    except StorageError as problem:  # a database store that cannot be read
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
     except ValueError as problem:
         sys.stderr.write(f"{problem}\n")
         ctx.exit(2)
@@ -248,7 +257,7 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
 
 
 @main.command("mcp")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--allow", is_flag=True,
               help="Approve running the implementations flow.toml names (the server never asks).")
 @click.option("--root", "root", default=None, type=click.Path(exists=True, file_okay=False),
@@ -265,7 +274,7 @@ def mcp_command(runs_dir: str | None, allow: bool, root: str | None, color: str 
 @click.argument("run_id")
 @click.option("--fact", "fact", type=int, required=True, help="The fact whose stored value becomes a hole.")
 @click.option("--field", default=None, help="Only this value field (input, arguments, outcome, found).")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @_color_option
 @click.pass_context
 def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None, runs_dir: str | None,
@@ -288,7 +297,7 @@ def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None
 
 @main.command("archive")
 @click.argument("run_id")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @_color_option
 @click.pass_context
 def archive_command(ctx: click.Context, run_id: str, runs_dir: str | None, color: str | None) -> None:
@@ -313,7 +322,7 @@ def archive_command(ctx: click.Context, run_id: str, runs_dir: str | None, color
 @click.option("--checkpoint", "checkpoint", type=int, required=True, help="The fact number of the checkpoint.")
 @click.option("--input", "input_text", default=None, help="Replace some of the checkpoint's arguments (a JSON object).")
 @click.option("--program", "program_file", default=None, type=click.Path(), help="Continue on a newer program.")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
 @_color_option
 @click.pass_context
@@ -463,14 +472,14 @@ def _open_run(ctx: click.Context, runs_dir: str | None, run_id: str, *, for_appe
 
 
 def _runs_dir(runs_dir: str | None) -> str:
-    import os
+    from flowrt.cli import store_location
 
-    return runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
+    return store_location(runs_dir)
 
 
 @main.command("replay")
 @click.argument("run_id")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.option("--from-start/--from-latest-checkpoint", "from_start", default=True,
               help="Re-run from Start, checking every Checkpoint on the way (the default), or only from the "
@@ -518,7 +527,7 @@ _park_after_option = click.option(
 @click.option("--call", "call", default=None, help="The open call the reply answers.")
 @click.option("--reply", "reply", default=None, help='The outcome, e.g. \'{"Ok": "Safari 17.4"}\', or - for stdin.')
 @click.option("--resend", multiple=True, help="Send a call that was out at a crash again, under the same id.")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
 @_park_after_option
 @_color_option
@@ -546,7 +555,7 @@ def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources)
 @click.argument("file", type=click.Path())
 @click.option("--entry", default="main", show_default=True, help="The `pub flow` to run.")
 @click.option("--input", "input_text", default=None, help="The input: a JSON object keyed by parameter name, or - for stdin.")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
 @click.option("--redactable", is_flag=True, help="Store every value by reference, so any can be redacted later.")
 @click.option("--checkpoints", default="every", show_default=True,
@@ -591,3 +600,13 @@ def worker_command(ctx: click.Context, runs_dir: str | None, concurrency: int, t
 def _report_outcome(ctx: click.Context, color: str | None, outcome) -> None:
     ctx.exit(report_outcome(_color(ctx, color), outcome))
 
+
+
+def _add_store_commands() -> None:
+    from flowrt.store_cmd import export_command, store_group
+
+    main.add_command(store_group)
+    main.add_command(export_command)
+
+
+_add_store_commands()

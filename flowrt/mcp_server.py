@@ -34,7 +34,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from flowdata.canonical import dumps as canonical_json
-from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunLog, open_store, StorageError
+from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunLog, is_database_url, open_store, StorageError
 
 PAGE_DEFAULT, PAGE_MAX = 50, 200
 TEXT_LIMIT = 1024  # code points of a fact's summary
@@ -58,7 +58,8 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
     _drive = driving.drive
     served = os.path.realpath(root if root is not None else os.getcwd())
     # Runs are stored by path: relative to the working directory the server started in, not to `root`.
-    runs_dir = os.path.abspath(runs_dir)
+    if not is_database_url(runs_dir):
+        runs_dir = os.path.abspath(runs_dir)
 
     def under_root(path: str) -> str:
         return served_path(served, path)
@@ -146,6 +147,8 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         _check_limit(limit)
         try:
             return await anyio.to_thread.run_sync(lambda: open_store(runs_dir).scan(limit=limit, after=after))
+        except StorageError as problem:  # a database store that cannot be read
+            raise ToolError(f"storage failure: {problem}") from None
         except ValueError as problem:
             raise ToolError(str(problem)) from None
 

@@ -4,10 +4,11 @@ The record alone cannot tell a live run from a dead one: a run whose host is wai
 and one whose host was killed while the call was out end in the same facts. Three observations
 tell them apart (docs/trace.md sections 7 and 9):
 
-- the appender's lock: a host appending to a run holds an exclusive `flock` on `history.jsonl`
-  until it closes the run, and the kernel drops it when the process dies, however it dies;
-- the host's decision: a `paused`, `sleeping` or `halted` host record whose `head` is the last
-  fact's hash, written by the host before it let go of the run;
+- the appender's hold (`RunLog.appender_active`): in a run directory, a host appending to a run
+  holds an exclusive `flock` on `history.jsonl` until it closes the run, and the kernel drops it
+  when the process dies, however it dies; in PostgreSQL, a lease that runs out unless renewed;
+- the host's decision: a `paused`, `sleeping` or `halted` host record whose `head` is the last fact's hash,
+  written by the host before it let go of the run;
 - the facts: which calls are open.
 
 So a run is `running` while another process holds the lock; else `paused` when the host paused
@@ -20,13 +21,10 @@ view says they are unknown). Nothing here writes, and the lock is only probed (s
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import json
-import os
 from typing import Any
 
-from flowrt.store import HISTORY, STORE_RECORDS, RunLog, StorageError
+from flowrt.store import STORE_RECORDS, RunLog, StorageError
+from flowrt.store.probe import appender_holds  # noqa: F401  (the directory's probe, named here before)
 
 #: the states `run_state` reports
 STATES = ("running", "paused", "sleeping", "halted", "crashed", "ended", "unknown")
@@ -35,62 +33,6 @@ CLOCK_TOOLS = ("std@v1/clock.sleep", "std@v1/clock.now")
 
 #: the host records that say where a run a host let go of stands
 DECISIONS = ("paused", "sleeping", "halted")
-
-_TAIL_CHUNK = 1 << 16
-
-
-def appender_holds(history_path: str) -> bool | None:
-    """Whether another open file description holds the appender's lock on `history_path`: True,
-    False, or None when that cannot be found out.
-
-    It asks for a *shared* lock without waiting and gives it back at once. A live appender's
-    exclusive lock refuses it (so the holder is never blocked or disturbed), and two readers'
-    shared probes do not refuse each other. An appender that starts in the microseconds a probe
-    holds the shared lock retries its lock for a bounded time (`store.APPEND_LOCK_SECONDS`), so a
-    probe never makes it fail."""
-    try:
-        fd = os.open(history_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as problem:
-            if problem.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                return True
-            return None
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def _tail(history_path: str) -> tuple[str | None, bool] | None:
-    """(the last complete line's `hash`, whether bytes of a torn line follow it) of the history
-    file as it is now, skipping the NUL bytes of reserved space; None when it cannot be read.
-    Reads from the end, only as far back as the last complete line."""
-    try:
-        with open(history_path, "rb") as f:
-            end = f.seek(0, os.SEEK_END)
-            data = b""
-            start = end
-            while True:
-                step = min(_TAIL_CHUNK, start)
-                start -= step
-                f.seek(start)
-                data = f.read(step) + data
-                body = data.rstrip(b"\0")
-                last = body.rfind(b"\n")
-                if last >= 0:
-                    before = body.rfind(b"\n", 0, last)
-                    if before >= 0 or start == 0:
-                        line = body[before + 1:last]
-                        return json.loads(line).get("hash"), last + 1 < len(body)
-                if start == 0:
-                    return None, bool(body)
-    except (OSError, ValueError, AttributeError):
-        return None
-
 
 def run_state(store: RunLog) -> dict[str, Any]:
     """The state of a run read through `store` (opened read-only by this process):
@@ -123,13 +65,12 @@ def run_state(store: RunLog) -> dict[str, Any]:
     # Facts first, then the lock, then the host records: a host that lets go of the run between
     # the read and the probe has written its decision by then, and the records read after the
     # probe have it; the tail check catches facts appended since the read.
-    history = os.path.join(store.path, HISTORY)
-    held = appender_holds(history)
+    held = store.appender_active()
     if held:
-        return view("running", "another process holds the run (its appender's lock)", "out", "unknown")
+        return view("running", "another process holds the run (its appender's lock or lease)", "out", "unknown")
     if held is None:
         return view("unknown", "whether a process holds the run cannot be found out", "unknown", "unknown")
-    if _tail(history) != (head, torn):
+    if store.stored_head() != (head, torn):
         return view("unknown", "the history changed while it was read: look again", "unknown", "unknown")
     try:
         records = store.host_records()

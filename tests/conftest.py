@@ -1,4 +1,8 @@
-"""Options shared by the test files."""
+"""Options shared by the test files, and the PostgreSQL cluster plugin (tests/pg_cluster.py)."""
+
+pytest_plugins = ["tests.pg_cluster"]
+
+
 
 
 def pytest_addoption(parser):

@@ -208,7 +208,7 @@ CLICK_ONLY = "from flowrt.commands import main; main(prog_name='python -m flowrt
 
 def flow(args: list[str], *, click_only: bool, cwd: Path, stdin: str | None = None) -> tuple[int, str, str]:
     command = [sys.executable, "-c", CLICK_ONLY] if click_only else [sys.executable, "-m", "flowrt.cli"]
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_COMPLETE") and k != "FLOW_RUNS"}
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_COMPLETE") and k not in ("FLOW_RUNS", "FLOW_STORE")}
     done = subprocess.run(command + args, cwd=cwd, capture_output=True, text=True, env=env, timeout=120,
                           input=stdin)
     unnamed = re.compile(r"run-\d{8}-\d{6}-[0-9a-f]{6}")
@@ -229,6 +229,8 @@ RUN_CASES = [
     (["run", "hello.flow"], None),
     (["run", "hello.flow", "--runs", "elsewhere", "--checkpoints", "off"], None),
     (["run", "--runs=elsewhere", "hello.flow", "--checkpoints=2", "--redactable"], None),
+    (["run", "hello.flow", "--store", "elsewhere"], None),
+    (["run", "hello.flow", "--store=elsewhere", "--runs", "other"], None),
     (["run", "plus.flow", "--input", '{"n": 41}'], None),
     (["run", "plus.flow", "--input", "-"], '{"n": 1}'),
     (["run", "plus.flow", "--input", "[1]"], None),

@@ -38,7 +38,7 @@ SOURCE = "use \"std@v1/task\"\npub flow main() -> Int = 1 // é\n"
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request, tmp_path):
-    made = BACKENDS[request.param](tmp_path)
+    made = BACKENDS[request.param](tmp_path, request)
     yield made
     made.close()
 

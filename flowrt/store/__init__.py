@@ -1,13 +1,17 @@
 """The history store: the store interface (`interface`) and its first implementation, the run
 directory (`directory`), with the parts any store shares (`chain`, `canonical`, `format`,
 `errors`) and the run directory's own (`reading`, `durable`, `blobs`, `host_records`, `archive`,
-`discovery`, `layout`). docs/trace.md is the format; its section 11 is this API.
+`discovery`, `layout`, `probe`, `image`); and the PostgreSQL store (`postgres`, with
+`postgres_schema`, `postgres_lease`, `postgres_verify`, `postgres_archive`, `postgres_scan`,
+`postgres_image`; imported only when a `postgresql://` location is opened). docs/trace.md is the
+format; its section 11 is this API, section 14 the PostgreSQL layout.
 
 Errors:
 - `StorageError(message, fact_n)`: the record is damaged or could not be written (CLI exit 5).
 - `Hole(fact_n, field, hash)`: a value that was made a hole; its hash is all that is left.
 - `RunNotFound`, `RunExists`, `RunBusy`: the caller named a run that is absent, present, or
-  already open for appending in another process (refusals, CLI exit 2).
+  already open for appending in another process, or under another host's lease (refusals, CLI
+  exit 2).
 - `RedactRefused`: redaction asked for a value that is stored inline (see `RunLog.redact`).
 """
 

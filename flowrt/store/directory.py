@@ -48,13 +48,14 @@ from flowrt.store.format import (
     _now,
     valid_run_id,
 )
-from flowrt.store.host_records import _Host, read_host
+from flowrt.store.host_records import _Host, holes_and_limit, read_host
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
+from flowrt.store.probe import appender_holds, history_tail
 from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
 
 #: How long opening for appending waits for the lock before the run counts as busy: a reader
-#: probing whether the run has an appender (`flowrt.run_state.appender_holds`) holds a shared
+#: probing whether the run has an appender (`flowrt.store.probe.appender_holds`) holds a shared
 #: lock for microseconds, and that must never make a resume fail.
 APPEND_LOCK_SECONDS = 0.2
 
@@ -342,21 +343,7 @@ class RunStore(RunLog):
         self._host_head = parsed_host.head
         durable = parsed_host.durable
         self._durable_mark = (durable["facts"], durable["head"]) if durable else None
-        holes: dict[tuple[int, str], str] = {}
-        recorded_limit = None
-        for record in records:
-            if record["kind"] == "store" and type(record.get("inlineLimit")) is int:
-                recorded_limit = record["inlineLimit"]
-            elif record["kind"] == "hole":
-                n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
-                if type(n) is not int or not isinstance(field, str) or not isinstance(ref, str):
-                    raise StorageError("a hole record lacks fact, field or ref", component=HOST)
-                position = fact_position(parsed.facts, n)
-                if position is not None:
-                    if parsed.facts[position].get(field + "_ref") != ref:
-                        raise StorageError(f"a hole record names {field} of fact {n}, which does "
-                                           f"not refer to {ref}", n, component=HOST)
-                    holes[(n, field)] = ref
+        holes, recorded_limit = holes_and_limit(records, parsed.facts, HOST)
         if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
             self.inline_limit = recorded_limit
         self._holes = holes
@@ -598,6 +585,13 @@ class RunStore(RunLog):
     def host_records(self) -> list[dict]:
         """Every complete host record, in order (a torn last line is left out)."""
         return read_host(self.path)[1].records
+
+    def appender_active(self) -> bool | None:
+        """Whether another open file description holds the appender's lock (a shared-lock probe)."""
+        return appender_holds(os.path.join(self.path, HISTORY))
+
+    def stored_head(self) -> tuple[str | None, bool] | None:
+        return history_tail(os.path.join(self.path, HISTORY))
 
     # -- appending ------------------------------------------------------------------------------
 
@@ -948,3 +942,17 @@ class DirectoryStore(Store):
 
     def scan(self, *, limit: int = 50, after: str | None = None) -> dict:
         return scan_runs(self.root, limit=limit, after=after)
+
+    def read_image(self, run_id: str):
+        from flowrt.store.image import read_directory_image
+
+        return read_directory_image(self, run_id)
+
+    def write_image(self, run_id: str, image) -> None:
+        from flowrt.store.image import write_directory_image
+
+        write_directory_image(self, run_id, image)
+
+    @staticmethod
+    def _check_run_id(run_id: str) -> None:
+        RunStore._check_run_id(run_id)

@@ -11,7 +11,7 @@ from flowrt.store.archive import _read_anchor
 from flowrt.store.durable import _strerror
 from flowrt.store.errors import StorageError
 from flowrt.store.format import _ending_of, valid_run_id
-from flowrt.store.host_records import _parse_host
+from flowrt.store.host_records import _Host, _parse_host
 from flowrt.store.layout import HISTORY, HOST
 from flowrt.store.reading import _parse_history
 
@@ -147,6 +147,14 @@ def _inspect(root: str, name: str, budget: _Budget, first: bool) -> dict | None:
             host = _parse_host(host_data)
         except StorageError as problem:
             host_error = problem
+    return judge_row(row, name, data, anchor, host, host_error, host_limited)
+
+
+def judge_row(row: dict, name: str, data: bytes, anchor: dict | None, host: _Host | None,
+              host_error: BaseException | None, host_limited: str | None) -> dict:
+    """Fill a discovery row from what was read of one run: its history's bytes, its archive
+    anchor, and its host records as parsed (or why they are not: `host_error`, a StorageError or
+    an OSError; `host_limited`, a read bound). Shared by every store, so rows are the same."""
     parsed = _parse_history(data, name, anchor, host.durable if host else None)
     facts = parsed.facts
     row["truncated"] = parsed.torn is not None

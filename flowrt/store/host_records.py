@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from flowrt.store.canonical import _NotCanonical, _NotJSON, canonical_bytes, loads_canonical
-from flowrt.store.chain import _sha256_hex
+from flowrt.store.chain import _sha256_hex, fact_position
 from flowrt.store.durable import _read_file, _strerror
 from flowrt.store.errors import StorageError, TornTail
 from flowrt.store.format import _HASH_RE
@@ -99,3 +99,25 @@ def read_host(run_path: str) -> tuple[bytes, _Host]:
     except OSError as problem:
         raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
     return data, _parse_host(data)
+
+
+def holes_and_limit(records: list[dict], facts: list[dict], component: str) -> tuple[dict[tuple[int, str], str], int | None]:
+    """What a run's host records say of its facts, for any store: its holes ((fact n, field) ->
+    hash), each checked against the fact it names, and the inline limit recorded at its
+    creation (None when it used the default). StorageError for a hole record that does not fit."""
+    holes: dict[tuple[int, str], str] = {}
+    recorded_limit = None
+    for record in records:
+        if record["kind"] == "store" and type(record.get("inlineLimit")) is int:
+            recorded_limit = record["inlineLimit"]
+        elif record["kind"] == "hole":
+            n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
+            if type(n) is not int or not isinstance(field, str) or not isinstance(ref, str):
+                raise StorageError("a hole record lacks fact, field or ref", component=component)
+            position = fact_position(facts, n)
+            if position is not None:
+                if facts[position].get(field + "_ref") != ref:
+                    raise StorageError(f"a hole record names {field} of fact {n}, which does "
+                                       f"not refer to {ref}", n, component=component)
+                holes[(n, field)] = ref
+    return holes, recorded_limit

@@ -1,9 +1,10 @@
 """The store interface: what the host asks of any place that keeps runs' records.
 
-`Store` is a runs root (make a run, open one, discover runs, archive, redact); `RunLog` is one
-run's record opened for reading or for appending. The run directory (`flowrt.store.directory`) is
-the first implementation; a database store keeps the same facts, with the same canonical bytes
-and hashes (`flowrt.store.chain` builds and checks them for any store), behind the same methods.
+`Store` is a runs root (make a run, open one, discover runs, archive, redact, copy a run as
+bytes); `RunLog` is one run's record opened for reading or for appending. The run directory
+(`flowrt.store.directory`) is the first implementation; the PostgreSQL store
+(`flowrt.store.postgres`) keeps the same facts, with the same canonical bytes and hashes
+(`flowrt.store.chain` builds and checks them for any store), behind the same methods.
 
 The contract every implementation keeps (docs/trace.md sections 9 and 10 say it for the run
 directory, in bytes):
@@ -34,6 +35,7 @@ directory, in bytes):
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from flowrt.store.errors import TornTail
@@ -139,6 +141,20 @@ class RunLog(abc.ABC):
     def host_records(self) -> list[dict]:
         """Every host record, in order, without its chain fields (`prev`, `hash`)."""
 
+    # -- probes of a run another host may be appending to (flowrt.run_state) ------------------
+
+    @abc.abstractmethod
+    def appender_active(self) -> bool | None:
+        """Whether another RunLog (of any process, on any host) holds this run for appending
+        right now: its lock (a run directory) or a lease that has not run out (a database).
+        None when that cannot be found out. Probes only: never disturbs the holder."""
+
+    @abc.abstractmethod
+    def stored_head(self) -> tuple[str | None, bool] | None:
+        """What the stored record ends with now: (the last fact's hash, whether an unfinished
+        write follows it), read afresh; None when it cannot be read. Compared with `head` and
+        `torn_tail`, it tells whether the record changed since this RunLog read it."""
+
     # -- appending (a RunLog opened for appending) -------------------------------------------
 
     @abc.abstractmethod
@@ -195,6 +211,23 @@ class RunLog(abc.ABC):
         self.close()
 
 
+@dataclass(frozen=True)
+class RunImage:
+    """A run's stored record as bytes, for copying it between stores (`flow export`): every
+    implementation keeps the same bytes, so a copy has the same hashes and verifies the same.
+
+    `facts`: the kept facts' canonical lines (no newline), Start first; `archived`: the archived
+    facts' lines, in order; `anchor`: the archive anchor's canonical JSON, or None; `host`: the
+    host records' lines, chained; `values` and `sources`: hex of SHA-256 -> bytes."""
+
+    facts: list[bytes]
+    archived: list[bytes] = field(default_factory=list)
+    anchor: bytes | None = None
+    host: list[bytes] = field(default_factory=list)
+    values: dict[str, bytes] = field(default_factory=dict)
+    sources: dict[str, bytes] = field(default_factory=dict)
+
+
 class Store(abc.ABC):
     """A runs root: where runs are made, found and opened."""
 
@@ -217,6 +250,17 @@ class Store(abc.ABC):
         """Stored-run discovery: `{"runs": [row...], "nextAfter": id | None, "problems": [...]}`,
         a page of runs by id after `after`, within read bounds, changing nothing (the rows of
         docs/trace.md section 11)."""
+
+    @abc.abstractmethod
+    def read_image(self, run_id: str) -> RunImage:
+        """Run `run_id`'s record as bytes (RunNotFound if absent), after verifying it as `open`
+        does: a damaged record is a StorageError, never copied."""
+
+    @abc.abstractmethod
+    def write_image(self, run_id: str, image: RunImage) -> None:
+        """Store `image` as run `run_id` (RunExists if there is one; ValueError for an invalid
+        id), durably, then verify it as `open` does; a copy that does not verify is removed and
+        raises StorageError."""
 
     def archive(self, run_id: str) -> int:
         """`RunLog.archive` of run `run_id`, opened for appending for it."""

@@ -1,0 +1,669 @@
+"""The PostgreSQL store: the store interface (`flowrt.store.interface`) on a database many hosts
+share (psycopg 3, connections from a psycopg_pool pool).
+
+A run is a row of `flow_runs` and its facts are rows of `flow_facts` keyed (run, n), each holding
+the same canonical line as the run directory's history.jsonl, so hashes, verification and every
+result are the run directory's (`chain`, `reading` and `host_records` check the bytes for both).
+Values and sources are rows by hash; host records are rows chained as host.jsonl's lines are.
+The tables are postgres_schema's (docs/trace.md, section 14).
+
+Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
+run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
+facts and their values only if it did, all or nothing, durable at commit (`synchronous_commit`
+on; `sync=False` commits without waiting for the flush, which the next synced write or `sync()`
+waits for). Only the lease holder appends: opening for appending takes the lease (RunBusy while
+another holds it), a thread renews it, and an append after it was lost inserts nothing and
+raises StorageError("lease lost"). A database that goes away makes every call a StorageError.
+
+Reading: `open` reads the run in one snapshot and verifies it as the run directory's open does
+(chain, hashes, canonical form, host records' chain, values present or holes); the row's head
+must be the last fact's (a lost fact is damage). Commits are atomic, so there is never a torn
+tail: every unreadable row is damage."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any, Iterable, Sequence
+
+import psycopg
+import psycopg_pool
+
+from flowrt.store import postgres_lease as leases
+from flowrt.store.canonical import loads_canonical
+from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
+from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
+from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, STORE_RECORDS, valid_run_id
+from flowrt.store.interface import RunImage, RunLog, Store
+from flowrt.store.postgres_schema import _reason, check_schema
+from flowrt.store.postgres_verify import index_refs, parse_host_rows, verify_rows
+
+CONNECT_SECONDS = 10.0  # bound on waiting for a connection (the database away: StorageError)
+#: connections a process may hold: each RunLog open for appending holds one until it closes (a
+#: host driving many runs at once, as the MCP server may, needs one each), and the rest serve reads
+POOL_SIZE = 32
+STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must not hang a host)
+
+_HISTORY = "flow_facts"
+_HOST = "flow_host"
+
+_APPEND = (
+    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)s, head = %(head)s WHERE " + leases.FENCE
+    + " AND last_n = %(prev_n)s AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run), "
+    "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
+    "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING) "
+    "INSERT INTO flow_facts (run, n, line) SELECT ok.run, f.n, f.line FROM ok, "
+    "unnest(%(ns)s::bigint[], %(lines)s::bytea[]) AS f(n, line)")
+
+_HOST_RECORD = (
+    "WITH ok AS (SELECT run FROM flow_runs WHERE " + leases.FENCE + " FOR UPDATE) "
+    "INSERT INTO flow_host (run, i, line) SELECT ok.run, %(i)s, %(line)s FROM ok")
+
+
+def _failed(problem: BaseException, what: str, fact_n: int | None = None) -> StorageError:
+    return StorageError(f"{what}: the database failed: {_reason(problem)}", fact_n, component="postgresql")
+
+
+class PostgresStore(Store):
+    """Runs in the PostgreSQL database at `url` (`postgresql://...`; `options=-csearch_path=S`
+    selects a schema). `lease_seconds`: how long an appender's lease lasts unrenewed (default
+    FLOW_LEASE_SECONDS or 30 s); `owner`: this appender's name in leases."""
+
+    _shared: dict[str, "PostgresStore"] = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, url: str, *, lease_seconds: float | None = None, owner: str | None = None) -> None:
+        self.url = url
+        self.lease_seconds = leases.lease_seconds() if lease_seconds is None else lease_seconds
+        self.owner = owner or leases.new_owner()
+        self._pool: psycopg_pool.ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
+
+    @classmethod
+    def at(cls, url: str) -> "PostgresStore":
+        """The store at `url`, one per URL in a process (they share its connection pool)."""
+        with cls._shared_lock:
+            store = cls._shared.get(url)
+            if store is None:
+                store = cls._shared[url] = cls(url)
+            return store
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    # -- connections ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection) -> None:
+        conn.autocommit = True
+        conn.execute("SET synchronous_commit = on")
+        conn.execute(f"SET statement_timeout = '{STATEMENT_SECONDS}s'")
+
+    def pool(self) -> psycopg_pool.ConnectionPool:
+        """The connection pool, opened (and the tables' version checked) on first use."""
+        with self._pool_lock:
+            if self._pool is None:
+                pool = psycopg_pool.ConnectionPool(
+                    self.url, min_size=1, max_size=POOL_SIZE, open=False, timeout=CONNECT_SECONDS,
+                    configure=self._configure, check=psycopg_pool.ConnectionPool.check_connection,
+                    kwargs={"connect_timeout": int(CONNECT_SECONDS)}, name="flow")
+                try:
+                    pool.open(wait=True, timeout=CONNECT_SECONDS)
+                    with pool.connection() as conn:
+                        check_schema(conn)
+                except (psycopg.Error, psycopg_pool.PoolTimeout) as problem:
+                    pool.close(timeout=1)
+                    raise StorageError(f"cannot reach the database: {_reason(problem)}",
+                                       component="postgresql") from problem
+                except BaseException:
+                    pool.close(timeout=1)
+                    raise
+                atexit.register(pool.close, 1)
+                self._pool = pool
+            return self._pool
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.close(timeout=5)
+                self._pool = None
+
+    def connection(self):
+        """A pooled connection (a context manager); StorageError when none can be had."""
+        return _Connection(self.pool())
+
+    # -- the interface --------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_run_id(run_id: str) -> None:
+        if not valid_run_id(run_id):
+            raise ValueError(f"invalid run id {run_id!r}: 1-128 of A-Z a-z 0-9 . _ -, "
+                             "starting with a letter or digit")
+
+    def create(self, run_id: str, start_fields: dict, *, sources: Iterable[str] = (),
+               durability: str = "fsync", inline_limit: int = INLINE_LIMIT) -> "PostgresRunLog":
+        self._check_run_id(run_id)
+        if not isinstance(start_fields, dict):
+            raise TypeError("start_fields is a dict")
+        fields = dict(start_fields)
+        if fields.setdefault("data", DATA_VERSION) != DATA_VERSION:
+            raise ValueError(f"this store writes data version {DATA_VERSION}, not {fields['data']!r}")
+        if fields.setdefault("run", run_id) != run_id:
+            raise ValueError(f"Start names run {fields['run']!r}, not {run_id!r}")
+        texts = [text.encode("utf-8") for text in sources]
+        log = PostgresRunLog(self, run_id, for_append=True, durability=durability, inline_limit=inline_limit)
+        blobs: dict[str, bytes] = {}
+        start, line = build_fact("Start", fields, 1, None, False, blobs, log.inline_limit, allow_start=True)
+        host = []
+        if inline_limit != INLINE_LIMIT:
+            record_line, log._host_head = chain_record({"kind": "store", "inlineLimit": inline_limit}, None)
+            host.append(record_line.rstrip(b"\n"))
+        conn = log._hold()
+        try:
+            with conn.transaction():
+                if durability == "none":
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                made = conn.execute(
+                    "INSERT INTO flow_runs (run, last_n, head, epoch, owner, lease_until) "
+                    "VALUES (%s, 1, %s, 1, %s, clock_timestamp() + make_interval(secs => %s)) "
+                    "ON CONFLICT DO NOTHING RETURNING epoch",
+                    (run_id, start["hash"], self.owner, self.lease_seconds)).fetchone()
+                if made is None:
+                    raise RunExists(f"run {run_id} already exists in {self}")
+                conn.execute("INSERT INTO flow_facts (run, n, line) VALUES (%s, 1, %s)", (run_id, line.rstrip(b"\n")))
+                for hex_, data in blobs.items():
+                    conn.execute("INSERT INTO flow_values (run, hex, data) VALUES (%s, %s, %s)", (run_id, hex_, data))
+                for data in texts:
+                    conn.execute("INSERT INTO flow_sources (run, hex, data) VALUES (%s, %s, %s) "
+                                 "ON CONFLICT DO NOTHING", (run_id, _sha256_hex(data), data))
+                for i, record in enumerate(host, 1):
+                    conn.execute("INSERT INTO flow_host (run, i, line) VALUES (%s, %s, %s)", (run_id, i, record))
+        except BaseException as problem:
+            log._release_connection()
+            log.for_append = False
+            if isinstance(problem, psycopg.Error):
+                raise _failed(problem, "cannot create the run") from problem
+            raise
+        log._host_count = len(host)
+        log._facts = [start]
+        log._known_values.update(blobs)
+        log._index_refs(start)
+        log._lease = leases.Lease(run_id, self.owner, made[0], self.lease_seconds)
+        log._renewer = leases.Renewer(self.pool(), log._lease)
+        return log
+
+    def open(self, run_id: str, *, for_append: bool, durability: str = "fsync",
+             inline_limit: int | None = None, defer: bool = False,
+             lease: leases.Lease | None = None) -> "PostgresRunLog":
+        """As the interface says. `defer` changes nothing here (the record is read in one query
+        and verified whole). `lease`: a lease the caller took already (a worker's claim)."""
+        self._check_run_id(run_id)
+        log = PostgresRunLog(self, run_id, for_append=for_append, durability=durability,
+                             inline_limit=inline_limit)
+        try:
+            log._load(explicit_limit=inline_limit, lease=lease)
+        except BaseException:
+            log.close()
+            raise
+        return log
+
+    def scan(self, *, limit: int = 50, after: str | None = None) -> dict:
+        from flowrt.store.postgres_scan import scan_database
+
+        return scan_database(self, limit=limit, after=after)
+
+    def read_image(self, run_id: str) -> RunImage:
+        from flowrt.store.postgres_image import read_database_image
+
+        return read_database_image(self, run_id)
+
+    def write_image(self, run_id: str, image: RunImage) -> None:
+        from flowrt.store.postgres_image import write_database_image
+
+        write_database_image(self, run_id, image)
+
+
+class _Connection:
+    """`with store.connection() as conn:` with the pool's and the database's failures as
+    StorageError."""
+
+    def __init__(self, pool: psycopg_pool.ConnectionPool) -> None:
+        self._manager = pool.connection(timeout=CONNECT_SECONDS)
+
+    def __enter__(self) -> psycopg.Connection:
+        try:
+            return self._manager.__enter__()
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as problem:
+            raise StorageError(f"cannot reach the database: {_reason(problem)}", component="postgresql") from problem
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            return bool(self._manager.__exit__(*exc))
+        except psycopg.Error as problem:  # pragma: no cover - returning a broken connection
+            raise _failed(problem, "cannot finish") from problem
+
+
+class PostgresRunLog(RunLog):
+    """One run's record in the database, opened for reading or (holding its lease) for appending."""
+
+    def __init__(self, store: PostgresStore, run_id: str, *, for_append: bool, durability: str,
+                 inline_limit: int | None) -> None:
+        if durability not in ("fsync", "none"):
+            raise ValueError('durability is "fsync" or "none"')
+        if inline_limit is not None and (type(inline_limit) is not int or inline_limit < 0):
+            raise ValueError("inline_limit is a byte count >= 0")
+        self.store = store
+        self.run_id = run_id
+        self.for_append = for_append
+        self.durability = durability
+        self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
+        self.archived_checkpoints = 0
+        self._facts: list[dict] = []
+        self._holes: dict[tuple[int, str], str] = {}
+        self._refs: dict[str, set[tuple[int, str]]] = {}
+        self._known_values: set[str] = set()
+        self._host_head: str | None = None
+        self._host_count = 0
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection | None = None  # held while appending
+        self._lease: leases.Lease | None = None
+        self._renewer: leases.Renewer | None = None
+        self._synced = True
+        self._lost: str | None = None  # why this appender may no longer write
+
+    # -- the held connection and the lease ----------------------------------------------------
+
+    def _hold(self) -> psycopg.Connection:
+        pool = self.store.pool()
+        try:
+            self._conn = pool.getconn(timeout=CONNECT_SECONDS)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as problem:
+            raise StorageError(f"cannot reach the database: {_reason(problem)}", component="postgresql") from problem
+        return self._conn
+
+    def _release_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                self.store.pool().putconn(conn)
+            except Exception:  # pragma: no cover - a pool already closed
+                pass
+
+    def _fence_args(self) -> dict:
+        return {"run": self.run_id, "epoch": self._lease.epoch}
+
+    def _lease_lost(self, fact_n: int | None) -> StorageError:
+        self._lost = "lease lost"
+        holder = None
+        try:
+            with self.store.connection() as conn:
+                holder = leases.holder(conn, self.run_id)
+        except StorageError:
+            pass
+        who = f" (now held by {holder[0]})" if holder else " (it ran out)"
+        return StorageError(f"lease lost: this host may no longer append to run {self.run_id}{who}",
+                            fact_n, component="postgresql")
+
+    # -- opening --------------------------------------------------------------------------------
+
+    def _load(self, explicit_limit: int | None, lease: leases.Lease | None) -> None:
+        if self.for_append:
+            conn = self._hold()
+            try:
+                with conn.transaction():
+                    if lease is None:
+                        lease = leases.take(conn, self.run_id, self.store.owner, self.store.lease_seconds)
+                    if lease is None:
+                        held = leases.holder(conn, self.run_id)
+                        if held is None and conn.execute("SELECT 1 FROM flow_runs WHERE run = %s",
+                                                         (self.run_id,)).fetchone() is None:
+                            raise RunNotFound(f"no run {self.run_id} in {self.store}")
+                        raise RunBusy(f"run {self.run_id} is open for appending elsewhere"
+                                      + (f" ({held[0]}, lease for {held[1]:.1f} s more)" if held else ""))
+            except psycopg.Error as problem:
+                raise _failed(problem, "cannot take the run's lease") from problem
+            self._lease = lease
+            self._renewer = leases.Renewer(self.store.pool(), lease)
+        try:
+            with self.store.connection() as conn:
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    run = conn.execute("SELECT last_n, head, anchor FROM flow_runs WHERE run = %s",
+                                       (self.run_id,)).fetchone()
+                    if run is None:
+                        raise RunNotFound(f"no run {self.run_id} in {self.store}")
+                    rows = conn.execute("SELECT n, line FROM flow_facts WHERE run = %s ORDER BY n",
+                                        (self.run_id,)).fetchall()
+                    host_rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
+                                             (self.run_id,)).fetchall()
+                    present = {row[0] for row in conn.execute(
+                        "SELECT hex FROM flow_values WHERE run = %s", (self.run_id,))}
+        except psycopg.Error as problem:
+            raise _failed(problem, "cannot read the run") from problem
+        self._verify(run, rows, host_rows, present, explicit_limit)
+
+    def _verify(self, run: tuple, rows: list, host_rows: list, present: set[str],
+                explicit_limit: int | None) -> None:
+        verified = verify_rows(self.run_id, run, rows, host_rows, present)
+        if explicit_limit is None and verified.recorded_limit is not None and verified.recorded_limit >= 0:
+            self.inline_limit = verified.recorded_limit
+        self._facts, self._holes, self._refs = verified.facts, verified.holes, verified.refs
+        self._host_head, self._host_count = verified.host_head, len(host_rows)
+        self.archived_checkpoints = verified.archived_checkpoints
+        self._known_values = present
+
+    def _index_refs(self, fact: dict) -> None:
+        index_refs(self._refs, fact)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def verify(self) -> None:
+        return None
+
+    @property
+    def deferred(self) -> bool:
+        return False
+
+    def facts(self) -> list[dict]:
+        return list(self._facts)
+
+    def fact(self, n: int) -> dict:
+        position = fact_position(self._facts, n) if type(n) is int else None
+        if position is None:
+            raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, some perhaps archived)")
+        return self._facts[position]
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def verified_facts(self) -> list[dict]:
+        return self._facts
+
+    def fact_at(self, index: int) -> dict | None:
+        return self._facts[index] if index < len(self._facts) else None
+
+    def facts_from(self, index: int, count: int) -> list[dict]:
+        return self._facts[index:index + count]
+
+    def latest_checkpoint(self) -> int | None:
+        return max((i for i, f in enumerate(self._facts) if f["kind"] == "Checkpoint"), default=None)
+
+    @property
+    def head(self) -> str | None:
+        return self._facts[-1]["hash"] if self._facts else None
+
+    @property
+    def ended(self) -> bool:
+        return bool(self._facts) and self._facts[-1]["kind"] == "End"
+
+    @property
+    def torn_tail(self) -> TornTail | None:
+        return None  # a commit is whole or absent
+
+    def holes(self) -> dict[tuple[int, str], str]:
+        return dict(self._holes)
+
+    def is_hole(self, fact: dict | int, field: str) -> bool:
+        n = fact if isinstance(fact, int) else fact["n"]
+        return (n, field) in self._holes
+
+    def _blob(self, table: str, hex_: str) -> bytes | None:
+        try:
+            with self.store.connection() as conn:
+                row = conn.execute(f"SELECT data FROM {table} WHERE run = %s AND hex = %s",
+                                   (self.run_id, hex_)).fetchone()
+        except psycopg.Error as problem:
+            raise _failed(problem, f"cannot read {table}") from problem
+        return bytes(row[0]) if row else None
+
+    def value(self, fact: dict | int, field: str) -> Any:
+        stored = self.fact(fact if isinstance(fact, int) else fact["n"])
+        if field in stored:
+            return stored[field]
+        ref = stored.get(field + "_ref")
+        if ref is None:
+            raise KeyError(f"fact {stored['n']} has no {field}")
+        n = stored["n"]
+        if (n, field) in self._holes:
+            raise Hole(n, field, ref)
+        hex_ = ref[len("sha256:"):]
+        component = f"flow_values/{hex_}"
+        data = self._blob("flow_values", hex_)
+        if data is None:
+            raise StorageError(f"the value of {field} is missing and is not a recorded hole", n, component=component)
+        if _sha256_hex(data) != hex_:
+            raise StorageError(f"the value of {field} does not match its hash", n, component=component)
+        try:
+            return loads_canonical(data)
+        except ValueError:
+            raise StorageError(f"the value of {field} is not canonical JSON", n, component=component) from None
+
+    def source(self, hash: str) -> str:
+        if not isinstance(hash, str) or not _HASH_RE.match(hash):
+            raise ValueError(f"not a source hash: {hash!r}")
+        hex_ = hash[len("sha256:"):]
+        component = f"flow_sources/{hex_}"
+        data = self._blob("flow_sources", hex_)
+        if data is None:
+            raise StorageError("the source is missing", component=component)
+        if _sha256_hex(data) != hex_:
+            raise StorageError("the source does not match its hash", component=component)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:  # pragma: no cover - the hash matched text we encoded
+            raise StorageError("the source is not UTF-8", component=component) from None
+
+    def verify_files(self) -> None:
+        for hex_, users in sorted(self._refs.items()):
+            live = sorted(user for user in users if user not in self._holes)
+            if live:
+                self.value(*live[0])
+        modules = self._facts[0].get("modules") if self._facts and self._facts[0]["n"] == 1 else None
+        for module in modules if isinstance(modules, list) else ():
+            hash_ = module.get("hash") if isinstance(module, dict) else None
+            if not isinstance(hash_, str) or not _HASH_RE.match(hash_):
+                raise StorageError("Start names a module source that is not sha256:<hex>", 1, component=_HISTORY)
+            self.source(hash_)
+
+    def host_records(self) -> list[dict]:
+        try:
+            with self.store.connection() as conn:
+                rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
+                                    (self.run_id,)).fetchall()
+        except psycopg.Error as problem:
+            raise _failed(problem, "cannot read the host records") from problem
+        return parse_host_rows(rows).records
+
+    def appender_active(self) -> bool | None:
+        try:
+            with self.store.connection() as conn:
+                held = leases.holder(conn, self.run_id)
+        except (StorageError, psycopg.Error):
+            return None
+        if held is None:
+            return False
+        return not (self._lease is not None and held[0] == self._lease.owner)
+
+    def stored_head(self) -> tuple[str | None, bool] | None:
+        try:
+            with self.store.connection() as conn:
+                row = conn.execute("SELECT head FROM flow_runs WHERE run = %s", (self.run_id,)).fetchone()
+        except (StorageError, psycopg.Error):
+            return None
+        return (row[0], False) if row else None
+
+    # -- appending ------------------------------------------------------------------------------
+
+    def _require_writable(self) -> None:
+        if not self.for_append or self._conn is None:
+            raise ValueError(f"run {self.run_id} is not open for appending")
+
+    def _local_commit(self, conn: psycopg.Connection) -> None:
+        """In a transaction: commit it without waiting for the flush when the run is not durable."""
+        if self.durability == "none":
+            conn.execute("SET LOCAL synchronous_commit = off")
+
+    def append(self, kind: str, fields: dict, *, sync: bool = True) -> dict:
+        return self.append_many([(kind, fields)], sync=sync)[0]
+
+    def append_many(self, items: Sequence[tuple[str, dict]], *, sync: bool = True) -> list[dict]:
+        self._require_writable()
+        with self._lock:
+            if self._conn is None:
+                raise ValueError(f"run {self.run_id} is not open for appending")
+            last = self._facts[-1]
+            n, prev, ended = last["n"], last["hash"], last["kind"] == "End"
+            blobs: dict[str, bytes] = {}
+            facts: list[dict] = []
+            lines: list[bytes] = []
+            for kind, fields in items:
+                n += 1
+                fact, line = build_fact(kind, fields, n, prev, ended, blobs, self.inline_limit)
+                facts.append(fact)
+                lines.append(line[:-1])
+                prev, ended = fact["hash"], kind == "End"
+            if not facts:
+                return []
+            if self._lost is not None:
+                raise self._lease_lost(facts[0]["n"])
+            new = {hex_: data for hex_, data in blobs.items() if hex_ not in self._known_values}
+            durable = sync and self.durability == "fsync"
+            try:
+                # The commit waits for the flush unless the fact need not be durable yet: set
+                # for this statement's own transaction, so it costs no round trip.
+                cur = self._conn.execute(_APPEND, dict(
+                    self._fence_args(), commit="on" if durable else "off", last=n, head=prev,
+                    prev_n=last["n"], hexes=list(new),
+                    blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines))
+            except psycopg.Error as problem:
+                raise _failed(problem, "cannot append", facts[0]["n"]) from problem
+            if cur.rowcount != len(facts):
+                raise self._lease_lost(facts[0]["n"])
+            self._facts.extend(facts)
+            self._known_values.update(new)
+            if blobs:
+                for fact in facts:
+                    self._index_refs(fact)
+            if not durable and self.durability == "fsync":
+                self._synced = False
+            return facts
+
+    def sync(self) -> None:
+        if self._synced or self._conn is None:
+            return
+        with self._lock:
+            try:
+                # A synchronous commit waits for the log to be flushed up to it, and so for
+                # every asynchronous commit before it.
+                renewed = leases.renew(self._conn, self._lease)
+            except psycopg.Error as problem:
+                raise _failed(problem, "cannot sync") from problem
+            if not renewed:
+                raise self._lease_lost(None)
+            self._synced = True
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    def put_source(self, text: str) -> str:
+        self._require_writable()
+        if not isinstance(text, str):
+            raise TypeError("a source is text")
+        data = text.encode("utf-8")
+        hex_ = _sha256_hex(data)
+        with self._lock:
+            try:
+                cur = self._conn.execute(
+                    "WITH ok AS (SELECT run FROM flow_runs WHERE " + leases.FENCE
+                    + " AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL) "
+                    "INSERT INTO flow_sources (run, hex, data) SELECT ok.run, %(hex)s, %(data)s FROM ok "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    dict(self._fence_args(), hex=hex_, data=data, commit="off" if self.durability == "none" else "on"))
+                stored = cur.rowcount == 1 or self._blob("flow_sources", hex_) is not None
+            except psycopg.Error as problem:
+                raise _failed(problem, "cannot store the source") from problem
+            if not stored:
+                raise self._lease_lost(None)
+        return "sha256:" + hex_
+
+    def host_record(self, record: dict) -> dict:
+        self._require_writable()
+        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            raise ValueError("a host record is a dict with a text `kind`")
+        if record["kind"] in STORE_RECORDS:
+            raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
+        if "prev" in record or "hash" in record:
+            raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")
+        self.sync()
+        with self._lock:
+            self._write_host([record])
+        return record
+
+    def _write_host(self, records: list[dict], also: tuple[str, dict] | None = None) -> None:
+        """Append host records, fenced, in one transaction (with `also`, a statement of the
+        same transaction); the lock is held."""
+        head, count = self._host_head, self._host_count
+        lines = []
+        for record in records:
+            line, head = chain_record(record, head)
+            lines.append(line[:-1])
+        try:
+            with self._conn.transaction():
+                self._local_commit(self._conn)
+                for i, line in enumerate(lines, count + 1):
+                    cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line))
+                    if cur.rowcount != 1:
+                        raise _Lost
+                if also is not None:
+                    self._conn.execute(*also)
+        except _Lost:
+            raise self._lease_lost(None) from None
+        except psycopg.Error as problem:
+            raise _failed(problem, "cannot append a host record") from problem
+        self._host_head, self._host_count = head, count + len(lines)
+
+    # -- archive and redaction (postgres_archive) ---------------------------------------------
+
+    def archive(self) -> int:
+        from flowrt.store.postgres_archive import archive_facts
+
+        self._require_writable()
+        self.sync()
+        with self._lock:
+            return archive_facts(self)
+
+    def redact(self, n: int, field: str | None = None) -> list[dict]:
+        from flowrt.store.postgres_archive import redact_values
+
+        self._require_writable()
+        with self._lock:
+            return redact_values(self, n, field)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self.sync()
+            except StorageError:
+                pass
+        if self._renewer is not None:
+            self._renewer.stop()
+            self._renewer = None
+        if self._conn is not None and self._lease is not None and self._lost is None:
+            try:
+                leases.release(self._conn, self._lease)
+            except psycopg.Error:
+                pass  # the lease runs out by itself
+        if self._conn is not None:
+            self._release_connection()
+        self.for_append = False
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class _Lost(Exception):
+    """A fenced statement changed nothing: the lease is no longer this appender's."""
