@@ -495,6 +495,31 @@ def _runs_dir(runs_dir: str | None) -> str:
     return runs_dir or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
 
 
+@main.command("upgrade-check")
+@click.argument("new_file", type=click.Path())
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_color_option
+@click.pass_context
+def upgrade_check_command(ctx: click.Context, new_file: str, runs_dir: str | None, as_json: bool,
+                          color: str | None) -> None:
+    """Replay every stored run of a program against a new version of it: which runs it would carry."""
+    import orjson
+
+    from flowrt.upgrade_check import render, upgrade_check
+
+    report = upgrade_check(new_file, _runs_dir(runs_dir))
+    if report.diagnostics and not as_json:
+        _render_refusal(ctx, color, report.diagnostics, report.sources)
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+    elif report.refusal is not None:
+        sys.stderr.write(render(report))
+    else:
+        sys.stdout.write(render(report))
+    ctx.exit(report.exit_code())
+
+
 @main.command("replay")
 @click.argument("run_id")
 @click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
