@@ -185,6 +185,12 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
         sys.stderr.write("--follow goes with --html\n")
         ctx.exit(2)
     if html_out is not None:
+        others = [name for name, given in (("--kind", kind), ("--search", search), ("--fact", fact),
+                                           ("--summary", summary), ("--source", source), ("--rounds", show_rounds),
+                                           ("--json", as_json)) if given not in (None, False)]
+        if others:
+            sys.stderr.write(f"--html draws the whole run: it does not go with {', '.join(others)}\n")
+            ctx.exit(2)
         _history_picture(ctx, runs_dir, run_id, html_out, follow)
 
     from flowrt.inspect_cmd import carried_tasks, history_view, recorded_source, render_history

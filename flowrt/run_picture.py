@@ -35,11 +35,16 @@ DETAIL_LIMIT = 4000
 #: outcome classes a bar can have, as the legend lists them
 OUTCOMES = ("Ok", "Failed", "NotRun", "Unknown", "BadReply", "open", "closed", "hole")
 
+#: the fields of a task parked on its call, as a checkpoint records it (sandbox/checkpoints.py)
+PARKED = frozenset({"call", "tool", "arguments", "ctor"})
+
 LANE_HEIGHT = 30
 LABEL_WIDTH = 170
 FACT_STEP = 30
+#: the widest a fact-order picture grows: a long run's facts get narrower instead
+MAX_WIDTH = 24000
 TIME_WIDTH = 1000
-TOP = 34
+TOP = 46
 
 
 def task_of(call_id: str) -> str:
@@ -126,6 +131,7 @@ def picture(store: RunLog) -> dict:
     marks: list[dict] = []
     checkpoints: list[dict] = []
     end = None
+    forked = isinstance(facts[0].get("parent"), dict)
     for fact in facts:
         kind, n = fact["kind"], fact["n"]
         if kind == "Start":
@@ -136,7 +142,7 @@ def picture(store: RunLog) -> dict:
                                   "arguments": _bounded(_read(store, fact, "arguments")), "reply": None}
         elif kind == "Reply":
             bar = bars.get(fact["call"])
-            if bar is None:  # a Reply to a call carried in a checkpoint of a fork: drawn from the Reply
+            if bar is None:  # a Reply to no call this history holds (damage a reader let by): drawn alone
                 bar = bars[fact["call"]] = {"call": fact["call"], "tool": "?", "task": lane(task_of(fact["call"])),
                                             "callFact": None, "from": at(n), "arguments": None}
             outcome = _read(store, fact, "outcome")
@@ -154,6 +160,16 @@ def picture(store: RunLog) -> dict:
             marks.append({"kind": "Stop", "task": lane(fact.get("task")), "fact": n, "at": at(n),
                           "label": f"stopped by {fact.get('by')}" + (" (running)" if found == "Running" else "")})
         elif kind == "Checkpoint":
+            parked = _read(store, fact, "arguments") if forked and n == 2 else None
+            for argument in (parked.values() if isinstance(parked, dict) and "hole" not in parked else ()):
+                if isinstance(argument, dict) and PARKED <= set(argument) and isinstance(argument["call"], str) \
+                        and argument["call"] not in bars:
+                    # a task parked on a call made before this history began (a fork's): its
+                    # bar starts at the checkpoint that carries it
+                    bars[argument["call"]] = {"call": argument["call"], "tool": str(argument.get("tool", "?")),
+                                              "task": lane(task_of(argument["call"])), "callFact": None,
+                                              "from": at(n), "to": None, "replyFact": None, "outcome": "open",
+                                              "arguments": _bounded(argument.get("arguments")), "reply": None}
             checkpoints.append({"fact": n, "at": at(n), "function": fact["function"]["name"]})
         elif kind == "End":
             end = {"fact": n, "at": at(n), "ending": fact.get("ending"),
@@ -176,7 +192,7 @@ def render(model: dict, *, refresh_seconds: int | None = None) -> str:
     e = html.escape
     lanes = model["lanes"]
     span = max(model["last"], 1)
-    width = TIME_WIDTH if model["axis"] == "ms" else max(600, (span + 1) * FACT_STEP)
+    width = TIME_WIDTH if model["axis"] == "ms" else min(MAX_WIDTH, max(600, (span + 1) * FACT_STEP))
     scale = width / (span + (0 if model["axis"] == "ms" else 1))
 
     def x(position: int) -> float:
@@ -192,10 +208,11 @@ def render(model: dict, *, refresh_seconds: int | None = None) -> str:
         svg.append(f'<g class="lane" data-task="{e(task)}"><rect class="lane-bg" x="0" y="{y}" '
                    f'width="{total_width}" height="{LANE_HEIGHT}"/><text class="lane-label" x="6" '
                    f'y="{y + 19}">{e(task)}</text></g>')
+    svg.append(_ticks(model["axis"], span, x, TOP - 5))
     for cp in model["checkpoints"]:
         cx = x(cp["at"])
-        svg.append(f'<g class="checkpoint" data-fact="{cp["fact"]}"><line x1="{cx}" y1="{TOP - 14}" x2="{cx}" '
-                   f'y2="{height - 10}"/><text x="{cx + 3}" y="{TOP - 18}">checkpoint {cp["fact"]} '
+        svg.append(f'<g class="checkpoint" data-fact="{cp["fact"]}"><line x1="{cx}" y1="{TOP - 30}" x2="{cx}" '
+                   f'y2="{height - 10}"/><text x="{cx + 3}" y="{TOP - 22}">checkpoint {cp["fact"]} '
                    f'{e(cp["function"])}</text></g>')
     last = model["last"]
     for index, bar in enumerate(model["bars"]):
@@ -232,6 +249,26 @@ def render(model: dict, *, refresh_seconds: int | None = None) -> str:
              "SVG": "".join(svg), "DATA": _json_for_script(details)}
     # One pass: a slot's text is never searched for another slot's marker.
     return re.sub(r"\{\{([A-Z]+)\}\}", lambda m: slots[m.group(1)], template)
+
+
+def _ticks(axis: str, span: int, x, y: int) -> str:
+    """About ten labelled ticks along the top: fact numbers, or seconds since Start."""
+    step = 1
+    for candidate in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000, 60_000, 300_000,
+                      600_000, 1_800_000, 3_600_000, 21_600_000, 86_400_000):
+        step = candidate
+        if span / candidate <= 12:
+            break
+    first = step if axis == "fact" else 0
+    marks = []
+    for position in range(first, span + 1, step):
+        label = str(position) if axis == "fact" else _seconds(position)
+        marks.append(f'<text class="tick" x="{x(position)}" y="{y}">{label}</text>')
+    return '<g class="ticks">' + "".join(marks) + "</g>"
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:g} s" if ms < 60_000 else f"{ms / 60_000:g} min"
 
 
 def write_page(path: str, text: str) -> None:

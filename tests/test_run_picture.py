@@ -303,7 +303,62 @@ def test_follow_writes_the_page_again_as_facts_land_and_stops_at_end(tmp_path):
 def test_refusals_and_a_missing_run(tmp_path):
     runs = support_runs(tmp_path)
     assert flow("history", SUPPORT_RUN, "--runs", str(runs), "--follow").returncode == 2
+    mixed = flow("history", SUPPORT_RUN, "--runs", str(runs), "--html", str(tmp_path / "x.html"), "--kind", "Call")
+    assert mixed.returncode == 2 and "--kind" in mixed.stderr and not (tmp_path / "x.html").exists()
     missing = flow("history", "run-nope", "--runs", str(runs), "--html", str(tmp_path / "x.html"))
     assert missing.returncode == 2 and not (tmp_path / "x.html").exists()
     unwritable = flow("history", SUPPORT_RUN, "--runs", str(runs), "--html", str(tmp_path / "no" / "x.html"))
     assert unwritable.returncode == 2 and "cannot write" in unwritable.stderr
+
+
+def test_a_forks_parked_call_is_drawn_from_the_checkpoint_that_carries_it(tmp_path):
+    store = RunStore.create(str(tmp_path), "run-fork", {
+        "program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "main", "function": "main"},
+        "input": {}, "modules": [], "parent": {"run": "run-parent", "checkpoint": 9}}, durability="none")
+    parked = {"call": "root/1#1", "tool": "web.search", "arguments": {"query": "q"}, "ctor": None}
+    store.append("Checkpoint", {"function": {"module": "main", "name": "work"}, "types": [],
+                                "arguments": {"pending": parked, "record": {"call": "not a task", "n": 1}}})
+    store.append("Reply", {"call": "root/1#1", "outcome": {"Ok": "found"}})
+    model = picture(store)
+    store.close()
+    (bar,) = model["bars"]  # the record argument that merely has a `call` field is no call
+    assert (bar["call"], bar["tool"], bar["task"], bar["from"], bar["to"], bar["outcome"]) == \
+        ("root/1#1", "web.search", "root/1", 2, 3, "Ok")
+
+
+def _script_safe_cases():
+    from hypothesis import strategies as st
+
+    text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40) | \
+        st.sampled_from(["</script>", "<!--", "]]>", "</style>", "\u2028", "&lt;", "{{DATA}}", "<svg onload=x>"])
+    return st.recursive(st.none() | st.booleans() | st.integers() | text,
+                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+                        max_leaves=12), text
+
+
+def test_recorded_text_of_any_kind_stays_data_in_the_page():
+    from hypothesis import given, settings
+
+    from flowrt.run_picture import _json_for_script
+
+    values, texts = _script_safe_cases()
+
+    @settings(max_examples=150, deadline=None)
+    @given(value=values, tool=texts, task=texts)
+    def check(value, tool, task):
+        encoded = _json_for_script(value)
+        assert json.loads(encoded) == value and not set("<>&") & set(encoded)
+        model = {"run": "run-1", "state": "ended", "axis": "fact", "last": 3, "lanes": [task], "facts": 3,
+                 "bars": [{"call": task + "#1", "tool": tool, "task": task, "callFact": 2, "from": 2, "to": 3,
+                           "replyFact": 3, "outcome": "Ok", "arguments": {"text": json.dumps(value)},
+                           "reply": None}],
+                 "marks": [{"kind": "Choice", "task": task, "fact": 3, "at": 3, "label": tool}],
+                 "checkpoints": [], "end": None}
+        dom = parse(render(model))
+        assert len([a for t, a in dom.elements if t == "script"]) == 2
+        assert [a["data-task"] for a in dom.having("g", "lane")] == [task]
+        assert [(a["data-call"], a["data-outcome"]) for a in dom.having("rect", "bar")] == [(task + "#1", "Ok")]
+        data = json.loads(dom.text_by_id["calls"])
+        assert data["bars"][0]["tool"] == tool and data["bars"][0]["arguments"]["text"] == json.dumps(value)
+
+    check()
