@@ -362,3 +362,28 @@ def test_recorded_text_of_any_kind_stays_data_in_the_page():
         assert data["bars"][0]["tool"] == tool and data["bars"][0]["arguments"]["text"] == json.dumps(value)
 
     check()
+
+
+def test_follow_stops_with_130_when_interrupted(tmp_path):
+    import signal
+
+    store = RunStore.create(str(tmp_path / "runs"), "run-open", {
+        "program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "main", "function": "main"},
+        "input": {}, "modules": []}, durability="none")
+    store.append("Call", {"call": "root#1", "tool": "human.ask", "fingerprint": "f", "arguments": {}})
+    store.close()
+    page = tmp_path / "open.html"
+    follower = subprocess.Popen([sys.executable, "-m", "flowrt.cli", "history", "run-open", "--runs",
+                                 str(tmp_path / "runs"), "--html", str(page), "--follow"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not page.exists() and time.monotonic() < deadline and follower.poll() is None:
+            time.sleep(0.1)
+        assert 'data-outcome="open"' in page.read_text()
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=60) == 130
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
