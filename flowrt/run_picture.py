@@ -24,8 +24,6 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-import orjson
-
 from flowdata import canonical
 from flowrt.run_state import run_state
 from flowrt.store import Hole, RunLog, open_store
@@ -181,8 +179,9 @@ def picture(store: RunLog) -> dict:
 
 
 def _json_for_script(value: Any) -> str:
-    """JSON that can sit inside a <script> element whatever it holds."""
-    text = orjson.dumps(value).decode("utf-8")
+    """JSON that can sit inside a <script> element whatever it holds (integers past 64 bits
+    included: a Flow Int is unbounded)."""
+    text = canonical.dumps(value).decode("utf-8")
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e") \
         .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
