@@ -174,13 +174,28 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, step
 @click.option("--rounds", "show_rounds", is_flag=True,
               help="Re-run the program (calling nothing) and show its rounds: the checkpoint places it passes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
+@click.option("--html", "html_out", default=None, type=click.Path(dir_okay=False),
+              help="Write a picture of the run to this file: one self-contained HTML page.")
+@click.option("--follow", is_flag=True, help="With --html, write the page again as facts land, until End.")
 @_color_option
 @click.pass_context
 def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind: str | None, search: str | None,
                     fact: int | None, summary: bool, source: str | None, show_rounds: bool, as_json: bool,
-                    color: str | None) -> None:
+                    html_out: str | None, follow: bool, color: str | None) -> None:
     """Show a run's recorded history (facts keep their numbers)."""
     import orjson
+
+    if follow and html_out is None:
+        sys.stderr.write("--follow goes with --html\n")
+        ctx.exit(2)
+    if html_out is not None:
+        others = [name for name, given in (("--kind", kind), ("--search", search), ("--fact", fact),
+                                           ("--summary", summary), ("--source", source), ("--rounds", show_rounds),
+                                           ("--json", as_json)) if given not in (None, False)]
+        if others:
+            sys.stderr.write(f"--html draws the whole run: it does not go with {', '.join(others)}\n")
+            ctx.exit(2)
+        _history_picture(ctx, runs_dir, run_id, html_out, follow)
 
     from flowrt.inspect_cmd import carried_tasks, history_view, recorded_source, render_history
     from flowrt.store import KINDS
@@ -221,6 +236,24 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
     finally:
         store.close()
     ctx.exit(0)
+
+
+def _history_picture(ctx: click.Context, runs_dir: str | None, run_id: str, out: str, follow: bool) -> None:
+    from flowrt.run_picture import write_picture
+    from flowrt.store import StorageError
+
+    _open_run(ctx, runs_dir, run_id, for_append=False).close()  # a missing run is 2, a damaged one 5
+    try:
+        status = write_picture(_runs_dir(runs_dir), run_id, out, follow=follow)
+    except StorageError as problem:
+        sys.stderr.write(f"storage failure: {problem}\n")
+        ctx.exit(5)
+    except OSError as problem:
+        sys.stderr.write(f"cannot write {out}: {problem}\n")
+        ctx.exit(2)
+    if status == 0:
+        sys.stderr.write(f"wrote a picture of run {run_id} to {out}\n")
+    ctx.exit(status)
 
 
 @main.command("runs")
@@ -475,6 +508,31 @@ def _runs_dir(runs_dir: str | None) -> str:
     from flowrt.cli import store_location
 
     return store_location(runs_dir)
+
+
+@main.command("upgrade-check")
+@click.argument("new_file", type=click.Path())
+@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_color_option
+@click.pass_context
+def upgrade_check_command(ctx: click.Context, new_file: str, runs_dir: str | None, as_json: bool,
+                          color: str | None) -> None:
+    """Replay every stored run of a program against a new version of it: which runs it would carry."""
+    import orjson
+
+    from flowrt.upgrade_check import render, upgrade_check
+
+    report = upgrade_check(new_file, _runs_dir(runs_dir))
+    if report.diagnostics and not as_json:
+        _render_refusal(ctx, color, report.diagnostics, report.sources)
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+    elif report.refusal is not None:
+        sys.stderr.write(render(report))
+    else:
+        sys.stdout.write(render(report))
+    ctx.exit(report.exit_code())
 
 
 @main.command("replay")

@@ -778,6 +778,39 @@ def _manifest_path(store: RunLog) -> str:
     return os.path.join(os.getcwd(), "main.flow")
 
 
+class CheckpointMisfit(Exception):
+    """A checkpoint's arguments cannot continue in a function (the execution seed's Forks rule);
+    `param` names the parameter at fault."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def fit_checkpoint_arguments(fn, arguments: dict, *, replaced: set[str] = frozenset()) -> dict[str, Any]:
+    """The checkpoint's `arguments` re-encoded at `fn`'s parameter types (a newer program's
+    function may have changed them), parked tasks kept as they are; `replaced` names arguments the
+    forker supplied, which a task parameter refuses. CheckpointMisfit when one does not fit."""
+    fitted: dict[str, Any] = {}
+    for p in fn.params:
+        if p.name not in arguments:
+            raise CheckpointMisfit(f"the checkpoint has no argument for `{p.name}` of `{fn.name}`", p.name)
+        if p.task:
+            # A parked task keeps its call; it cannot be given as input.
+            parked = arguments[p.name]
+            if p.name in replaced or not isinstance(parked, dict) or "call" not in parked:
+                raise CheckpointMisfit(f"`{p.name}` is a task: the fork keeps the checkpoint's", p.name)
+            fitted[p.name] = parked
+            continue
+        if p.type is None:
+            raise CheckpointMisfit(f"`{fn.name}` cannot continue a checkpoint: `{p.name}` is not data", p.name)
+        try:
+            fitted[p.name] = codec.encode(codec.decode(arguments[p.name], p.type, fn.defs), p.type, fn.defs)
+        except codec.DecodeError as problem:
+            raise CheckpointMisfit(f"argument `{p.name}` does not fit `{fn.name}`: {problem}", p.name) from None
+    return fitted
+
+
 def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | None = None,
          program_file: str | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
          durability: str = "fsync") -> RunOutcome:
@@ -832,24 +865,10 @@ def fork(runs_dir: str, parent_id: str, checkpoint: int, *, input_text: str | No
                 if key not in names:
                     return RunOutcome(2, message=f"`{fn.name}` has no parameter `{key}`")
             arguments.update(replacement)
-        fitted: dict[str, Any] = {}
-        for p in fn.params:
-            if p.name not in arguments:
-                return RunOutcome(2, message=f"the checkpoint has no argument for `{p.name}` of `{fn.name}`")
-            if p.task:
-                # A parked task keeps its call; it cannot be given as input.
-                parked = arguments[p.name]
-                if input_text is not None and p.name in (replacement or {}) or not isinstance(parked, dict) \
-                        or "call" not in parked:
-                    return RunOutcome(2, message=f"`{p.name}` is a task: the fork keeps the checkpoint's")
-                fitted[p.name] = parked
-                continue
-            if p.type is None:
-                return RunOutcome(2, message=f"`{fn.name}` cannot continue a checkpoint: `{p.name}` is not data")
-            try:
-                fitted[p.name] = codec.encode(codec.decode(arguments[p.name], p.type, fn.defs), p.type, fn.defs)
-            except codec.DecodeError as problem:
-                return RunOutcome(2, message=f"argument `{p.name}` does not fit `{fn.name}`: {problem}")
+        try:
+            fitted = fit_checkpoint_arguments(fn, arguments, replaced=set(replacement or ()))
+        except CheckpointMisfit as misfit:
+            return RunOutcome(2, message=str(misfit))
         entry = start["entry"]
         if entry["module"] != compiled.root or compiled.entry(entry["function"]) is None:
             entry = {"module": fn.module, "function": fn.name}
