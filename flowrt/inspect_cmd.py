@@ -95,8 +95,13 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
     checkpoints = [{"n": r["n"], "function": r["function"], "summary": r["summary"]} for r in rows
                    if r["kind"] == "Checkpoint"]
     state = run_state(store)
+    open_calls = state["open"]
+    if any(entry["status"] == "pending" for entry in open_calls):
+        from flowrt.reply_check import with_expected_replies
+
+        open_calls = with_expected_replies(store, open_calls)
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
-            "hostDecision": state["hostDecision"], "pending": state["pending"], "open": state["open"],
+            "hostDecision": state["hostDecision"], "pending": state["pending"], "open": open_calls,
             "total": len(rows), "hidden": len(rows) - len(selected), "facts": selected,
             # the recorded checkpoints; `--rounds` replaces `rounds` with the computed ones
             "checkpoints": checkpoints, "rounds": checkpoints,
@@ -131,6 +136,10 @@ def _open_lines(view: dict) -> list[str]:
             lines.append(f"  {entry['call']:<14} {entry['tool'] or '?':<24} {STATUS_TEXT[entry['status']]}")
             for command in entry["next"]:
                 lines.append(f"      {command}")
+            if entry.get("reply") is not None:
+                from flowrt.reply_check import compact
+
+                lines.append(f'      expects {{"Ok": V}}, V: {compact(entry["reply"]["okSchema"])}')
     if view["pending"] == "unknown":
         lines.append("pending calls: unknown (the record cannot identify them)")
     elif view["pending"]:

@@ -672,8 +672,10 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
 
 def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
-           durability: str = "fsync", halt=None) -> RunOutcome:
-    """Continue a paused, halted or crashed run. `halt`: as for `flowrt.run.run`."""
+           durability: str = "fsync", halt=None, admit_bad_reply: bool = False) -> RunOutcome:
+    """Continue a paused, halted or crashed run. `halt`: as for `flowrt.run.run`. A reply that does
+    not decode against the call's declared types is refused before anything is recorded
+    (flowrt/reply_check.py), unless `admit_bad_reply` admits it as BadReply, as a live one is."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except StorageError as problem:
@@ -698,6 +700,10 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
             if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
                     ("Ok" in supplied[1] or "Err" in supplied[1])):
                 return RunOutcome(2, run_id, message='a reply is an outcome: {"Ok": value} or {"Err": problem}')
+            if not admit_bad_reply:
+                refused = _refused_reply(store, call, supplied[1])
+                if refused is not None:
+                    return refused
         for call_id in sorted(resend or ()):
             if call_id not in outstanding:
                 return RunOutcome(2, run_id, message=f"--resend {call_id}: that call is not open")
@@ -716,6 +722,22 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:
         store.close()
+
+
+def _refused_reply(store: RunLog, call: str, outcome: Any) -> RunOutcome | None:
+    """The refusal of a supplied reply that would be admitted as BadReply, before anything is
+    bound or recorded (a person who mistyped answers again); None when it fits."""
+    from flowrt.reply_check import CallNotFound, check_reply
+
+    try:
+        refusal = check_reply(store, call, outcome)
+    except Refused as refused:
+        return RunOutcome(2, store.run_id, diagnostics=refused.diagnostics, sources=refused.sources)
+    except CallNotFound as problem:
+        return RunOutcome(2, store.run_id, message=str(problem))
+    if refusal is None:
+        return None
+    return RunOutcome(2, store.run_id, diagnostics=[refusal.diagnostic()], refusal=refusal.to_json())
 
 
 def drive_live(driver: ReplayDriver) -> RunOutcome:

@@ -53,6 +53,8 @@ class RunOutcome:
     pending: list[str] = field(default_factory=list)
     fault: dict | None = None
     message: str | None = None
+    #: a supplied reply refused before admission (flowrt/reply_check.py), as data
+    refusal: dict | None = None
 
 
 # ---- preparing a run ---------------------------------------------------------------------------
