@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowdata import canonical
+from flowrt.reply_check import compact, with_expected_replies
 from flowrt.run_state import STATUS_TEXT, run_state
 from flowrt.store import Hole, RunLog, open_store
 
@@ -95,11 +96,7 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
     checkpoints = [{"n": r["n"], "function": r["function"], "summary": r["summary"]} for r in rows
                    if r["kind"] == "Checkpoint"]
     state = run_state(store)
-    open_calls = state["open"]
-    if any(entry["status"] == "pending" for entry in open_calls):
-        from flowrt.reply_check import with_expected_replies
-
-        open_calls = with_expected_replies(store, open_calls)
+    open_calls = with_expected_replies(store, state["open"])  # each pending call: what answers it
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
             "hostDecision": state["hostDecision"], "pending": state["pending"], "open": open_calls,
             "total": len(rows), "hidden": len(rows) - len(selected), "facts": selected,
@@ -137,8 +134,6 @@ def _open_lines(view: dict) -> list[str]:
             for command in entry["next"]:
                 lines.append(f"      {command}")
             if entry.get("reply") is not None:
-                from flowrt.reply_check import compact
-
                 lines.append(f'      expects {{"Ok": V}}, V: {compact(entry["reply"]["okSchema"])}')
     if view["pending"] == "unknown":
         lines.append("pending calls: unknown (the record cannot identify them)")

@@ -35,6 +35,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from flowdata.canonical import dumps as canonical_json
 # A run's or resume's result is the document `flow run --json` prints.
+from flowrt.reply_check import with_expected_replies
 from flowrt.results import outcome_document as outcome_json
 from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunLog, open_store, StorageError
 
@@ -317,6 +318,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
         after = offset + len(page)
         ended = store.ended
         state = run_state(store)
+        state["open"] = with_expected_replies(store, state["open"])
         view: dict[str, Any] = {
             "run": run_id,
             "program": start.get("program"),
