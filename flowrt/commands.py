@@ -283,7 +283,7 @@ def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None
     store = _open_run(ctx, runs_dir, run_id, for_append=True, as_json=as_json)
     try:
         holes = store.redact(fact, field)
-    except (RedactRefused, KeyError, ValueError) as problem:
+    except (RedactRefused, KeyError, IndexError, ValueError) as problem:
         _refuse(ctx, as_json, str(problem), run=run_id, holes=[])
     finally:
         store.close()
