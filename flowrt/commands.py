@@ -25,7 +25,27 @@ def _color_option(func):
                         help="Style diagnostic labels, locations and markers: auto, always or never.")(func)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _FlowGroup(click.Group):
+    """The `flow` group: under `--json`, a mistake in the arguments (click's usage error, exit 2)
+    is a document too, as every refusal is (docs/cli.md, "Results as data")."""
+
+    def main(self, args=None, *rest, standalone_mode: bool = True, **extra):
+        argv = list(sys.argv[1:] if args is None else args)
+        options = argv[:argv.index("--")] if "--" in argv else argv
+        if not standalone_mode or "--json" not in options:
+            return super().main(args, *rest, standalone_mode=standalone_mode, **extra)
+        try:
+            code = super().main(args, *rest, standalone_mode=False, **extra)
+        except click.ClickException as problem:
+            report_refusal(True, problem.format_message(), problem.exit_code)
+            sys.exit(problem.exit_code)
+        except click.Abort:
+            sys.stderr.write("Aborted!\n")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_FlowGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--color", "color", type=COLOR_CHOICES, default="auto", show_default=True,
               help="Style diagnostic labels, locations and markers: auto, always or never.")
 @click.version_option(package_name="flow-lang", prog_name="flow")
@@ -198,7 +218,7 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
             if text is None:
                 _refuse(ctx, as_json, f"run {run_id} recorded no module `{source}`", run=run_id)
             _done(ctx, as_json, 0, text, run=run_id, module=source, source=text)
-        view = history_view(store, kind=kind, search=search, fact=fact)
+        view = history_view(store, kind=kind, search=search, fact=fact, runs=runs_dir)
         if show_rounds:
             from flowrt.replay import Refused, RoundsRefused, rounds as replay_rounds
 

@@ -84,9 +84,10 @@ def describe_fact(store: RunLog, fact: dict, *, width: int | None = SUMMARY_WIDT
 
 
 def history_view(store: RunLog, *, kind: str | None = None, search: str | None = None,
-                 fact: int | None = None) -> dict:
+                 fact: int | None = None, runs: str | None = None) -> dict:
     """The CLI's history view. `kind` must be one of the store's fact kinds (any case): the
-    command refuses another before calling this."""
+    command refuses another before calling this. `runs`: the runs directory the commands shown
+    must name, when it was named (`--runs`)."""
     facts = store.facts()
     rows = [describe_fact(store, f) for f in facts]
     selected = [r for r in rows
@@ -96,7 +97,7 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
     checkpoints = [{"n": r["n"], "function": r["function"], "summary": r["summary"]} for r in rows
                    if r["kind"] == "Checkpoint"]
     state = run_state(store)
-    open_calls = with_expected_replies(store, state["open"])  # each pending call: what answers it
+    open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
             "hostDecision": state["hostDecision"], "pending": state["pending"], "open": open_calls,
             "total": len(rows), "hidden": len(rows) - len(selected), "facts": selected,

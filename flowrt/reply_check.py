@@ -76,19 +76,20 @@ def check_reply(store: RunLog, call_id: str, outcome_json: Any) -> ReplyRefusal 
                         _example_outcome(typed))
 
 
-def expected_reply(store: RunLog, call_id: str) -> dict:
+def expected_reply(store: RunLog, call_id: str, *, runs: str | None = None) -> dict:
     """What answers the open call `call_id`: `{command, example, schema, okSchema}`, the exact
     `flow resume` command (with an example reply that fits), the example outcome (null when none
-    could be made), the JSON Schema of the outcome the call takes and that of its `Ok` value."""
+    could be made), the JSON Schema of the outcome the call takes and that of its `Ok` value.
+    `runs`: the runs directory the command must name (`--runs`), when it is not the default."""
     from flowrt.schemas import schema
 
     typed, _tool = _typed(store, call_id)
     example = _example_outcome(typed)
-    return {"command": resume_command(store.run_id, call_id, example), "example": example,
+    return {"command": resume_command(store.run_id, call_id, example, runs), "example": example,
             "schema": typed.outcome_schema, "okSchema": schema(typed.ok, typed.defs)}
 
 
-def with_expected_replies(store: RunLog, open_calls: list[dict]) -> list[dict]:
+def with_expected_replies(store: RunLog, open_calls: list[dict], *, runs: str | None = None) -> list[dict]:
     """`open_calls` (flowrt/run_state.py's `open`) with what answers each pending one: `next`
     the exact command, `reply` as `expected_reply` says. A call whose Tool cannot be found in the
     recorded program (it does not check with this compiler) keeps the general command."""
@@ -99,7 +100,7 @@ def with_expected_replies(store: RunLog, open_calls: list[dict]) -> list[dict]:
     for entry in open_calls:
         if entry.get("status") == "pending":
             try:
-                reply = expected_reply(store, entry["call"])
+                reply = expected_reply(store, entry["call"], runs=runs)
             except (Refused, CallNotFound, StorageError):
                 reply = None
             if reply is not None:
@@ -108,10 +109,11 @@ def with_expected_replies(store: RunLog, open_calls: list[dict]) -> list[dict]:
     return shown
 
 
-def resume_command(run_id: str, call_id: str, example: Any) -> str:
-    """`flow resume RUN --call ID --reply '...'`, quoted for a POSIX shell."""
+def resume_command(run_id: str, call_id: str, example: Any, runs: str | None = None) -> str:
+    """`flow resume RUN --call ID --reply '...' [--runs DIR]`, quoted for a POSIX shell."""
     reply = canonical.dumps(example).decode("utf-8") if example is not None else "JSON"
-    return f"flow resume {shlex.quote(run_id)} --call {shlex.quote(call_id)} --reply {shlex.quote(reply)}"
+    where = f" --runs {shlex.quote(runs)}" if runs is not None else ""
+    return f"flow resume {shlex.quote(run_id)} --call {shlex.quote(call_id)} --reply {shlex.quote(reply)}{where}"
 
 
 def compact(schema: dict) -> str:

@@ -195,6 +195,11 @@ CASES = [
          {"pages": lambda ps: all(Path(p["file"]).is_file() for p in ps) and ps,
           "index": lambda i: Path(i).is_file()}),
     Case("doc refused", lambda w: ["doc", "bad.flow"], 2, {"pages": [], "diagnostics": _nonempty}),
+    # a mistake in the arguments is click's usage error, and under --json a document too
+    Case("usage refused: a missing option", lambda w: ["redact", "run-x"], 2, {"message": "Missing option '--fact'."}),
+    Case("usage refused: no such command", lambda w: ["nope"], 2, {"message": lambda m: "No such command" in m}),
+    Case("usage refused: a bad value", lambda w: ["runs", "--limit", "abc"], 2,
+         {"message": lambda m: "'abc' is not a valid integer" in m}),
     # the rest
     Case("test", lambda w: ["test", "hello.flow"], 0, {"passed": 0, "failed": 0}),
     Case("tools-import-mcp refused: --out exists",

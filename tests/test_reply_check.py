@@ -108,7 +108,7 @@ def test_a_mistyped_enum_reply_is_refused_and_the_run_is_then_answered(tmp_path)
 def test_history_shows_the_exact_command_and_it_answers_the_call(tmp_path):
     program, runs, run_id, call = paused_run(tmp_path, REVIEW)
     human = flow("history", run_id, "--runs", str(runs), cwd=program)
-    command = f"""flow resume {run_id} --call '{call}' --reply '{{"Ok":"Approve"}}'"""
+    command = f"""flow resume {run_id} --call '{call}' --reply '{{"Ok":"Approve"}}' --runs {runs}"""
     assert command in human.stdout
     assert 'expects {"Ok": V}, V: {"$defs":{"main.Verdict":' in human.stdout
     assert command in flow("history", run_id, "--runs", str(runs), "--summary", cwd=program).stdout
@@ -119,7 +119,7 @@ def test_history_shows_the_exact_command_and_it_answers_the_call(tmp_path):
     assert entry["reply"]["okSchema"]["$ref"] == "#/$defs/main.Verdict"
     argv = shlex.split(command)
     assert argv[0] == "flow"
-    done = flow(*argv[1:], "--runs", str(runs), cwd=program)
+    done = flow(*argv[1:], cwd=program)
     assert (done.returncode, done.stdout) == (0, '"approved"\n'), done.stderr
 
 

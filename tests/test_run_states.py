@@ -150,7 +150,7 @@ def test_a_paused_run_names_its_pending_calls_and_the_reply_that_answers_them(tm
     view = history(tmp_path, run_id)
     assert view["state"] == "paused" and view["pending"] == ["root#1"]
     # The exact command, with an example that fits (flowrt/reply_check.py; tests/test_reply_check.py).
-    command = f"""flow resume {run_id} --call 'root#1' --reply '{{"Ok":{{"Yes":"text"}}}}'"""
+    command = f"""flow resume {run_id} --call 'root#1' --reply '{{"Ok":{{"Yes":"text"}}}}' --runs {tmp_path}"""
     entry, = view["open"]
     assert {k: entry[k] for k in ("call", "tool", "status", "next")} == {
         "call": "root#1", "tool": "people.approve", "status": "pending", "next": [command]}
