@@ -87,7 +87,7 @@ main.add_command(check_command)
 @main.command("tools")
 @click.argument("file", type=click.Path())
 @click.option("--entry", default=None, help="Keep only the declarations a run of this entry can reach.")
-@click.option("--json", "as_json", is_flag=True, help="Accepted for uniformity: the declarations are always JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the declarations as one JSON document on one line.")
 @_color_option
 @click.pass_context
 def tools_command(ctx: click.Context, file: str, entry: str | None, as_json: bool, color: str | None) -> None:
@@ -112,9 +112,17 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, as_json: boo
             program["tools"].append({k: d[k] for k in ("tool", "fingerprint", "signature", "generic", "params",
                                                         "ok", "err")})
         program["types"] = dict(sorted(program["types"].items()))
-    document = {"data": DATA_VERSION, "programs": [program]}
-    sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
-    ctx.exit(0 if compiled.ok else 2)
+    code = 0 if compiled.ok else 2
+    # Beside the declarations, what every `--json` document has (docs/cli.md, "Results as data").
+    document = {"data": DATA_VERSION, "programs": [program], "exitCode": code, "message": None,
+                "diagnostics": program["diagnostics"]}
+    if as_json:
+        from flowrt.results import write
+
+        write(document)  # one line, as every --json document; without it, indented for reading
+    else:
+        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+    ctx.exit(code)
 
 
 @main.command("tools-import-mcp", context_settings={"ignore_unknown_options": True})

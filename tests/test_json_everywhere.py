@@ -201,6 +201,11 @@ CASES = [
     Case("usage refused: a bad value", lambda w: ["runs", "--limit", "abc"], 2,
          {"message": lambda m: "'abc' is not a valid integer" in m}),
     # the rest
+    Case("check", lambda w: ["check", "hello.flow"], 0, {"ok": True}),
+    Case("check refused", lambda w: ["check", "bad.flow"], 2, {"ok": False, "diagnostics": _nonempty}),
+    Case("tools", lambda w: ["tools", "count.flow"], 0,
+         {"programs": lambda ps: [t["tool"] for t in ps[0]["tools"]] == ["count.step"]}),
+    Case("tools: does not check", lambda w: ["tools", "bad.flow"], 2, {"diagnostics": _nonempty}),
     Case("test", lambda w: ["test", "hello.flow"], 0, {"passed": 0, "failed": 0}),
     Case("tools-import-mcp refused: --out exists",
          lambda w: ["tools-import-mcp", "--out", "hello.flow", "--", sys.executable, "-c", "pass"], 2,
