@@ -76,14 +76,15 @@ def check_reply(store: RunLog, call_id: str, outcome_json: Any) -> ReplyRefusal 
                         _example_outcome(typed))
 
 
-def expected_reply(store: RunLog, call_id: str, *, runs: str | None = None) -> dict:
+def expected_reply(store: RunLog, call_id: str, *, runs: str | None = None, tools: dict | None = None) -> dict:
     """What answers the open call `call_id`: `{command, example, schema, okSchema}`, the exact
     `flow resume` command (with an example reply that fits), the example outcome (null when none
     could be made), the JSON Schema of the outcome the call takes and that of its `Ok` value.
-    `runs`: the runs directory the command must name (`--runs`), when it is not the default."""
+    `runs`: the runs directory the command must name (`--runs`), when it is not the default;
+    `tools`: the recorded program's Tool descriptions, when the caller has them already."""
     from flowrt.schemas import schema
 
-    typed, _tool = _typed(store, call_id)
+    typed, _tool = _typed(store, call_id, tools)
     example = _example_outcome(typed)
     return {"command": resume_command(store.run_id, call_id, example, runs), "example": example,
             "schema": typed.outcome_schema, "okSchema": schema(typed.ok, typed.defs)}
@@ -97,10 +98,13 @@ def with_expected_replies(store: RunLog, open_calls: list[dict], *, runs: str | 
     from flowrt.store import StorageError
 
     shown = []
+    tools: dict | None = None
     for entry in open_calls:
         if entry.get("status") == "pending":
             try:
-                reply = expected_reply(store, entry["call"], runs=runs)
+                if tools is None:  # the program is formed once for all the calls
+                    tools = _recorded_tools(store)
+                reply = expected_reply(store, entry["call"], runs=runs, tools=tools)
             except (Refused, CallNotFound, StorageError):
                 reply = None
             if reply is not None:
@@ -128,15 +132,21 @@ class CallNotFound(LookupError):
     """No Call fact (nor a task parked in a checkpoint) has this id."""
 
 
-def _typed(store: RunLog, call_id: str):
+def _recorded_tools(store: RunLog) -> dict:
+    """The Tool descriptions of the program the history recorded (from its stored sources)."""
+    from flowrt.replay import recorded_program
+
+    compiled, _start = recorded_program(store)
+    return compiled.tools
+
+
+def _typed(store: RunLog, call_id: str, tools: dict | None = None):
     """The Tool of the call, at its recorded type arguments (`flowrt.tool_types.Typed`), and its
     identity."""
-    from flowrt.replay import recorded_program
     from flowrt.tool_types import Typed
 
     tool, types = _recorded_call(store, call_id)
-    compiled, _start = recorded_program(store)
-    description = compiled.tools.get(tool)
+    description = (tools if tools is not None else _recorded_tools(store)).get(tool)
     if description is None:
         raise CallNotFound(f"the recorded program declares no Tool {tool}")
     return Typed(description, types), tool
