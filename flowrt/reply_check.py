@@ -69,7 +69,7 @@ def check_reply(store: RunLog, call_id: str, outcome_json: Any) -> ReplyRefusal 
 
     typed, tool = _typed(store, call_id)
     admitted = admitter(typed)(outcome_json)
-    if not _bad_reply(admitted) or _bad_reply(outcome_json):
+    if not _bad_reply(admitted) or admitted == outcome_json:  # (a BadReply given as such is admitted as it is)
         return None
     path, problem = _where(typed, outcome_json, admitted["Err"]["BadReply"])
     return ReplyRefusal(store.run_id, call_id, tool, path, problem, typed.outcome_schema,
