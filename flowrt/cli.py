@@ -247,7 +247,8 @@ def report_outcome(color: str, outcome, *, as_json: bool = False, **fields) -> i
         sys.stdout.write(f"paused: run {outcome.run_id}\n")
         for call in outcome.pending:
             sys.stdout.write(f"  pending call {call}\n")
-        sys.stdout.write(f"resume with: flow resume {outcome.run_id} --call ID --reply JSON\n")
+        sys.stdout.write(f"resume with: flow resume {outcome.run_id} --call ID --reply JSON "
+                         f"(flow history {outcome.run_id} shows what each call takes)\n")
     if outcome.fault is not None:
         fault = outcome.fault
         where = fault.get("location")
