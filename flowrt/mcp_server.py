@@ -318,7 +318,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
         after = offset + len(page)
         ended = store.ended
         state = run_state(store)
-        state["open"] = with_expected_replies(store, state["open"])
+        state["open"] = with_expected_replies(store, state["open"], runs=runs_dir)  # as `flow history --runs`
         view: dict[str, Any] = {
             "run": run_id,
             "program": start.get("program"),
