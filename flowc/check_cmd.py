@@ -109,7 +109,9 @@ def check_and_print(paths: list[str], as_json: bool, color: str) -> int:
     if as_json:
         import orjson
 
-        sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+        # What every `--json` document has (docs/cli.md, "Results as data") beside the report.
+        document = {**report.to_json(), "exitCode": 0 if report.ok else 2, "message": None}
+        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS) + b"\n")
     else:
         if report.diagnostics:
             from flowc.diagnostics.render import render, use_color

@@ -224,12 +224,12 @@ class Host:
                 compiled, _ = recorded_program(store)
             except (NotChecking, StorageError):
                 return untyped
-            _, typed = call_types(store, call, compiled)
+            _, typed = call_types(store, call, compiled.tools)
             outcome_json = _reply_outcome(reply, typed)
-            refusal = check_reply(store, call, outcome_json, compiled=compiled)
+            refusal = check_reply(store, call, outcome_json)
         if refusal is not None:
             expected = canonical.dumps(refusal.schema).decode("utf-8")
-            raise Refused(f"{refusal.message()}; the reply must be an outcome of this JSON Schema: {expected}",
+            raise Refused(f"{refusal.text}; the reply must be an outcome of this JSON Schema: {expected}",
                           path=refusal.path, schema=refusal.schema)
         return outcome_json
 

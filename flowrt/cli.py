@@ -121,7 +121,7 @@ def _color_at(args: list[str], i: int) -> tuple[str | None, int]:
 #: `flow run`'s options that take a value, with their keyword in `run_program`; and its flags.
 _RUN_VALUES = {"--entry": "entry", "--input": "input_text", "--runs": "runs_dir", "--store": "runs_dir",
                "--checkpoints": "checkpoints"}
-_RUN_FLAGS = {"--allow": "allow", "--redactable": "redactable"}
+_RUN_FLAGS = {"--allow": "allow", "--redactable": "redactable", "--json": "as_json"}
 
 
 def plain_run(args: list[str]) -> dict | None:
@@ -170,15 +170,14 @@ def plain_run(args: list[str]) -> dict | None:
 
 def run_program(file: str, entry: str = "main", input_text: str | None = None, runs_dir: str | None = None,
                 allow: bool = False, redactable: bool = False, checkpoints: str = "every",
-                color: str = "auto", park_after: float | None = None) -> int:
-    """`flow run`: run a program live, recording its history; reports the outcome and returns the
-    exit code."""
+                color: str = "auto", park_after: float | None = None, as_json: bool = False) -> int:
+    """`flow run`: run a program live, recording its history; reports the outcome (as one JSON
+    document with `as_json`) and returns the exit code."""
     text = read_input(input_text)
     ask = None if input_text == "-" else ask_on_terminal
     runs = store_location(runs_dir)
     if checkpoints not in ("every", "off") and not checkpoints.isdigit():
-        sys.stderr.write("--checkpoints is every, off or a number\n")
-        return 2
+        return report_refusal(as_json, "--checkpoints is every, off or a number")
     from flowrt.sandbox_process import Child
 
     # Started first, so that it starts while the host imports the compiler, checks and binds.
@@ -190,7 +189,7 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
         raise
     outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
                   inline_limit=0 if redactable else None, child=child, park_after=park_after)
-    return report_outcome(color, outcome)
+    return report_outcome(color, outcome, as_json=as_json)
 
 
 def store_location(given: str | None) -> str:
@@ -226,8 +225,26 @@ def render_refusal(color: str, diagnostics, sources) -> None:
     sys.stderr.write(render(diagnostics, sources, color=styled))
 
 
-def report_outcome(color: str, outcome) -> int:
-    """Say what a run (or resume) came to; returns its exit code."""
+def report_refusal(as_json: bool, message: str, code: int = 2, **fields) -> int:
+    """A refusal that is a message, not a diagnostic: on stderr, or as the command's document."""
+    if as_json:
+        from flowrt.results import document, write
+
+        write(document(code, message=message, **fields))
+    else:
+        sys.stderr.write(message + "\n")
+    return code
+
+
+def report_outcome(color: str, outcome, *, as_json: bool = False, **fields) -> int:
+    """Say what a run (or resume, or fork) came to; returns its exit code. With `as_json`, one
+    document (flowrt/results.py, with `fields` added) and nothing else; else the output on stdout
+    and the rest on stderr, the run's id included once it has one, so stdout stays the output."""
+    if as_json:
+        from flowrt.results import outcome_document, write
+
+        write({**outcome_document(outcome), **fields})
+        return outcome.exit_code
     if outcome.diagnostics:
         render_refusal(color, outcome.diagnostics, outcome.sources)
     if outcome.output is not None:
@@ -246,7 +263,8 @@ def report_outcome(color: str, outcome) -> int:
         sys.stdout.write(f"paused: run {outcome.run_id}\n")
         for call in outcome.pending:
             sys.stdout.write(f"  pending call {call}\n")
-        sys.stdout.write(f"resume with: flow resume {outcome.run_id} --call ID --reply JSON\n")
+        sys.stdout.write(f"resume with: flow resume {outcome.run_id} --call ID --reply JSON "
+                         f"(flow history {outcome.run_id} shows what each call takes)\n")
     if outcome.fault is not None:
         fault = outcome.fault
         where = fault.get("location")
@@ -254,6 +272,8 @@ def report_outcome(color: str, outcome) -> int:
         sys.stderr.write(f"{place}fault[{fault.get('kind')}]: {fault.get('message')} (run {outcome.run_id})\n")
     if outcome.message:
         sys.stderr.write(outcome.message + "\n")
+    if outcome.exit_code in (0, 4) and outcome.run_id:
+        sys.stderr.write(f"run {outcome.run_id} completed\n")
     return outcome.exit_code
 
 

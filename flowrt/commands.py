@@ -13,7 +13,7 @@ import click
 
 from flowc.cli import COLOR_CHOICES, check_command
 from flowrt.cli import ask_on_terminal as _ask_on_terminal
-from flowrt.cli import render_refusal, report_outcome, run_program
+from flowrt.cli import render_refusal, report_outcome, report_refusal, run_program
 
 # orjson and the diagnostics renderer are imported where they are used: most runs of a command
 # need neither (no `--json`, nothing to report), and every import is start-up time.
@@ -29,7 +29,27 @@ def _color_option(func):
                         help="Style diagnostic labels, locations and markers: auto, always or never.")(func)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _FlowGroup(click.Group):
+    """The `flow` group: under `--json`, a mistake in the arguments (click's usage error, exit 2)
+    is a document too, as every refusal is (docs/cli.md, "Results as data")."""
+
+    def main(self, args=None, *rest, standalone_mode: bool = True, **extra):
+        argv = list(sys.argv[1:] if args is None else args)
+        options = argv[:argv.index("--")] if "--" in argv else argv
+        if not standalone_mode or "--json" not in options:
+            return super().main(args, *rest, standalone_mode=standalone_mode, **extra)
+        try:
+            code = super().main(args, *rest, standalone_mode=False, **extra)
+        except click.ClickException as problem:
+            report_refusal(True, problem.format_message(), problem.exit_code)
+            sys.exit(problem.exit_code)
+        except click.Abort:
+            sys.stderr.write("Aborted!\n")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_FlowGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--color", "color", type=COLOR_CHOICES, default="auto", show_default=True,
               help="Style diagnostic labels, locations and markers: auto, always or never.")
 @click.version_option(package_name="flow-lang", prog_name="flow")
@@ -42,6 +62,26 @@ def main(ctx: click.Context, color: str) -> None:
 
 def _color(ctx: click.Context, local: str | None) -> str:
     return local or (ctx.obj or {}).get("color", "auto")
+
+
+def _json_option(what: str):
+    """`--json`: the command's result as one JSON document (docs/cli.md, "Results as data")."""
+    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as one JSON document.")
+
+
+def _refuse(ctx: click.Context, as_json: bool, message: str, code: int = 2, **fields) -> None:
+    ctx.exit(report_refusal(as_json, message, code, **fields))
+
+
+def _done(ctx: click.Context, as_json: bool, code: int, text: str, diagnostics=(), **fields) -> None:
+    """A command's result: `fields` as its document, or `text` on stdout."""
+    if as_json:
+        from flowrt.results import document, write
+
+        write(document(code, diagnostics=diagnostics, **fields))
+    else:
+        sys.stdout.write(text)
+    ctx.exit(code)
 
 
 # `flow check` is the compiler's own command (`flowc check`): checking runs nothing.
@@ -66,9 +106,10 @@ def tools_group() -> None:
 @tools_group.command("list")
 @click.argument("file", type=click.Path())
 @click.option("--entry", default=None, help="Keep only the declarations a run of this entry can reach.")
+@click.option("--json", "as_json", is_flag=True, help="Print the declarations as one JSON document on one line.")
 @_color_option
 @click.pass_context
-def tools_command(ctx: click.Context, file: str, entry: str | None, color: str | None) -> None:
+def tools_command(ctx: click.Context, file: str, entry: str | None, as_json: bool, color: str | None) -> None:
     """List the Tool declarations of a program as JSON (identity, fingerprint, types)."""
     import orjson
 
@@ -90,9 +131,17 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
             program["tools"].append({k: d[k] for k in ("tool", "fingerprint", "signature", "generic", "params",
                                                         "ok", "err")})
         program["types"] = dict(sorted(program["types"].items()))
-    document = {"data": DATA_VERSION, "programs": [program]}
-    sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
-    ctx.exit(0 if compiled.ok else 2)
+    code = 0 if compiled.ok else 2
+    # Beside the declarations, what every `--json` document has (docs/cli.md, "Results as data").
+    document = {"data": DATA_VERSION, "programs": [program], "exitCode": code, "message": None,
+                "diagnostics": program["diagnostics"]}
+    if as_json:
+        from flowrt.results import write
+
+        write(document)  # one line, as every --json document; without it, indented for reading
+    else:
+        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+    ctx.exit(code)
 
 
 @tools_group.command("import-mcp", context_settings={"ignore_unknown_options": True})
@@ -101,9 +150,10 @@ def tools_command(ctx: click.Context, file: str, entry: str | None, color: str |
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="The .flow module to write (its name is the module's, as flow.toml keys it).")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@_json_option("what was written")
 @click.pass_context
 def tools_import_mcp_command(ctx: click.Context, server: tuple[str, ...], url: str | None, out: str,
-                             force: bool) -> None:
+                             force: bool, as_json: bool) -> None:
     """Write a .flow module declaring an MCP server's tools: `flow tools import-mcp --out time.flow
     -- uvx mcp-server-time` (stdio), or `--url http://127.0.0.1:8000/mcp`."""
     import os
@@ -114,13 +164,11 @@ def tools_import_mcp_command(ctx: click.Context, server: tuple[str, ...], url: s
     if bool(server) == bool(url):
         raise click.UsageError("give the server's command after `--`, or --url, not both")
     if os.path.exists(out) and not force:
-        click.echo(f"error: {out} exists (--force replaces it)", err=True)
-        ctx.exit(2)
+        _refuse(ctx, as_json, f"error: {out} exists (--force replaces it)", out=out)
     try:
         tools, shown = import_tools(command=list(server) or None, url=url, cwd=os.getcwd())
     except BindError as problem:
-        click.echo(f"error: {problem}", err=True)
-        ctx.exit(1)
+        _refuse(ctx, as_json, f"error: {problem}", 1, out=out)
     text = module_text(tools, shown)
     partial = out + ".partial"
     with open(partial, "w", encoding="utf-8") as handle:
@@ -128,9 +176,10 @@ def tools_import_mcp_command(ctx: click.Context, server: tuple[str, ...], url: s
     os.replace(partial, out)
     module = os.path.splitext(os.path.basename(out))[0]
     binding = "mcp_url = " + _toml_string(url) if url else "mcp = [" + ", ".join(_toml_string(a) for a in server) + "]"
-    click.echo(f"wrote {out}: {len(tools)} tool{'s' if len(tools) != 1 else ''}; bind it in flow.toml:", err=True)
-    click.echo(f'[tools]\n{_toml_string(module)} = {{ {binding} }}')
-    ctx.exit(0)
+    line = f"{_toml_string(module)} = {{ {binding} }}"
+    if not as_json:
+        click.echo(f"wrote {out}: {len(tools)} tool{'s' if len(tools) != 1 else ''}; bind it in flow.toml:", err=True)
+    _done(ctx, as_json, 0, f"[tools]\n{line}\n", out=out, module=module, tools=len(tools), binding=line)
 
 
 def _toml_string(text: str) -> str:
@@ -157,7 +206,8 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, step
     if report.diagnostics:
         _render_refusal(ctx, color, report.diagnostics, report.sources)
     if as_json:
-        sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+        document = {**report.to_json(), "exitCode": report.exit_code(), "message": None}
+        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_SORT_KEYS) + b"\n")
     else:
         sys.stdout.write(render_tests(report))
     ctx.exit(report.exit_code())
@@ -183,7 +233,6 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
                     fact: int | None, summary: bool, source: str | None, show_rounds: bool, as_json: bool,
                     html_out: str | None, follow: bool, color: str | None) -> None:
     """Show a run's recorded history (facts keep their numbers)."""
-    import orjson
 
     if follow and html_out is None:
         sys.stderr.write("--follow goes with --html\n")
@@ -202,18 +251,15 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
 
     if kind is not None and kind.lower() not in {k.lower() for k in KINDS}:
         # As MCP's history refuses it: a kind that no fact has would only ever show nothing.
-        sys.stderr.write(f"--kind is one of {', '.join(KINDS)}\n")
-        ctx.exit(2)
-    store = _open_run(ctx, runs_dir, run_id, for_append=False)
+        _refuse(ctx, as_json, f"--kind is one of {', '.join(KINDS)}", run=run_id)
+    store = _open_run(ctx, runs_dir, run_id, for_append=False, as_json=as_json)
     try:
         if source is not None:
             text = recorded_source(store, source)
             if text is None:
-                sys.stderr.write(f"run {run_id} recorded no module `{source}`\n")
-                ctx.exit(2)
-            sys.stdout.write(text)
-            ctx.exit(0)
-        view = history_view(store, kind=kind, search=search, fact=fact)
+                _refuse(ctx, as_json, f"run {run_id} recorded no module `{source}`", run=run_id)
+            _done(ctx, as_json, 0, text, run=run_id, module=source, source=text)
+        view = history_view(store, kind=kind, search=search, fact=fact, runs=runs_dir)
         if show_rounds:
             from flowrt.replay import Refused, RoundsRefused, rounds as replay_rounds
 
@@ -221,16 +267,17 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
                 view["rounds"], verdict = replay_rounds(_runs_dir(runs_dir), run_id)
             except RoundsRefused as refused:
                 # No verdict is not Matched: the rounds of a re-run that never ran are unknown.
-                sys.stderr.write(f"no rounds: {refused}\n")
-                ctx.exit(2)
-            except Refused:
-                sys.stderr.write("no rounds: the recorded program does not check with this compiler "
-                                 f"(flow replay {run_id} shows why)\n")
-                ctx.exit(2)
+                _refuse(ctx, as_json, f"no rounds: {refused}", run=run_id)
+            except Refused as refused:
+                _refuse(ctx, as_json, "no rounds: the recorded program does not check with this compiler "
+                        f"(flow replay {run_id} shows why)", run=run_id,
+                        diagnostics=[d.to_json() for d in refused.diagnostics])
             view["replay"] = verdict.to_json()
             view["carried"] = carried_tasks(view["rounds"])
         if as_json:
-            sys.stdout.buffer.write(orjson.dumps(view, option=orjson.OPT_SORT_KEYS) + b"\n")
+            from flowrt.results import write
+
+            write({**view, "exitCode": 0, "message": None, "diagnostics": []})
         else:
             sys.stdout.write(render_history(view, summary=summary))
     finally:
@@ -278,15 +325,16 @@ def runs_command(ctx: click.Context, runs_dir: str | None, limit: int, after: st
         sys.stderr.write(f"storage failure: {problem}\n")
         ctx.exit(5)
     except ValueError as problem:
-        sys.stderr.write(f"{problem}\n")
-        ctx.exit(2)
-    if as_json:
-        sys.stdout.buffer.write(orjson.dumps(page, option=orjson.OPT_SORT_KEYS) + b"\n")
-    else:
-        sys.stdout.write(render_runs(page))
+        _refuse(ctx, as_json, str(problem))
     root_problems = [p for p in page["problems"] if p.get("component") in (None, "root", ".")
                      and p.get("status") not in ("not-created",)]
-    ctx.exit(2 if root_problems else 0)
+    code = 2 if root_problems else 0
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps({**page, "exitCode": code, "message": None, "diagnostics": []},
+                                             option=orjson.OPT_SORT_KEYS) + b"\n")
+    else:
+        sys.stdout.write(render_runs(page))
+    ctx.exit(code)
 
 
 @main.command("mcp")
@@ -308,46 +356,44 @@ def mcp_command(runs_dir: str | None, allow: bool, root: str | None, color: str 
 @click.option("--fact", "fact", type=int, required=True, help="The fact whose stored value becomes a hole.")
 @click.option("--field", default=None, help="Only this value field (input, arguments, outcome, found).")
 @click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
+@_json_option("the holes made")
 @_color_option
 @click.pass_context
 def redact_command(ctx: click.Context, run_id: str, fact: int, field: str | None, runs_dir: str | None,
-                   color: str | None) -> None:
+                   as_json: bool, color: str | None) -> None:
     """Replace a stored value with a hole that keeps its hash."""
     from flowrt.store import RedactRefused
 
-    store = _open_run(ctx, runs_dir, run_id, for_append=True)
+    store = _open_run(ctx, runs_dir, run_id, for_append=True, as_json=as_json)
     try:
         holes = store.redact(fact, field)
-    except (RedactRefused, KeyError, ValueError) as problem:
-        sys.stderr.write(f"{problem}\n")
-        ctx.exit(2)
+    except (RedactRefused, KeyError, IndexError, ValueError) as problem:
+        _refuse(ctx, as_json, str(problem), run=run_id, holes=[])
     finally:
         store.close()
-    for hole in holes:
-        sys.stdout.write(f"fact {hole['fact']}: {hole['field']} is now a hole ({hole['ref']})\n")
-    ctx.exit(0)
+    text = "".join(f"fact {hole['fact']}: {hole['field']} is now a hole ({hole['ref']})\n" for hole in holes)
+    _done(ctx, as_json, 0, text, run=run_id, holes=[dict(hole) for hole in holes])
 
 
 @main.command("archive")
 @click.argument("run_id")
 @click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
+@_json_option("how many facts were archived")
 @_color_option
 @click.pass_context
-def archive_command(ctx: click.Context, run_id: str, runs_dir: str | None, color: str | None) -> None:
+def archive_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_json: bool, color: str | None) -> None:
     """Move the facts before the latest checkpoint aside (resume and replay never read them)."""
     from flowrt.store import StorageError
 
-    store = _open_run(ctx, runs_dir, run_id, for_append=True)
+    store = _open_run(ctx, runs_dir, run_id, for_append=True, as_json=as_json)
     try:
         moved = store.archive()
     except StorageError as problem:
-        sys.stderr.write(f"storage failure: {problem}\n")
-        ctx.exit(5)
+        _refuse(ctx, as_json, f"storage failure: {problem}", 5, run=run_id, archived=0)
     finally:
         store.close()
-    sys.stdout.write(f"archived {moved} facts of run {run_id}\n" if moved else
-                     f"run {run_id} has no checkpoint with facts before it to archive\n")
-    ctx.exit(0)
+    _done(ctx, as_json, 0, f"archived {moved} facts of run {run_id}\n" if moved else
+          f"run {run_id} has no checkpoint with facts before it to archive\n", run=run_id, archived=moved)
 
 
 @main.command("fork")
@@ -357,85 +403,100 @@ def archive_command(ctx: click.Context, run_id: str, runs_dir: str | None, color
 @click.option("--program", "program_file", default=None, type=click.Path(), help="Continue on a newer program.")
 @click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
+@_json_option("the new run's outcome")
 @_color_option
 @click.pass_context
 def fork_command(ctx: click.Context, run_id: str, checkpoint: int, input_text: str | None, program_file: str | None,
-                 runs_dir: str | None, allow: bool, color: str | None) -> None:
+                 runs_dir: str | None, allow: bool, as_json: bool, color: str | None) -> None:
     """Start a new run from a checkpoint of another (the parent is not changed)."""
     from flowrt.replay import fork
 
     outcome = fork(_runs_dir(runs_dir), run_id, checkpoint, input_text=input_text, program_file=program_file,
                    allow=allow, ask=_ask_on_terminal)
-    if outcome.run_id:
+    if outcome.run_id and not as_json:
         sys.stderr.write(f"fork: run {outcome.run_id} from checkpoint {checkpoint} of {run_id}\n")
-    _report_outcome(ctx, color, outcome)
+    _report_outcome(ctx, color, outcome, as_json, parent={"run": run_id, "checkpoint": checkpoint})
 
 
 @main.command("fmt")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--check", is_flag=True, help="Write nothing; name each file that is not in canonical form.")
+@_json_option("each file's result")
 @_color_option
 @click.pass_context
-def fmt_command(ctx: click.Context, paths: tuple[str, ...], check: bool, color: str | None) -> None:
+def fmt_command(ctx: click.Context, paths: tuple[str, ...], check: bool, as_json: bool, color: str | None) -> None:
     """Lay out Flow source canonically: files in place, directories searched, stdin to stdout."""
+    import os
+
     from flowc.fmt import format_source
     from flowc.files import find_flow_files, read_text
 
     if not paths:
         result = format_source(sys.stdin.read(), "<stdin>")
-        if result.text is None:
+        code = 2 if result.text is None else 0
+        if result.text is None and not as_json:
             _render_refusal(ctx, color, list(result.diagnostics), {})
-            ctx.exit(2)
-        sys.stdout.write(result.text)
-        ctx.exit(0)
+        _done(ctx, as_json, code, result.text or "", diagnostics=list(result.diagnostics) if code else (),
+              output=result.text, files=[])
+    #: per file: `formatted` (written), `unchanged`, `unformatted` (--check: it would be), or
+    #: `refused` (it does not parse, or cannot be read or written: `message` says why)
+    rows: list[dict] = []
+    diagnostics: list = []
     files: list[str] = []
-    status = 0
     for path in paths:
-        import os
-
         if os.path.isdir(path):
             found, problems = find_flow_files(path)
             files.extend(found)
             for problem in problems:
-                sys.stderr.write(f"cannot read directory {problem.path}: {problem.reason}\n")
-                status = 2
+                rows.append({"file": problem.path, "status": "refused",
+                             "message": f"cannot read directory {problem.path}: {problem.reason}"})
         else:
             files.append(path)
-    unformatted = 0
     for file in files:
         try:
             source = read_text(file)
         except (OSError, UnicodeDecodeError) as problem:
-            sys.stderr.write(f"cannot read {file}: {problem}\n")
-            status = 2
+            rows.append({"file": file, "status": "refused", "message": f"cannot read {file}: {problem}"})
             continue
         result = format_source(source, file)
         if result.text is None:
-            _render_refusal(ctx, color, list(result.diagnostics), {file: source})
-            status = 2
+            if not as_json:
+                _render_refusal(ctx, color, list(result.diagnostics), {file: source})
+            diagnostics.extend(result.diagnostics)
+            rows.append({"file": file, "status": "refused", "message": "it does not parse"})
             continue
         if result.text == source:
+            rows.append({"file": file, "status": "unchanged", "message": None})
             continue
         if check:
-            sys.stdout.write(f"{file}\n")
-            unformatted += 1
+            rows.append({"file": file, "status": "unformatted", "message": None})
             continue
         try:
             with open(file, "w", encoding="utf-8") as handle:
                 handle.write(result.text)
         except OSError as problem:
-            sys.stderr.write(f"cannot write {file}: {problem}\n")
-            status = 2
-    ctx.exit(status or (1 if unformatted else 0))
+            rows.append({"file": file, "status": "refused", "message": f"cannot write {file}: {problem}"})
+            continue
+        rows.append({"file": file, "status": "formatted", "message": None})
+    refused = [r for r in rows if r["status"] == "refused"]
+    code = 2 if refused else (1 if any(r["status"] == "unformatted" for r in rows) else 0)
+    if not as_json:
+        for row in refused:
+            if row["message"] != "it does not parse":
+                sys.stderr.write(row["message"] + "\n")
+    _done(ctx, as_json, code, "".join(f"{r['file']}\n" for r in rows if r["status"] == "unformatted"),
+          diagnostics=diagnostics, files=rows)
 
 
 @main.command("doc")
 @click.argument("file", type=click.Path())
 @click.option("--out", "out_dir", default=None, type=click.Path(), help="Write one Markdown page per module here.")
 @click.option("--html", "as_html", is_flag=True, help="With --out, write HTML pages with highlighted Flow code.")
+@_json_option("the pages (their text, or the files written)")
 @_color_option
 @click.pass_context
-def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: bool, color: str | None) -> None:
+def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: bool, as_json: bool,
+                color: str | None) -> None:
     """Document every module a program forms (std included), as Markdown."""
     import os
 
@@ -446,21 +507,24 @@ def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: boo
     checked = flowc.check_program(file, read_text)
     errors = [d for d in checked.diagnostics if d.severity == "error"]
     if errors:
-        _render_refusal(ctx, color, errors, checked.sources())
-        ctx.exit(2)
+        if not as_json:
+            _render_refusal(ctx, color, errors, checked.sources())
+        _done(ctx, as_json, 2, "", diagnostics=errors, pages=[], out=out_dir, index=None)
     documents = pages(checked.program)
     if out_dir is None:
-        for identity in sorted(documents):
-            sys.stdout.write(documents[identity] + "\n")
-        ctx.exit(0)
+        _done(ctx, as_json, 0, "".join(documents[identity] + "\n" for identity in sorted(documents)),
+              pages=[{"module": identity, "file": None, "text": documents[identity]} for identity in sorted(documents)],
+              out=None, index=None)
     status = 0
+    written: list[dict] = []
+    unwritten: list[str] = []
     by_file: dict[str, list[str]] = {}
     for identity in documents:
         by_file.setdefault(os.path.normcase(page_filename(identity)), []).append(identity)
     for name, identities in sorted(by_file.items()):
         if len(identities) > 1:
-            sys.stderr.write(f"modules {', '.join(sorted(identities))} have the same path: none of their pages "
-                             "is written\n")
+            unwritten.append(f"modules {', '.join(sorted(identities))} have the same path: none of their pages "
+                             "is written")
             status = 2
             continue
         path = os.path.join(out_dir, name)
@@ -471,11 +535,16 @@ def doc_command(ctx: click.Context, file: str, out_dir: str | None, as_html: boo
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
+        written.append({"module": identities[0], "file": path, "text": None})
     index_text = index(checked.program)
-    with open(os.path.join(out_dir, "index.html" if as_html else "index.md"), "w", encoding="utf-8") as handle:
+    index_path = os.path.join(out_dir, "index.html" if as_html else "index.md")
+    with open(index_path, "w", encoding="utf-8") as handle:
         handle.write(to_html(index_text, "Modules") if as_html else index_text)
-    sys.stdout.write(f"wrote {len(documents)} pages and an index to {out_dir}\n")
-    ctx.exit(status)
+    if not as_json:
+        for line in unwritten:
+            sys.stderr.write(line + "\n")
+    _done(ctx, as_json, status, f"wrote {len(documents)} pages and an index to {out_dir}\n",
+          message="; ".join(unwritten) or None, pages=written, out=out_dir, index=index_path)
 
 
 @main.command("completion")
@@ -490,18 +559,16 @@ def completion_command(shell: str, color: str | None) -> None:
     sys.stdout.write(completer.source())
 
 
-def _open_run(ctx: click.Context, runs_dir: str | None, run_id: str, *, for_append: bool):
+def _open_run(ctx: click.Context, runs_dir: str | None, run_id: str, *, for_append: bool, as_json: bool = False):
     """A stored run, verified; a damaged one exits 5 (storage failure), a missing one 2."""
     from flowrt.store import StorageError, open_store
 
     try:
         return open_store(_runs_dir(runs_dir)).open(run_id, for_append=for_append)
     except StorageError as problem:
-        sys.stderr.write(f"storage failure: {problem}\n")
-        ctx.exit(5)
+        _refuse(ctx, as_json, f"storage failure: {problem}", 5, run=run_id)
     except Exception as problem:
-        sys.stderr.write(f"{problem}\n")
-        ctx.exit(2)
+        _refuse(ctx, as_json, str(problem), run=run_id)
 
 
 def _runs_dir(runs_dir: str | None) -> str:
@@ -512,7 +579,7 @@ def _runs_dir(runs_dir: str | None) -> str:
 
 @main.command("upgrade-check")
 @click.argument("new_file", type=click.Path())
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_color_option
 @click.pass_context
@@ -552,19 +619,26 @@ def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_jso
     from flowrt.replay import replay
 
     result = replay(_runs_dir(runs_dir), run_id, from_start=from_start)
+    if as_json:
+        from flowrt.results import document, write
+
+        # The verdict's own fields at the top (as before), null when no verdict was reached.
+        verdict = result.verdict.to_json() if result.verdict is not None else \
+            {"verdict": None, "fact": None, "reason": None, "from": None}
+        write(document(result.exit_code, message=result.message, diagnostics=result.diagnostics, run=run_id,
+                       **verdict))
+        ctx.exit(result.exit_code)
     if result.diagnostics:
         _render_refusal(ctx, color, result.diagnostics, result.sources)
     if result.verdict is not None:
         v = result.verdict
-        if as_json:
-            sys.stdout.buffer.write(orjson.dumps(v.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
-        elif v.kind == "Diverged":
+        if v.kind == "Diverged":
             sys.stdout.write(f"Diverged at fact {v.fact}: {v.reason}\n")
         elif v.kind == "Incomplete":
             sys.stdout.write(f"Incomplete: {v.reason}\n")
         else:
             sys.stdout.write("Matched\n")
-        if v.start != 1 and not as_json:
+        if v.start != 1:
             # What the verdict covers: the facts before the checkpoint were trusted, not re-run.
             sys.stderr.write(f"replayed from the checkpoint at fact {v.start}; the facts before it were not "
                              f"checked\n")
@@ -588,21 +662,24 @@ _park_after_option = click.option(
 @click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--allow", is_flag=True, help="Approve running the implementations flow.toml names.")
 @_park_after_option
+@click.option("--admit-bad-reply", "admit_bad_reply", is_flag=True,
+              help="Admit a reply that does not decode as the call's types as BadReply, instead of refusing it.")
+@_json_option("the outcome")
 @_color_option
 @click.pass_context
 def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str | None, resend: tuple[str, ...],
-                   runs_dir: str | None, allow: bool, park_after: float | None, color: str | None) -> None:
+                   runs_dir: str | None, allow: bool, park_after: float | None, admit_bad_reply: bool, as_json: bool,
+                   color: str | None) -> None:
     """Continue a paused, sleeping, halted or crashed run from its history."""
     from flowrt.replay import resume
 
     if (call is None) != (reply is None):
-        sys.stderr.write("--call and --reply go together\n")
-        ctx.exit(2)
+        _refuse(ctx, as_json, "--call and --reply go together", run=run_id)
     text = sys.stdin.read() if reply == "-" else reply
     ask = None if reply == "-" else _ask_on_terminal
     outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
-                     ask=ask, park_after=park_after)
-    _report_outcome(ctx, color, outcome)
+                     ask=ask, park_after=park_after, admit_bad_reply=admit_bad_reply)
+    _report_outcome(ctx, color, outcome, as_json)
 
 
 def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources) -> None:
@@ -619,18 +696,20 @@ def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources)
 @click.option("--checkpoints", default="every", show_default=True,
               help="Where to take checkpoints: every (each place), off, or N (every Nth place).")
 @_park_after_option
+@_json_option("the outcome")
 @_color_option
 @click.pass_context
 def run_command(ctx: click.Context, file: str, entry: str, input_text: str | None, runs_dir: str | None,
-                allow: bool, redactable: bool, checkpoints: str, park_after: float | None, color: str | None) -> None:
+                allow: bool, redactable: bool, checkpoints: str, park_after: float | None, as_json: bool,
+                color: str | None) -> None:
     """Run a program live, recording its history."""
     # Without click too: `flowrt.cli` runs a plain `flow run` itself.
     ctx.exit(run_program(file, entry, input_text, runs_dir, allow, redactable, checkpoints, _color(ctx, color),
-                         park_after=park_after))
+                         park_after=park_after, as_json=as_json))
 
 
 @main.command("worker")
-@click.option("--runs", "runs_dir", default=None, help="The runs directory (default: $FLOW_RUNS or ./.flow/runs).")
+@click.option("--runs", "--store", "runs_dir", default=None, metavar="DIR|URL", help=_RUNS_HELP)
 @click.option("--concurrency", type=click.IntRange(min=1, max=256), default=4, show_default=True,
               help="How many runs to drive at once.")
 @click.option("--tools", "tools", type=click.Path(dir_okay=False), default=None,
@@ -655,8 +734,8 @@ def worker_command(ctx: click.Context, runs_dir: str | None, concurrency: int, t
     ctx.exit(worker.serve(once=once))
 
 
-def _report_outcome(ctx: click.Context, color: str | None, outcome) -> None:
-    ctx.exit(report_outcome(_color(ctx, color), outcome))
+def _report_outcome(ctx: click.Context, color: str | None, outcome, as_json: bool = False, **fields) -> None:
+    ctx.exit(report_outcome(_color(ctx, color), outcome, as_json=as_json, **fields))
 
 
 

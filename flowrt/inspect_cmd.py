@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowdata import canonical
+from flowrt.reply_check import compact, with_expected_replies
 from flowrt.run_state import STATUS_TEXT, run_state
 from flowrt.store import Hole, RunLog, open_store
 
@@ -83,9 +84,10 @@ def describe_fact(store: RunLog, fact: dict, *, width: int | None = SUMMARY_WIDT
 
 
 def history_view(store: RunLog, *, kind: str | None = None, search: str | None = None,
-                 fact: int | None = None) -> dict:
+                 fact: int | None = None, runs: str | None = None) -> dict:
     """The CLI's history view. `kind` must be one of the store's fact kinds (any case): the
-    command refuses another before calling this."""
+    command refuses another before calling this. `runs`: the runs directory the commands shown
+    must name, when it was named (`--runs`)."""
     facts = store.facts()
     rows = [describe_fact(store, f) for f in facts]
     selected = [r for r in rows
@@ -95,8 +97,9 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
     checkpoints = [{"n": r["n"], "function": r["function"], "summary": r["summary"]} for r in rows
                    if r["kind"] == "Checkpoint"]
     state = run_state(store)
+    open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
-            "hostDecision": state["hostDecision"], "pending": state["pending"], "open": state["open"],
+            "hostDecision": state["hostDecision"], "pending": state["pending"], "open": open_calls,
             "total": len(rows), "hidden": len(rows) - len(selected), "facts": selected,
             # the recorded checkpoints; `--rounds` replaces `rounds` with the computed ones
             "checkpoints": checkpoints, "rounds": checkpoints,
@@ -131,6 +134,8 @@ def _open_lines(view: dict) -> list[str]:
             lines.append(f"  {entry['call']:<14} {entry['tool'] or '?':<24} {STATUS_TEXT[entry['status']]}")
             for command in entry["next"]:
                 lines.append(f"      {command}")
+            if entry.get("reply") is not None:
+                lines.append(f'      expects {{"Ok": V}}, V: {compact(entry["reply"]["okSchema"])}')
     if view["pending"] == "unknown":
         lines.append("pending calls: unknown (the record cannot identify them)")
     elif view["pending"]:

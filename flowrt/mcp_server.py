@@ -34,14 +34,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from flowdata.canonical import dumps as canonical_json
+# A run's or resume's result is the document `flow run --json` prints.
+from flowrt.reply_check import with_expected_replies
+from flowrt.results import outcome_document as outcome_json
 from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunLog, is_database_url, open_store, StorageError
 
 PAGE_DEFAULT, PAGE_MAX = 50, 200
 TEXT_LIMIT = 1024  # code points of a fact's summary
 VALUE_LIMIT = 4096  # bytes of a fact's value JSON; larger values are omitted
 SOURCE_CHUNK = 4096  # code points of recorded source per page
-_ENDINGS = {0: "completed", 1: "faulted", 2: "refused", 3: "paused", 4: "completed", 5: "storage-failure",
-            130: "halted"}
 
 INSTRUCTIONS = """Flow programs are typed, durable orchestrations. `check` checks programs; `run` runs one
 and records its history; `resume` continues a paused, halted or crashed run (answering an open call
@@ -96,11 +97,13 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
                                                      on_start=lambda run_id, start: started(halt, run_id, start)))
 
     async def resume(run: str, call: str | None = None, reply: dict[str, Any] | None = None,
-                     resend: list[str] | None = None) -> dict[str, Any]:
+                     resend: list[str] | None = None, admit_bad_reply: bool = False) -> dict[str, Any]:
         """Continue a paused, halted or crashed run from its history. `call` and `reply` (an
-        outcome: {"Ok": value} or {"Err": problem}) answer an open call; `resend` names calls
-        that were out at a crash to send again under the same ids. Cancelling the call halts the
-        run."""
+        outcome: {"Ok": value} or {"Err": problem}) answer an open call; a reply that does not
+        decode as the call's declared types is refused (exitCode 2, nothing recorded, the call
+        stays open; `refusal` has the path, the JSON Schema and an example that fits) unless
+        `admit_bad_reply` admits it as BadReply. `resend` names calls that were out at a crash to
+        send again under the same ids. Cancelling the call halts the run."""
         from flowrt.replay import resume as resume_run
 
         if (call is None) != (reply is None):
@@ -108,7 +111,8 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         reply_text = None if reply is None else orjson.dumps(reply).decode()
         await driving.settled(run)  # a run being halted (its call cancelled) is let go first
         return await _drive(lambda halt: resume_run(runs_dir, run, call=call, reply_text=reply_text,
-                                                    resend=set(resend or ()), allow=allow, ask=None, halt=halt),
+                                                    resend=set(resend or ()), allow=allow, ask=None, halt=halt,
+                                                    admit_bad_reply=admit_bad_reply),
                             run)
 
     async def replay(run: str, from_latest_checkpoint: bool = False) -> dict[str, Any]:
@@ -270,57 +274,6 @@ def _announcer(ctx: Context):
     return announce
 
 
-#: The most digits an Int in `output` may have: what common JSON readers take (CPython's json and
-#: pydantic's, which the MCP SDK reads every message with, stop at 4,300 digits).
-READABLE_INT_DIGITS = 4300
-
-
-def outcome_json(outcome) -> dict[str, Any]:
-    """A `RunOutcome` as data: what `flow run` and `flow resume` print, unstyled. `outputJson`
-    is the output's canonical JSON text, exact whatever it holds; `output` is the same as JSON
-    data, or null (and `message` says why) when it holds an Int longer than a client's JSON
-    reader takes, which would make the whole reply unreadable to it."""
-    from flowdata.codec import parse_json
-
-    text = outcome.output.decode("utf-8") if isinstance(outcome.output, bytes) else outcome.output
-    # The runtime's own reader: Ints of any size up to the Int limit (orjson stops at 64 bits,
-    # the stdlib's json at CPython's 4,300 digits).
-    output = parse_json(text) if text is not None else None
-    message = outcome.message
-    if _has_unreadable_int(output):
-        output = None
-        message = (f"the output holds an Int of more than {READABLE_INT_DIGITS} digits, which common JSON readers "
-                   "refuse; outputJson has it exactly")
-    return {
-        "exitCode": outcome.exit_code,
-        "ending": _ENDINGS.get(outcome.exit_code, "faulted"),
-        "run": outcome.run_id,
-        "output": output,
-        "outputJson": text,
-        "pending": list(outcome.pending),
-        "fault": outcome.fault,
-        "message": message,
-        "diagnostics": [d.to_json() for d in outcome.diagnostics],
-    }
-
-
-def _has_unreadable_int(value: Any) -> bool:
-    """Whether `value` (JSON data) holds an Int of more than READABLE_INT_DIGITS digits (by
-    comparison: str() of a long int is refused past CPython's limit, and slow)."""
-    bound = 10 ** READABLE_INT_DIGITS
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) is int:
-            if abs(item) >= bound:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
 # ---- the history view --------------------------------------------------------------------------
 
 
@@ -368,6 +321,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
         after = offset + len(page)
         ended = store.ended
         state = run_state(store)
+        state["open"] = with_expected_replies(store, state["open"], runs=runs_dir)  # as `flow history --runs`
         view: dict[str, Any] = {
             "run": run_id,
             "program": start.get("program"),

@@ -681,10 +681,12 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
 def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
            durability: str = "fsync", halt=None, park_after: float | None = None,
-           manifest: str | None = None) -> RunOutcome:
+           manifest: str | None = None, admit_bad_reply: bool = False) -> RunOutcome:
     """Continue a paused, halted, sleeping or crashed run. `halt` and `park_after`: as for
     `flowrt.run.run`; `manifest`: a flow.toml to bind from instead of the one beside the file
-    the run was started from."""
+    the run was started from. A reply that does not decode against the call's declared types is
+    refused before anything is recorded (flowrt/reply_check.py), unless `admit_bad_reply` admits
+    it as BadReply, as a live one is."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except StorageError as problem:
@@ -693,13 +695,13 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
         return RunOutcome(2, run_id, message=str(problem))
     return resume_claimed(store, runs_dir, call=call, reply_text=reply_text, resend=resend,
                           python_tools=python_tools, allow=allow, ask=ask, durability=durability, halt=halt,
-                          park_after=park_after, manifest=manifest)
+                          park_after=park_after, manifest=manifest, admit_bad_reply=admit_bad_reply)
 
 
 def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, reply_text: str | None = None,
                    resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False,
                    ask=None, durability: str = "fsync", halt=None, park_after: float | None = None,
-                   manifest: str | None = None) -> RunOutcome:
+                   manifest: str | None = None, admit_bad_reply: bool = False) -> RunOutcome:
     """`resume` of a run already opened for appending (`store`, which this closes): what a
     worker calls once it holds the run (flowrt/worker.py), and `flow resume` after opening it."""
     run_id = store.run_id
@@ -721,6 +723,10 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
             if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
                     ("Ok" in supplied[1] or "Err" in supplied[1])):
                 return RunOutcome(2, run_id, message='a reply is an outcome: {"Ok": value} or {"Err": problem}')
+            if not admit_bad_reply:
+                refused = _refused_reply(store, call, supplied[1])
+                if refused is not None:
+                    return refused
         for call_id in sorted(resend or ()):
             if call_id not in outstanding:
                 return RunOutcome(2, run_id, message=f"--resend {call_id}: that call is not open")
@@ -746,6 +752,22 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:
         store.close()
+
+
+def _refused_reply(store: RunLog, call: str, outcome: Any) -> RunOutcome | None:
+    """The refusal of a supplied reply that would be admitted as BadReply, before anything is
+    bound or recorded (a person who mistyped answers again); None when it fits."""
+    from flowrt.reply_check import CallNotFound, check_reply
+
+    try:
+        refusal = check_reply(store, call, outcome)
+    except Refused as refused:
+        return RunOutcome(2, store.run_id, diagnostics=refused.diagnostics, sources=refused.sources)
+    except CallNotFound as problem:
+        return RunOutcome(2, store.run_id, message=str(problem))
+    if refusal is None:
+        return None
+    return RunOutcome(2, store.run_id, diagnostics=[refusal.diagnostic()], refusal=refusal.to_json())
 
 
 def drive_live(driver: ReplayDriver) -> RunOutcome:

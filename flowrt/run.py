@@ -62,6 +62,8 @@ class RunOutcome:
     #: epoch) and each open timer's deadline by call id; `pending` lists the other open calls
     sleeping_until: int | None = None
     timers: dict[str, int] | None = None
+    #: a supplied reply refused before admission (flowrt/reply_check.py), as data
+    refusal: dict | None = None
 
 
 # ---- preparing a run ---------------------------------------------------------------------------

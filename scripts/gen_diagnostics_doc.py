@@ -49,6 +49,12 @@ NO_EXAMPLE = {
                      "does not declare, lacks one, or holds a value that does not decode as the "
                      "parameter's type, e.g. `--input '{\"xs\": [1, \"two\"]}'` for `xs: List<Int>`. "
                      "Nothing is recorded.",
+    "reply-invalid": "`flow resume RUN --call ID --reply JSON` (or the MCP `resume` tool) with an outcome "
+                     "whose value does not decode as the call's declared types (a generic Tool's at the "
+                     "type arguments its Call recorded), e.g. `{\"Ok\": \"Aprove\"}` for an enum whose "
+                     "constructor is `Approve`. Nothing is recorded and the call stays open; the message "
+                     "names the path and what was expected, and shows the JSON Schema of the outcome and "
+                     "a command that answers it. `--admit-bad-reply` admits such a reply as BadReply.",
     "binding-missing": "`flow run` of a program that can reach a Tool no implementation is bound for "
                        "(no flow.toml entry for it or its module, no Python callable).",
     "binding-not-approved": "`flow run` without `--allow`, when no person can answer the approval question, "

@@ -146,8 +146,11 @@ def test_a_paused_generic_call_answered_by_resume_decodes_at_its_type(tmp_path):
     outcome = flowrt.Host({"main.ask": lambda prompt: flowrt.PENDING}, runs_dir=str(tmp_path)).run(
         str(PROGRAM), {"goal": "g"}, entry="plan")
     assert outcome.exit_code == 3
+    refused = flow("resume", outcome.run_id, "--call", "root#1", "--reply", '{"Ok": {"steps": [1]}}', "--runs",
+                   str(tmp_path), "--allow")
+    assert refused.returncode == 2 and "$.Ok.steps[0]: expected a string" in refused.stderr, refused.stderr
     wrong = flow("resume", outcome.run_id, "--call", "root#1", "--reply", '{"Ok": {"steps": [1]}}', "--runs",
-                 str(tmp_path), "--allow")
+                 str(tmp_path), "--allow", "--admit-bad-reply")
     assert wrong.returncode == 4, wrong.stderr
     assert json.loads(wrong.stdout) == {"Err": {"BadReply": "$.Ok.steps[0]: expected a string, found the integer 1"}}
     again = flowrt.Host({"main.ask": lambda prompt: flowrt.PENDING}, runs_dir=str(tmp_path)).run(

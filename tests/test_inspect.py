@@ -178,9 +178,13 @@ def test_rounds_report_a_refused_re_run_not_matched(tmp_path):
         entry.write_text(json.dumps(data))
     replayed = flow_in("replay", run_id, "--runs", str(runs))
     assert replayed.returncode == 2 and "sandbox refused" in replayed.stderr + replayed.stdout
-    shown = flow_in("history", run_id, "--runs", str(runs), "--json", "--rounds")
+    shown = flow_in("history", run_id, "--runs", str(runs), "--rounds")
     assert shown.returncode == 2 and shown.stdout == ""
     assert shown.stderr.startswith("no rounds: the sandbox refused the program")
+    as_data = flow_in("history", run_id, "--runs", str(runs), "--json", "--rounds")
+    assert as_data.returncode == 2 and as_data.stderr == ""  # the refusal is the document
+    document = json.loads(as_data.stdout)
+    assert document["exitCode"] == 2 and document["message"].startswith("no rounds: the sandbox refused the program")
 
 
 def test_rounds_verdict_covers_the_facts_from_the_earliest_held_checkpoint(tmp_path):

@@ -56,10 +56,14 @@ def test_resume_refuses_a_call_that_is_not_open_or_a_reply_that_is_not_an_outcom
     assert not_json.returncode == 2
 
 
-def test_a_reply_that_does_not_decode_is_admitted_as_bad_reply(tmp_path):
+def test_a_reply_that_does_not_decode_is_refused_or_with_admit_bad_reply_admitted_as_bad_reply(tmp_path):
+    """A person is not a process: a typo is refused (tests/test_reply_check.py has the rest)."""
     run_id = paused_run(tmp_path)
+    refused = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Maybe": 1}}', "--runs", str(tmp_path),
+                   "--allow")
+    assert refused.returncode == 2 and "reply-invalid" in refused.stderr, refused.stderr
     done = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Maybe": 1}}', "--runs", str(tmp_path),
-                "--allow")
+                "--allow", "--admit-bad-reply")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"NoAnswer": '$.Ok: Answer has no constructor "Maybe" (its constructors: Yes, No)'}
 

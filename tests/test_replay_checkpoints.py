@@ -47,7 +47,10 @@ def flow(*args: str, cwd: Path | None = None, timeout: float = 120) -> subproces
 def verdict(runs: Path, run_id: str, *options: str) -> tuple[int, dict]:
     done = flow("replay", run_id, "--runs", str(runs), "--json", *options)
     assert done.returncode in (0, 1, 3), done.stdout + done.stderr
-    return done.returncode, json.loads(done.stdout)
+    document = json.loads(done.stdout)
+    # The verdict's fields, beside what every --json document has (docs/cli.md, "Results as data").
+    assert document["exitCode"] == done.returncode and document["run"] == run_id
+    return done.returncode, {k: document[k] for k in ("verdict", "fact", "reason", "from")}
 
 
 @pytest.fixture

@@ -149,10 +149,14 @@ def test_a_paused_run_names_its_pending_calls_and_the_reply_that_answers_them(tm
     run_id = paused.stdout.split()[2]
     view = history(tmp_path, run_id)
     assert view["state"] == "paused" and view["pending"] == ["root#1"]
-    assert view["open"] == [{"call": "root#1", "tool": "people.approve", "status": "pending",
-                             "next": [f"flow resume {run_id} --call root#1 --reply JSON"]}]
+    # The exact command, with an example that fits (flowrt/reply_check.py; tests/test_reply_check.py).
+    command = f"""flow resume {run_id} --call 'root#1' --reply '{{"Ok":{{"Yes":"text"}}}}' --runs {tmp_path}"""
+    entry, = view["open"]
+    assert {k: entry[k] for k in ("call", "tool", "status", "next")} == {
+        "call": "root#1", "tool": "people.approve", "status": "pending", "next": [command]}
+    assert entry["reply"]["example"] == {"Ok": {"Yes": "text"}}
     text = flow("history", run_id, "--runs", str(tmp_path), "--summary").stdout
-    assert f"run {run_id}: paused" in text and "--call root#1 --reply JSON" in text and "--resend" not in text
+    assert f"run {run_id}: paused" in text and command in text and "--resend" not in text
     done = flow("resume", run_id, "--call", "root#1", "--reply", '{"Ok": {"Yes": "fine"}}', "--allow",
                 "--runs", str(tmp_path))
     assert done.returncode == 0, done.stderr

@@ -294,6 +294,9 @@ BINDING_NOT_APPROVED: Final = register(
 INPUT_INVALID: Final = register(
     "input-invalid", "error", "The run's input is not a JSON object whose fields decode as the entry's parameters."
 )
+REPLY_INVALID: Final = register(
+    "reply-invalid", "error", "A reply supplied to an open call (`flow resume --reply`) does not decode as the call's declared types."
+)
 NESTED_REFUSED: Final = register(
     "nested-refused", "error", "A nested run or resume (std@v1/runner) was refused for a reason that is not a diagnostic of its program."
 )

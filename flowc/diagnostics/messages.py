@@ -944,6 +944,13 @@ def input_invalid_value(*, name: str, problem) -> Said:
     return said(f"`{name}`: {problem}")
 
 
+@message("reply-invalid")
+def reply_invalid(*, call: str, tool: str, path: str, problem: str, schema: str, command: str) -> Said:
+    return said(f"the reply to {call} ({tool}) does not fit: {path}: {problem}",
+                notes=[f"nothing was recorded; the call stays open. The outcome it takes (JSON Schema): {schema}"],
+                help=f"answer again, e.g. `{command}`, or admit this reply as BadReply with --admit-bad-reply")
+
+
 @message("binding-failed")
 def binding_failed(*, problem) -> Said:
     return said(str(problem))
