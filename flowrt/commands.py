@@ -92,8 +92,13 @@ class _ToolsGroup(click.Group):
     """`flow tools FILE` lists a program's Tools; `flow tools import-mcp ...` is a subcommand."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
-            args = ["list", *args]
+        if args and args[0] not in ("-h", "--help"):
+            # Options may come before the subcommand (`flow tools --json import-mcp ...`).
+            first = next((i for i, arg in enumerate(args) if not arg.startswith("-")), None)
+            if first is not None and args[first] in self.commands:
+                args = [args[first], *args[:first], *args[first + 1:]]
+            else:
+                args = ["list", *args]
         return super().parse_args(ctx, args)
 
 
@@ -614,7 +619,6 @@ def upgrade_check_command(ctx: click.Context, new_file: str, runs_dir: str | Non
 def replay_command(ctx: click.Context, run_id: str, runs_dir: str | None, as_json: bool, from_start: bool,
                    color: str | None) -> None:
     """Re-run a recorded run against its history, calling nothing: Matched, Incomplete or Diverged."""
-    import orjson
 
     from flowrt.replay import replay
 
