@@ -48,7 +48,7 @@ from flowrt.store.format import (
     _now,
     valid_run_id,
 )
-from flowrt.store.host_records import _Host, read_host
+from flowrt.store.host_records import TIMES_WINDOW, _Host, _parse_host, read_host
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
@@ -74,6 +74,32 @@ def _lock_for_append(fd: int) -> bool:
         time.sleep(pause)
         pause = min(pause * 2, 0.02)
 
+
+
+#: Durable facts have their times recorded at most this often by the appends themselves, and
+#: always by `sync()`, which a host calls before it waits on anything (so a fact after which the
+#: run waits has its time recorded at once): one `times` record per call would be a tenth of a
+#: recorded call's cost without fsync (docs/impl.md).
+TIMES_EVERY_MS = 50
+
+#: A file modified less than this long ago may have been modified again within the same tick of
+#: the file system's clock: `refresh` reads it again even when its size and time look the same.
+RECENT_NS = 100_000_000
+
+
+def _stat_run(path: str) -> tuple[int, int, int, int]:
+    """(size, modification time) of history.jsonl and of host.jsonl (0, 0 when absent)."""
+    try:
+        history = os.stat(os.path.join(path, HISTORY))
+    except OSError as problem:
+        raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
+    try:
+        host = os.stat(os.path.join(path, HOST))
+        return history.st_size, history.st_mtime_ns, host.st_size, host.st_mtime_ns
+    except FileNotFoundError:
+        return history.st_size, history.st_mtime_ns, 0, 0
+    except OSError as problem:
+        raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
 
 
 class RunStore(RunLog):
@@ -113,6 +139,17 @@ class RunStore(RunLog):
         #: when a store last closed it or opened it for appending
         self._durable_mark: tuple[int, str] | None = None
         self._host_dirty = False
+        #: bytes of host records written to host.jsonl since its last fsync (`times` records only)
+        self._host_unsynced = 0
+        self._host_lines = 0  # complete lines of host.jsonl read or written
+        #: when facts were accepted: Unix milliseconds of facts `_times_from`, ... not yet
+        #: recorded, and those recorded or read (fact n -> ms)
+        self._times: list[int] = []
+        self._times_from = 0
+        self._times_recorded = 0  # the time of the last fact whose time was recorded
+        self._known_times: dict[int, int] = {}
+        #: what `refresh` last saw of the files (history and host.jsonl: inode, size, mtime)
+        self._seen: tuple | None = None
         self._holes: dict[tuple[int, str], str] = {}
         #: Checkpoint facts moved to archive/ (their count numbers the `cN:` ids that follow)
         self.archived_checkpoints = 0
@@ -340,6 +377,8 @@ class RunStore(RunLog):
         host_data, parsed_host = host
         records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
         self._host_head = parsed_host.head
+        self._host_lines = parsed_host.lines
+        self._known_times = parsed_host.times
         durable = parsed_host.durable
         self._durable_mark = (durable["facts"], durable["head"]) if durable else None
         holes: dict[tuple[int, str], str] = {}
@@ -442,8 +481,16 @@ class RunStore(RunLog):
                 self.sync()
             except StorageError:
                 pass
+        if self._fd is not None and self._unsynced_from is None:
+            self._record_times()
         self._release_reserved()
         self._mark_durable()
+        if self._host_unsynced and self._host_fd is not None:
+            try:
+                os.fsync(self._host_fd)  # the last times, when no durable mark synced them
+                self._host_unsynced = 0
+            except OSError:
+                pass
         for attr in ("_fd", "_host_fd"):
             fd = getattr(self, attr)
             if fd is not None:
@@ -599,6 +646,72 @@ class RunStore(RunLog):
         """Every complete host record, in order (a torn last line is left out)."""
         return read_host(self.path)[1].records
 
+    def refresh(self) -> list[dict] | None:
+        """Read on (a read-only RunLog): verify what was appended since the store was opened or
+        last refreshed, by any process, and return the new facts (their host records, holes
+        and times, are read on too). Two `stat`s when nothing changed; otherwise only the bytes
+        after what was read. A file's modification time has a coarse clock, so one modified in
+        the last RECENT_NS is read again even if it looks the same. None when the files were
+        cut under it (a failed sync removed facts it saw): open the run again. Damage raises
+        StorageError; a torn last line is left for the next refresh."""
+        if self.for_append:
+            raise ValueError("refresh reads on a read-only RunLog; an appender knows its facts")
+        self.verify()
+        seen = _stat_run(self.path)
+        if seen == self._seen and time.time_ns() - max(seen[1], seen[3]) > RECENT_NS:
+            return []
+        self._seen = seen
+        history_size, host_size = seen[0], seen[2]
+        if history_size < self._size or host_size < self._host_size:
+            return None
+        try:
+            with open(os.path.join(self.path, HISTORY), "rb") as handle:
+                handle.seek(self._size)
+                tail = handle.read()
+            if host_size > self._host_size:
+                with open(os.path.join(self.path, HOST), "rb") as handle:
+                    handle.seek(self._host_size)
+                    host_tail = handle.read()
+            else:
+                host_tail = b""
+        except OSError as problem:
+            raise StorageError(f"cannot read: {_strerror(problem)}", component=self.path) from problem
+        if host_tail:
+            self._read_host_on(host_tail)
+        last = self._facts[-1]
+        reader = _HistoryReader(tail, self.run_id, None, None)
+        reader.facts, reader.prev, reader.ended = [last], last["hash"], last["kind"] == "End"
+        reader.read()
+        if reader.error is not None:
+            raise reader.error
+        new = reader.facts[1:]
+        self._facts.extend(new)
+        for index in reader.referring:
+            self._index_refs(reader.facts[index])
+        self.torn_tail = None if reader.torn is None else TornTail(self._size + reader.torn.offset,
+                                                                   reader.torn.length)
+        self._size += reader.pos
+        return new
+
+    def _read_host_on(self, data: bytes) -> None:
+        """The host records appended after those read: their chain, holes, times and marks."""
+        parsed = _parse_host(data, head=self._host_head, chained=self._host_head is not None,
+                             line_no=self._host_lines)
+        for record in parsed.records:
+            if record["kind"] == "hole":
+                n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
+                position = fact_position(self._facts, n) if type(n) is int else None
+                if not isinstance(field, str) or not isinstance(ref, str) or \
+                        (position is not None and self._facts[position].get(field + "_ref") != ref):
+                    raise StorageError("a hole record does not match its fact", n, component=HOST)
+                self._holes[(n, field)] = ref
+        self._known_times.update(parsed.times)
+        if parsed.durable is not None:
+            self._durable_mark = (parsed.durable["facts"], parsed.durable["head"])
+        self._host_size += parsed.valid_len
+        self._host_head = parsed.head
+        self._host_lines = parsed.lines
+
     # -- appending ------------------------------------------------------------------------------
 
     def _require_writable(self) -> None:
@@ -635,6 +748,9 @@ class RunStore(RunLog):
             with self._lock:
                 if self._unsynced_from is not None and self._fd is not None:
                     self._sync_history(self._facts[-1]["n"])
+        if self._times and self._fd is not None:
+            with self._lock:
+                self._record_times()
 
     @property
     def synced(self) -> bool:
@@ -673,12 +789,47 @@ class RunStore(RunLog):
         if blobs:
             write_values(self.path, blobs, self._known_blobs, first, self._fsync)
         self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first)
+        # Accepted now: the time is recorded once these facts are durable (`_record_times`).
+        now = time.time_ns() // 1_000_000
+        if not self._times:
+            self._times_from = first
+        self._times.extend([now] * len(facts))
         self._facts.extend(facts)
         if blobs:  # a value went by reference
             for fact in facts:
                 self._index_refs(fact)
         if sync:
             self._sync_history(first)
+            if now - self._times_recorded >= TIMES_EVERY_MS:
+                self._record_times()
+
+    def _record_times(self) -> None:
+        """Record when the facts written since the last such record were accepted, in one
+        `times` host record written without fsync: it becomes durable with the next host record
+        that is synced (or at close), so a machine crash can lose the times of the last facts,
+        never a fact (docs/trace.md section 7). Called once the facts it names are durable, so it
+        never names a fact that a failed sync removes. A failure to write it loses those times
+        only: they are never worth failing a run for."""
+        if not self._times:
+            return
+        record = {"kind": "times", "from": self._times_from, "at": self._times}
+        self._times = []
+        self._times_recorded = record["at"][-1]
+        try:
+            self._write_host(record, sync=False)
+        except StorageError:
+            return
+        for offset, ms in enumerate(record["at"]):
+            self._known_times[record["from"] + offset] = ms
+
+    def fact_times(self) -> dict[int, int]:
+        """Fact n -> the Unix time in milliseconds at which this store accepted it, for the facts
+        whose time is known (recorded in host.jsonl, or written by this RunLog)."""
+        self.verify()
+        times = dict(self._known_times)
+        for offset, ms in enumerate(self._times):
+            times[self._times_from + offset] = ms
+        return times
 
     def _index_refs(self, fact: dict) -> None:
         for field in VALUE_FIELDS[fact["kind"]]:
@@ -784,6 +935,7 @@ class RunStore(RunLog):
             if len(self._facts) > count:
                 first_cut = self._facts[count]["n"]
                 del self._facts[count:]
+                del self._times[max(0, first_cut - self._times_from):]
                 for users in self._refs.values():
                     users.difference_update([u for u in users if u[0] >= first_cut])
             raise StorageError(f"cannot append: {_strerror(problem)}", fact_n,
@@ -824,7 +976,9 @@ class RunStore(RunLog):
             except OSError as problem:
                 raise StorageError(f"cannot open: {_strerror(problem)}", component=HOST) from problem
 
-    def _write_host(self, record: dict) -> None:
+    def _write_host(self, record: dict, *, sync: bool = True) -> None:
+        """Append one chained record. `sync=False` (only `times` records) leaves it to the next
+        synced record, unless that would leave more than TIMES_WINDOW bytes unsynced."""
         line, digest = chain_record(record, self._host_head)
         self._open_host()
         fd = self._host_fd
@@ -834,8 +988,11 @@ class RunStore(RunLog):
                 os.ftruncate(fd, start)
                 self._host_dirty = False
             _write_all(fd, line)
-            if self._fsync:
+            if self._fsync and (sync or self._host_unsynced + len(line) > TIMES_WINDOW):
                 os.fsync(fd)
+                self._host_unsynced = 0
+            elif self._fsync:
+                self._host_unsynced += len(line)
         except BaseException as problem:
             try:
                 os.ftruncate(fd, start)
@@ -847,6 +1004,7 @@ class RunStore(RunLog):
             raise
         self._host_size = start + len(line)
         self._host_head = digest
+        self._host_lines += 1
 
     # -- archive and redaction ------------------------------------------------------------------
 
