@@ -187,9 +187,25 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
     except BaseException:
         child.kill()
         raise
-    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
-                  inline_limit=0 if redactable else None, child=child)
+    status = status_line(color, runs)
+    try:
+        outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask,
+                      checkpoints=checkpoints, inline_limit=0 if redactable else None, child=child,
+                      on_start=(lambda run_id, start: status.follow(run_id)) if status is not None else None)
+    finally:
+        if status is not None:
+            status.stop()
     return report_outcome(color, outcome)
+
+
+def status_line(color: str, runs_dir: str, *, as_json: bool = False):
+    """The live status line of a run on stderr (`flowrt.status_line`), or None where none is
+    wanted (not a terminal, or plain output asked for)."""
+    from flowrt import status_line as status
+
+    if not status.wanted(sys.stderr, color=color, as_json=as_json):
+        return None
+    return status.StatusLine(sys.stderr, runs_dir)
 
 
 def read_input(value: str | None) -> str:

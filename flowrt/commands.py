@@ -155,11 +155,15 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, step
 @click.option("--rounds", "show_rounds", is_flag=True,
               help="Re-run the program (calling nothing) and show its rounds: the checkpoint places it passes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
+@click.option("--follow", is_flag=True,
+              help="Print each fact as it lands (--json: one object a line) until the run ends, pauses or halts.")
+@click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None,
+              help="With --follow: stop after this many seconds (exit 3) if the run has not ended, paused or halted.")
 @_color_option
 @click.pass_context
 def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind: str | None, search: str | None,
                     fact: int | None, summary: bool, source: str | None, show_rounds: bool, as_json: bool,
-                    color: str | None) -> None:
+                    follow: bool, timeout: float | None, color: str | None) -> None:
     """Show a run's recorded history (facts keep their numbers)."""
     import orjson
 
@@ -169,6 +173,16 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
     if kind is not None and kind.lower() not in {k.lower() for k in KINDS}:
         # As MCP's history refuses it: a kind that no fact has would only ever show nothing.
         sys.stderr.write(f"--kind is one of {', '.join(KINDS)}\n")
+        ctx.exit(2)
+    if follow:
+        if search is not None or fact is not None or summary or source is not None or show_rounds:
+            sys.stderr.write("--follow goes with --kind, --json and --timeout only\n")
+            ctx.exit(2)
+        from flowrt.follow_cmd import follow_history
+
+        ctx.exit(follow_history(_runs_dir(runs_dir), run_id, kind=kind, as_json=as_json, timeout=timeout))
+    if timeout is not None:
+        sys.stderr.write("--timeout goes with --follow\n")
         ctx.exit(2)
     store = _open_run(ctx, runs_dir, run_id, for_append=False)
     try:
@@ -510,8 +524,19 @@ def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str
         ctx.exit(2)
     text = sys.stdin.read() if reply == "-" else reply
     ask = None if reply == "-" else _ask_on_terminal
-    outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
-                     ask=ask)
+    from flowrt.cli import status_line
+
+    status = status_line(_color(ctx, color), _runs_dir(runs_dir))
+    if status is not None:
+        status.follow(run_id)
+        if ask is not None:
+            ask = status.asking(ask)
+    try:
+        outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
+                         ask=ask)
+    finally:
+        if status is not None:
+            status.stop()
     _report_outcome(ctx, color, outcome)
 
 
