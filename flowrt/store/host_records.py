@@ -49,8 +49,9 @@ def _whole_record(data: bytes) -> bool:
 def _times_tail(data: bytes, pos: int) -> bool:
     """Whether the bytes from `pos` (a line that does not parse and holds a NUL) can be what a
     machine crash left of `times` records written without fsync: within TIMES_WINDOW of the end,
-    and every line from there on damaged (a NUL) or a whole `times` record. Only `times` records
-    are ever written unsynced, so anything else there is damage."""
+    and every line from there on damaged (a NUL) or a whole `times` record, but for the last one,
+    which may be the synced record being written when the crash came. Only `times` records are
+    ever left unsynced, so anything else there is damage."""
     size = len(data)
     if size - pos > TIMES_WINDOW:
         return False
@@ -58,10 +59,13 @@ def _times_tail(data: bytes, pos: int) -> bool:
     before = first[:first.index(b"\0")]
     if _whole_record(before) and not _is_times(before):
         return False  # a synced record, then a damaged newline: damage
-    for line in data[pos:].split(b"\n"):
-        if line and b"\0" not in line and not _is_times(line):
-            return False
-    return True
+    lines = data[pos:].split(b"\n")
+    lines.pop()  # (after the last newline: a write cut short, whatever it holds)
+    if len(lines) > 1 and _whole_record(lines[-1]):
+        # The record whose fsync the crash cut short (it would have made the times durable): the
+        # host never went on from it, so it goes with them.
+        lines.pop()
+    return all(b"\0" in line or _is_times(line) for line in lines)
 
 
 def _is_times(line: bytes) -> bool:
