@@ -5,7 +5,7 @@ The on-disk format is specified in `docs/trace.md`; this package is its only wri
     <root>/<run id>/history.jsonl   one canonical-JSON fact per line, hash-chained
     <root>/<run id>/values/<hex>    value fields over `inline_limit` bytes, by SHA-256 of their JSON
     <root>/<run id>/sources/<hex>   module sources, by SHA-256 of their UTF-8 text
-    <root>/<run id>/host.jsonl      the host's own records (truncations, holes, pauses, halts, ...)
+    <root>/<run id>/host.jsonl      the host's own records (truncations, holes, pauses, halts, times, ...)
 
 The store is generic over fact fields. It interprets only what integrity needs: `n`, `kind`,
 `prev`, `hash`; Start's `data` (the data version) and `run` (the run id); and the value fields of
@@ -16,8 +16,9 @@ returns (write + fsync), a torn last line is truncation, and every other kind of
 Over 800 lines, on purpose: this module keeps one run's state (the verified facts, the open
 history file with its reserved space and unsynced facts, the host records' chain, the advisory
 lock, a deferred verification under way), and what is left here is the code that reads and
-changes that state together, under that lock: an append cuts facts back when its sync fails, an
-open repairs a torn tail and marks what is durable, archive swaps the locked descriptor.
+changes that state together, under that lock: an append cuts facts back when its sync fails (and
+the times noted for them), an open repairs a torn tail and marks what is durable, archive swaps
+the locked descriptor, a read-only store reads on from where its verified state ends (`refresh`).
 Everything that needs none of it is in the other modules: reading is `reading`, the chain
 `chain`, value and source files `blobs`, host records `host_records`, file syncs `durable`,
 archive and redaction `archive`, discovery `discovery`.
