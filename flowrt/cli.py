@@ -201,6 +201,8 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
 def status_line(color: str, runs_dir: str, *, as_json: bool = False):
     """The live status line of a run on stderr (`flowrt.status_line`), or None where none is
     wanted (not a terminal, or plain output asked for)."""
+    if as_json or color == "never" or not sys.stderr.isatty():
+        return None  # (before the import: a run on a pipe pays nothing for the line it never draws)
     from flowrt import status_line as status
 
     if not status.wanted(sys.stderr, color=color, as_json=as_json):
