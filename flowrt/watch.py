@@ -117,6 +117,8 @@ class RunWatch:
         if state["state"] in ENDINGS or (state["state"] == "unknown" and "changed" not in state["reason"]):
             more = self.run.refresh()
             if more:  # written just before the host let go: read them, look again later
+                if not self.held:
+                    self.held_since = time.monotonic()
                 self.held.extend(more)
                 self.last = more[-1]
                 return
