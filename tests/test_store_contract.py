@@ -491,6 +491,8 @@ def test_discovery_rows(store):
     assert result["problems"] == [] and result["nextAfter"] is None
     rows = {row["run"]: row for row in result["runs"]}
     assert list(rows) == ["a-complete", "b-paused", "c-stale", "d-faulted"]
+    times = {name: rows["a-complete"].pop(name) for name in ("startedAt", "lastActivityAt")}
+    assert all(t is None or isinstance(t, str) for t in times.values())  # (a store may keep no times)
     assert rows["a-complete"] == {
         "run": "a-complete", "historyPresent": True, "record": "complete", "truncated": False,
         "ending": "completed", "entry": {"module": "support", "function": "main"},

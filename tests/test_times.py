@@ -106,12 +106,12 @@ def test_a_crash_that_zeroes_unsynced_times_is_a_torn_tail(records, times, data)
     assert sorted(parsed.times) == list(range(2, 2 + len(parsed.times)))
 
 
-def test_a_crash_during_the_sync_of_the_record_after_the_times_keeps_the_synced_ones():
+def test_damaged_times_followed_by_a_synced_record_are_damage():
+    """A synced record syncs the times before it first: damage among them is damage."""
     raw, synced = _host_file(2, 3)
     last, _ = chain_record({"kind": "paused", "head": "sha256:" + "0" * 64}, None)
-    zeroed = raw[:synced + 5] + bytes(20) + raw[synced + 25:] + last  # its fsync never returned
-    parsed = _parse_host(zeroed)
-    assert [r["kind"] for r in parsed.records] == ["binding", "binding"] and parsed.torn is not None
+    with pytest.raises(StorageError):
+        _parse_host(raw[:synced + 5] + bytes(20) + raw[synced + 25:] + last)
 
 
 def test_damage_to_a_synced_record_is_still_damage():

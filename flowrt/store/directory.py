@@ -147,7 +147,9 @@ class RunStore(RunLog):
         #: recorded, and those recorded or read (fact n -> ms)
         self._times: list[int] = []
         self._times_from = 0
-        self._times_recorded = 0  # the time of the last fact whose time was recorded
+        #: when times were last recorded (from the start: a run's first host records, written
+        #: right after Start, then find no unsynced times before them, see `_write_host`)
+        self._times_recorded = time.time_ns() // 1_000_000
         self._known_times: dict[int, int] = {}
         #: what `refresh` last saw of the files (history and host.jsonl: inode, size, mtime)
         self._seen: tuple | None = None
@@ -403,6 +405,9 @@ class RunStore(RunLog):
         self._facts = parsed.facts
         self._size = parsed.valid_len
         self._host_size = host_len
+        # A store that closed the run left its last times unsynced: an appender syncs them
+        # before its first synced record (`_write_host`), so they never lie behind one unsynced.
+        self._host_unsynced = host_len if parsed_host.times_last else 0
         refs = _VALUE_REFS
         for index in reader.referring:
             fact = parsed.facts[index]
@@ -479,19 +484,15 @@ class RunStore(RunLog):
         crash would: the caller has already stopped on its own error)."""
         if self._unsynced_from is not None and self._fd is not None:
             try:
-                self.sync()
+                self._sync_facts()
             except StorageError:
                 pass
-        if self._fd is not None and self._unsynced_from is None:
-            self._record_times()
         self._release_reserved()
         self._mark_durable()
-        if self._host_unsynced and self._host_fd is not None:
-            try:
-                os.fsync(self._host_fd)  # the last times, when no durable mark synced them
-                self._host_unsynced = 0
-            except OSError:
-                pass
+        if self._fd is not None and self._unsynced_from is None:
+            # Last, unsynced: a machine crash may take them (they are the file's last lines),
+            # never anything else.
+            self._record_times()
         for attr in ("_fd", "_host_fd"):
             fd = getattr(self, attr)
             if fd is not None:
@@ -743,15 +744,19 @@ class RunStore(RunLog):
             return fact
 
     def sync(self) -> None:
-        """Make every fact written so far durable (nothing to do when they are). On failure the
-        facts that were not durable are cut from the history and StorageError is raised."""
+        """Make every fact written so far durable (nothing to do when they are), and record
+        their times. On failure the facts that were not durable are cut from the history and
+        StorageError is raised."""
+        self._sync_facts()
+        if self._times and self._fd is not None:
+            with self._lock:
+                self._record_times()
+
+    def _sync_facts(self) -> None:
         if self._unsynced_from is not None:
             with self._lock:
                 if self._unsynced_from is not None and self._fd is not None:
                     self._sync_history(self._facts[-1]["n"])
-        if self._times and self._fd is not None:
-            with self._lock:
-                self._record_times()
 
     @property
     def synced(self) -> bool:
@@ -960,7 +965,7 @@ class RunStore(RunLog):
             raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
         if "prev" in record or "hash" in record:
             raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")
-        self.sync()  # a record names the head: the facts up to it are durable first
+        self._sync_facts()  # a record names the head: the facts up to it are durable first
         with self._lock:
             self._write_host(record)
         return record
@@ -979,7 +984,10 @@ class RunStore(RunLog):
 
     def _write_host(self, record: dict, *, sync: bool = True) -> None:
         """Append one chained record. `sync=False` (only `times` records) leaves it to the next
-        synced record, unless that would leave more than TIMES_WINDOW bytes unsynced."""
+        synced record, unless that would leave more than TIMES_WINDOW bytes unsynced. A synced
+        record after unsynced ones syncs them first, so that only the last lines of host.jsonl
+        are ever unsynced: `times` records, or the one record being synced (docs/trace.md
+        section 10). Those are few (a pause, a halt, `close`'s durable mark), never per fact."""
         line, digest = chain_record(record, self._host_head)
         self._open_host()
         fd = self._host_fd
@@ -988,6 +996,9 @@ class RunStore(RunLog):
             if self._host_dirty:
                 os.ftruncate(fd, start)
                 self._host_dirty = False
+            if sync and self._fsync and self._host_unsynced:
+                os.fsync(fd)
+                self._host_unsynced = 0
             _write_all(fd, line)
             if self._fsync and (sync or self._host_unsynced + len(line) > TIMES_WINDOW):
                 os.fsync(fd)

@@ -34,6 +34,8 @@ class _Host:
     #: fact n -> Unix milliseconds at which storage accepted it, from the `times` records
     times: dict[int, int]
     lines: int  # complete lines read (for numbering the lines of a read that goes on from here)
+    #: whether the last complete line is a `times` record (which a store may have left unsynced)
+    times_last: bool = False
 
 
 def _whole_record(data: bytes) -> bool:
@@ -49,9 +51,9 @@ def _whole_record(data: bytes) -> bool:
 def _times_tail(data: bytes, pos: int) -> bool:
     """Whether the bytes from `pos` (a line that does not parse and holds a NUL) can be what a
     machine crash left of `times` records written without fsync: within TIMES_WINDOW of the end,
-    and every line from there on damaged (a NUL) or a whole `times` record, but for the last one,
-    which may be the synced record being written when the crash came. Only `times` records are
-    ever left unsynced, so anything else there is damage."""
+    and every line from there on damaged (a NUL) or a whole `times` record. Only `times` records
+    are ever left unsynced behind the last line (a synced record syncs those before it is
+    written), so anything else there is damage."""
     size = len(data)
     if size - pos > TIMES_WINDOW:
         return False
@@ -61,10 +63,6 @@ def _times_tail(data: bytes, pos: int) -> bool:
         return False  # a synced record, then a damaged newline: damage
     lines = data[pos:].split(b"\n")
     lines.pop()  # (after the last newline: a write cut short, whatever it holds)
-    if len(lines) > 1 and _whole_record(lines[-1]):
-        # The record whose fsync the crash cut short (it would have made the times durable): the
-        # host never went on from it, so it goes with them.
-        lines.pop()
     return all(b"\0" in line or _is_times(line) for line in lines)
 
 
@@ -96,6 +94,7 @@ def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, 
     left off, for reading on from there.)"""
     records: list[dict] = []
     times: dict[int, int] = {}
+    times_last = False
     pos = 0
     size = len(data)
     while pos < size:
@@ -136,12 +135,14 @@ def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, 
             # (read into `times`, not listed: one a sync would swamp the records that say things)
             _take_times(obj, times, line_no)
             pos = newline + 1
+            times_last = True
             continue
+        times_last = False
         records.append(obj)
         pos = newline + 1
     if not chained and pos:
         head = "sha256:" + _sha256_hex(data[:pos])
-    return _Host(records, pos, TornTail(pos, size - pos) if pos < size else None, head, durable, times, line_no)
+    return _Host(records, pos, TornTail(pos, size - pos) if pos < size else None, head, durable, times, line_no, times_last)
 
 
 
