@@ -212,6 +212,7 @@ def test_an_absent_run_and_bad_arguments_are_refused(tmp_path):
 def test_the_async_watch_yields_the_same_facts(tmp_path):
     runs = str(tmp_path)
     writer = RunStore.create(runs, "r", START, durability="none")
+    writer.sync()  # (as a host does before it waits: the times of what it wrote are recorded)
 
     async def main():
         rows = []
