@@ -124,7 +124,6 @@ def test_damage_to_a_synced_record_is_still_damage():
     with pytest.raises(StorageError):
         _parse_host(raw[:first_newline] + b"\0" + raw[first_newline + 1:])
     # Damage further from the end than unsynced times can reach is damage.
-    filler, _ = _host_file(1, 0)
     far = raw + b"".join(chain_record({"kind": "times", "from": 9 + i, "at": [1]}, None)[0]
                          for i in range(TIMES_WINDOW // 100))
     assert len(far) - synced > TIMES_WINDOW
