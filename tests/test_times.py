@@ -217,3 +217,19 @@ def test_times_are_rfc3339_utc_to_the_millisecond(ms, text):
                                       (185_000, "3 min 05 s"), (7_620_000, "2 h 07 min")])
 def test_durations_for_people(ms, text):
     assert duration_text(ms) == text
+
+
+def test_refresh_after_an_archive_says_open_again(tmp_path):
+    root = str(tmp_path)
+    writer = RunStore.create(root, "r", START, durability="none")
+    for i in range(3):
+        writer.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {}})
+        writer.append("Reply", {"call": f"c{i}", "outcome": {"Ok": i}})
+        writer.append("Checkpoint", {"function": {"module": "m", "name": "f"}, "arguments": {"i": i}})
+    reader = RunStore.open(root, "r", for_append=False)
+    assert reader.refresh() == []
+    assert writer.archive() > 0  # history.jsonl replaced by rename
+    writer.append("Call", {"call": "c9", "tool": "m.t", "arguments": {}})
+    writer.sync()
+    assert reader.refresh() is None
+    writer.close()

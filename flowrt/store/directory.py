@@ -79,8 +79,8 @@ def _lock_for_append(fd: int) -> bool:
 
 #: Durable facts have their times recorded at most this often by the appends themselves, and
 #: always by `sync()`, which a host calls before it waits on anything (so a fact after which the
-#: run waits has its time recorded at once): one `times` record per call would be a tenth of a
-#: recorded call's cost without fsync (docs/impl.md).
+#: run waits has its time recorded at once): one `times` record per call cost several percent of
+#: a recorded call without fsync (docs/impl.md).
 TIMES_EVERY_MS = 50
 
 #: A file modified less than this long ago may have been modified again within the same tick of
@@ -88,17 +88,18 @@ TIMES_EVERY_MS = 50
 RECENT_NS = 100_000_000
 
 
-def _stat_run(path: str) -> tuple[int, int, int, int]:
-    """(size, modification time) of history.jsonl and of host.jsonl (0, 0 when absent)."""
+def _stat_run(path: str) -> tuple[int, int, int, int, int]:
+    """(size, modification time) of history.jsonl and of host.jsonl (0, 0 when absent), and
+    history.jsonl's inode (`archive` replaces the file)."""
     try:
         history = os.stat(os.path.join(path, HISTORY))
     except OSError as problem:
         raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
     try:
         host = os.stat(os.path.join(path, HOST))
-        return history.st_size, history.st_mtime_ns, host.st_size, host.st_mtime_ns
+        return history.st_size, history.st_mtime_ns, host.st_size, host.st_mtime_ns, history.st_ino
     except FileNotFoundError:
-        return history.st_size, history.st_mtime_ns, 0, 0
+        return history.st_size, history.st_mtime_ns, 0, 0, history.st_ino
     except OSError as problem:
         raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
 
@@ -151,7 +152,7 @@ class RunStore(RunLog):
         #: right after Start, then find no unsynced times before them, see `_write_host`)
         self._times_recorded = time.time_ns() // 1_000_000
         self._known_times: dict[int, int] = {}
-        #: what `refresh` last saw of the files (history and host.jsonl: inode, size, mtime)
+        #: what `refresh` last saw of the files (`_stat_run`)
         self._seen: tuple | None = None
         self._holes: dict[tuple[int, str], str] = {}
         #: Checkpoint facts moved to archive/ (their count numbers the `cN:` ids that follow)
@@ -654,7 +655,8 @@ class RunStore(RunLog):
         and times, are read on too). Two `stat`s when nothing changed; otherwise only the bytes
         after what was read. A file's modification time has a coarse clock, so one modified in
         the last RECENT_NS is read again even if it looks the same. None when the files were
-        cut under it (a failed sync removed facts it saw): open the run again. Damage raises
+        cut or replaced under it (a failed sync removed facts it saw, an archive): open the run
+        again. Damage raises
         StorageError; a torn last line is left for the next refresh."""
         if self.for_append:
             raise ValueError("refresh reads on a read-only RunLog; an appender knows its facts")
@@ -662,9 +664,10 @@ class RunStore(RunLog):
         seen = _stat_run(self.path)
         if seen == self._seen and time.time_ns() - max(seen[1], seen[3]) > RECENT_NS:
             return []
+        replaced = self._seen is not None and self._seen[4] != seen[4]
         self._seen = seen
         history_size, host_size = seen[0], seen[2]
-        if history_size < self._size or host_size < self._host_size:
+        if replaced or history_size < self._size or host_size < self._host_size:
             return None
         try:
             with open(os.path.join(self.path, HISTORY), "rb") as handle:
