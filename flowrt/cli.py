@@ -187,8 +187,15 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
     except BaseException:
         child.kill()
         raise
-    outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
-                  inline_limit=0 if redactable else None, child=child, park_after=park_after)
+    status = status_line(color, runs, as_json=as_json)
+    try:
+        outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask,
+                      checkpoints=checkpoints, inline_limit=0 if redactable else None, child=child,
+                      park_after=park_after,
+                      on_start=(lambda run_id, start: status.follow(run_id)) if status is not None else None)
+    finally:
+        if status is not None:
+            status.stop()
     return report_outcome(color, outcome, as_json=as_json)
 
 
@@ -196,6 +203,18 @@ def store_location(given: str | None) -> str:
     """Where runs are stored (`--runs` / `--store`): as given, else $FLOW_STORE, else $FLOW_RUNS,
     else ./.flow/runs. A runs directory or a postgresql:// URL (`flowrt.store.open_store`)."""
     return given or os.environ.get("FLOW_STORE") or os.environ.get("FLOW_RUNS") or os.path.join(".flow", "runs")
+
+
+def status_line(color: str, runs_dir: str, *, as_json: bool = False):
+    """The live status line of a run on stderr (`flowrt.status_line`), or None where none is
+    wanted (not a terminal, or plain output asked for)."""
+    if as_json or color == "never" or not sys.stderr.isatty():
+        return None  # (before the import: a run on a pipe pays nothing for the line it never draws)
+    from flowrt import status_line as status
+
+    if not status.wanted(sys.stderr, color=color, as_json=as_json):
+        return None
+    return status.StatusLine(sys.stderr, runs_dir)
 
 
 def read_input(value: str | None) -> str:

@@ -231,17 +231,18 @@ def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, step
 @click.option("--json", "as_json", is_flag=True, help="Print the view as JSON.")
 @click.option("--html", "html_out", default=None, type=click.Path(dir_okay=False),
               help="Write a picture of the run to this file: one self-contained HTML page.")
-@click.option("--follow", is_flag=True, help="With --html, write the page again as facts land, until End.")
+@click.option("--follow", is_flag=True,
+              help="Print each fact as it lands (--json: one object a line) until the run ends, pauses or halts; "
+                   "with --html, write the page again as facts land, until End.")
+@click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None,
+              help="With --follow: stop after this many seconds (exit 3) if the run has not ended, paused or halted.")
 @_color_option
 @click.pass_context
 def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind: str | None, search: str | None,
                     fact: int | None, summary: bool, source: str | None, show_rounds: bool, as_json: bool,
-                    html_out: str | None, follow: bool, color: str | None) -> None:
+                    html_out: str | None, follow: bool, timeout: float | None, color: str | None) -> None:
     """Show a run's recorded history (facts keep their numbers)."""
 
-    if follow and html_out is None:
-        sys.stderr.write("--follow goes with --html\n")
-        ctx.exit(2)
     if html_out is not None:
         others = [name for name, given in (("--kind", kind), ("--search", search), ("--fact", fact),
                                            ("--summary", summary), ("--source", source), ("--rounds", show_rounds),
@@ -257,6 +258,14 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
     if kind is not None and kind.lower() not in {k.lower() for k in KINDS}:
         # As MCP's history refuses it: a kind that no fact has would only ever show nothing.
         _refuse(ctx, as_json, f"--kind is one of {', '.join(KINDS)}", run=run_id)
+    if follow:
+        if search is not None or fact is not None or summary or source is not None or show_rounds:
+            _refuse(ctx, as_json, "--follow goes with --kind, --json and --timeout only", run=run_id)
+        from flowrt.follow_cmd import follow_history
+
+        ctx.exit(follow_history(_runs_dir(runs_dir), run_id, kind=kind, as_json=as_json, timeout=timeout))
+    if timeout is not None:
+        _refuse(ctx, as_json, "--timeout goes with --follow", run=run_id)
     store = _open_run(ctx, runs_dir, run_id, for_append=False, as_json=as_json)
     try:
         if source is not None:
@@ -681,8 +690,19 @@ def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str
         _refuse(ctx, as_json, "--call and --reply go together", run=run_id)
     text = sys.stdin.read() if reply == "-" else reply
     ask = None if reply == "-" else _ask_on_terminal
-    outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
-                     ask=ask, park_after=park_after, admit_bad_reply=admit_bad_reply)
+    from flowrt.cli import status_line
+
+    status = status_line(_color(ctx, color), _runs_dir(runs_dir), as_json=as_json)
+    if status is not None:
+        status.follow(run_id)
+        if ask is not None:
+            ask = status.asking(ask)
+    try:
+        outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
+                         ask=ask, park_after=park_after, admit_bad_reply=admit_bad_reply)
+    finally:
+        if status is not None:
+            status.stop()
     _report_outcome(ctx, color, outcome, as_json)
 
 

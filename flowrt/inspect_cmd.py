@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowdata import canonical
+from flowrt.fact_times import CallClock, duration_text, run_times
 from flowrt.reply_check import compact, with_expected_replies
 from flowrt.run_state import STATUS_TEXT, run_state
 from flowrt.store import Hole, RunLog, open_store
@@ -89,7 +90,9 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
     command refuses another before calling this. `runs`: the runs directory the commands shown
     must name, when it was named (`--runs`)."""
     facts = store.facts()
-    rows = [describe_fact(store, f) for f in facts]
+    times = store.fact_times()
+    clock = CallClock()
+    rows = [clock.stamp(describe_fact(store, f), f, times) for f in facts]
     selected = [r for r in rows
                 if (kind is None or r["kind"].lower() == kind.lower())
                 and (search is None or search.lower() in r["summary"].lower())
@@ -99,6 +102,7 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
     state = run_state(store)
     open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
+            **run_times(times, facts[-1]["n"] if facts else None),
             "hostDecision": state["hostDecision"], "pending": state["pending"], "open": open_calls,
             "total": len(rows), "hidden": len(rows) - len(selected), "facts": selected,
             # the recorded checkpoints; `--rounds` replaces `rounds` with the computed ones
@@ -123,7 +127,19 @@ def carried_tasks(rounds: list[dict]) -> list[dict]:
 
 
 def _state_line(view: dict) -> str:
-    return f"run {view['run']}: {view['state']} ({view['reason']}), {view['total']} facts"
+    line = f"run {view['run']}: {view['state']} ({view['reason']}), {view['total']} facts"
+    if view.get("startedAt"):
+        line += f"; started {view['startedAt']}, last activity {view['lastActivityAt']}"
+    return line
+
+
+def fact_line(row: dict) -> str:
+    """A fact as `flow history` prints it: number, time of day (UTC), call or task, kind, summary."""
+    who = row.get("call") or row.get("task") or ""
+    hole = f"  [hole {row['hole']['field']} {row['hole']['hash']}]" if "hole" in row else ""
+    at = row["acceptedAt"][11:23] if row.get("acceptedAt") else "-"
+    took = f"  (took {duration_text(row['durationMs'])})" if "durationMs" in row else ""
+    return f"{row['n']:>5}  {at:<12}  {who:<14} {row['kind']:<11} {row['summary']}{hole}{took}"
 
 
 def _open_lines(view: dict) -> list[str]:
@@ -155,9 +171,7 @@ def render_history(view: dict, *, summary: bool) -> str:
         lines.append(f"next: flow history {view['run']}  |  flow replay {view['run']}")
         return "\n".join(lines) + "\n"
     for row in view["facts"]:
-        who = row.get("call") or row.get("task") or ""
-        hole = f"  [hole {row['hole']['field']} {row['hole']['hash']}]" if "hole" in row else ""
-        lines.append(f"{row['n']:>5}  {who:<14} {row['kind']:<11} {row['summary']}{hole}")
+        lines.append(fact_line(row))
     if view["hidden"]:
         lines.append(f"({view['hidden']} of {view['total']} facts hidden by the selection)")
     if view.get("replay") is not None:
@@ -197,8 +211,11 @@ def render_runs(page: dict) -> str:
         entry = row.get("entry") or {}
         name = f"{entry.get('module')}.{entry.get('function')}" if entry else "-"
         last = row.get("lastFact") or {}
+        started = (row.get("startedAt") or "-")[:19].replace("T", " ")
+        active = (row.get("lastActivityAt") or "-")[:19].replace("T", " ")
         lines.append(f"{row['run']:<32} {row['record']:<18} {row.get('ending') or '-':<10} {name:<28} "
-                     f"facts={last.get('n', 0)}" + (" truncated" if row.get("truncated") else "")
+                     f"started {started:<19}  active {active:<19}  facts={last.get('n', 0)}"
+                     + (" truncated" if row.get("truncated") else "")
                      + (f" {_decision_text(row['hostDecision'])}" if isinstance(row.get("hostDecision"), dict)
                         else (f" {row['hostDecision']}" if row.get("hostDecision") else "")))
     for row in page["runs"]:

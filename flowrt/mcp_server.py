@@ -18,7 +18,9 @@ no module or pinned directory outside it is read (`flowc.disk.DiskChecks(jail=ro
 For a run request with a progress token, one progress notification says that storage accepted
 Start, before the program is driven: progress 1, a message naming the run, and in `_meta` the
 request id (as the client typed it), the run id, the fact number and its hash. It carries no Flow
-value. If it cannot be sent, the run is halted, as a failed transport asks (the Start stays).
+value. If it cannot be sent, the run is halted, as a failed transport asks (the Start stays). Then
+(and for a resume with a progress token) one notification per fact accepted, as the run goes
+(`flowrt.mcp_feed`), the last ones before the request is answered.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from flowdata.canonical import dumps as canonical_json
 # A run's or resume's result is the document `flow run --json` prints.
+from flowrt.mcp_feed import Feed
 from flowrt.reply_check import with_expected_replies
 from flowrt.results import outcome_document as outcome_json
 from flowrt.store import KINDS, VALUE_FIELDS, RunNotFound, RunLog, is_database_url, open_store, StorageError
@@ -87,16 +90,20 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         text = orjson.dumps(input if input is not None else {}).decode()
         program = under_root(file)
         announce = _announcer(ctx)
+        feed = Feed(ctx.request_context, runs_dir)
 
         def started(halt: threading.Event, run_id: str, start: dict) -> None:
             driving.name(halt, run_id)
             announce(halt, run_id, start)
+            feed.halt = halt
+            feed.begin(run_id, since=start["n"])
 
-        return await _drive(lambda halt: run_program(program, entry=entry, input_text=text, runs_dir=runs_dir,
-                                                     allow=allow, ask=None, halt=halt, jail=served,
-                                                     on_start=lambda run_id, start: started(halt, run_id, start)))
+        return await feed.around(_drive(
+            lambda halt: run_program(program, entry=entry, input_text=text, runs_dir=runs_dir, allow=allow,
+                                     ask=None, halt=halt, jail=served,
+                                     on_start=lambda run_id, start: started(halt, run_id, start))))
 
-    async def resume(run: str, call: str | None = None, reply: dict[str, Any] | None = None,
+    async def resume(run: str, ctx: Context, call: str | None = None, reply: dict[str, Any] | None = None,
                      resend: list[str] | None = None, admit_bad_reply: bool = False) -> dict[str, Any]:
         """Continue a paused, halted or crashed run from its history. `call` and `reply` (an
         outcome: {"Ok": value} or {"Err": problem}) answer an open call; a reply that does not
@@ -110,10 +117,16 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
             raise ToolError("call and reply go together")
         reply_text = None if reply is None else orjson.dumps(reply).decode()
         await driving.settled(run)  # a run being halted (its call cancelled) is let go first
-        return await _drive(lambda halt: resume_run(runs_dir, run, call=call, reply_text=reply_text,
-                                                    resend=set(resend or ()), allow=allow, ask=None, halt=halt,
-                                                    admit_bad_reply=admit_bad_reply),
-                            run)
+        feed = Feed(ctx.request_context, runs_dir)
+        if feed.wanted:
+            await anyio.to_thread.run_sync(lambda: feed.begin(run))
+
+        def work(halt: threading.Event):
+            feed.halt = halt
+            return resume_run(runs_dir, run, call=call, reply_text=reply_text, resend=set(resend or ()),
+                              allow=allow, ask=None, halt=halt, admit_bad_reply=admit_bad_reply)
+
+        return await feed.around(_drive(work, run))
 
     async def replay(run: str, from_latest_checkpoint: bool = False) -> dict[str, Any]:
         """Re-run a recorded run against its history, calling nothing: Matched, Incomplete, or

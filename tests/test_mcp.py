@@ -158,9 +158,10 @@ async def test_the_six_tools_and_a_run_that_completes(tmp_path):
                                            "tracking": result["output"]["Ok"]["tracking"]}}
         run_id = result["run"]
         start = RunStore.open(str(runs), run_id, for_append=False).facts()[0]
-        # One progress notification: Start accepted, naming the recorded run and fact, no values.
-        assert progress == [(1.0, f"run {run_id} started (fact 1 accepted)")]
-        [note] = [m for m in messages if getattr(m, "method", None) == "notifications/progress"]
+        # The first progress notification: Start accepted, naming the recorded run and fact, no
+        # values (one per fact follows: tests/test_mcp_feed.py).
+        assert progress[0] == (1.0, f"run {run_id} started (fact 1 accepted)")
+        note = [m for m in messages if getattr(m, "method", None) == "notifications/progress"][0]
         meta = note.params.meta
         assert meta["ng.flowla/run"] == run_id and meta["ng.flowla/fact"] == "1"
         assert meta["ng.flowla/hash"] == start["hash"] and type(meta["ng.flowla/request"]) is int

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowrt.store import discovery as store_discovery
+from flowrt.store.format import rfc3339_ms
 from flowrt.store import durable as store_durable
 from flowrt.store import errors as store_errors
 from flowrt.store import (
@@ -673,15 +674,17 @@ def test_scan_runs_rows(tmp_path):
         "h-file", "i-history-is-a-dir", "j-renamed", "k-faulted", "l-fifo"]
     for row in result["runs"]:
         assert list(row) == ["run", "historyPresent", "record", "truncated", "ending", "entry",
-                             "program", "lastFact", "hostDecision", "problem"]
+                             "program", "lastFact", "hostDecision", "startedAt", "lastActivityAt", "problem"]
         orjson.dumps(row)
 
     a = row_of(result, "a-complete")
-    facts = RunStore.open(root, "a-complete", for_append=False).facts()
+    opened = RunStore.open(root, "a-complete", for_append=False)
+    facts, times = opened.facts(), opened.fact_times()
     assert a == {"run": "a-complete", "historyPresent": True, "record": "complete", "truncated": False,
                  "ending": "completed", "entry": {"module": "support", "function": "main"},
                  "program": START["program"], "lastFact": {"n": 7, "hash": facts[-1]["hash"]},
-                 "hostDecision": None, "problem": None}
+                 "hostDecision": None, "startedAt": rfc3339_ms(times[1]), "lastActivityAt": rfc3339_ms(times[7]),
+                 "problem": None}
     b = row_of(result, "b-paused")
     assert b["record"] == "incomplete" and b["ending"] is None
     assert b["hostDecision"]["kind"] == "paused" and b["hostDecision"]["head"] == b["lastFact"]["hash"]

@@ -491,6 +491,8 @@ def test_discovery_rows(store):
     assert result["problems"] == [] and result["nextAfter"] is None
     rows = {row["run"]: row for row in result["runs"]}
     assert list(rows) == ["a-complete", "b-paused", "c-stale", "d-faulted"]
+    times = {name: rows["a-complete"].pop(name) for name in ("startedAt", "lastActivityAt")}
+    assert all(t is None or isinstance(t, str) for t in times.values())  # (a store may keep no times)
     assert rows["a-complete"] == {
         "run": "a-complete", "historyPresent": True, "record": "complete", "truncated": False,
         "ending": "completed", "entry": {"module": "support", "function": "main"},
@@ -518,3 +520,32 @@ def test_discovery_pages(store):
     assert seen == ids
     with pytest.raises(ValueError):
         store.scan(limit=0)
+
+
+# -- times and reading on (the interface's defaults allow a store without either) ------------------
+
+
+def test_times_are_for_facts_that_exist_and_in_order(store):
+    s = make_run(store)
+    s.close()
+    times = store.open("run-1", for_append=False).fact_times()
+    facts = store.open("run-1", for_append=False).facts()
+    assert set(times) <= {f["n"] for f in facts}
+    assert all(type(ms) is int and ms > 0 for ms in times.values())
+    assert [times[n] for n in sorted(times)] == sorted(times.values())
+
+
+def test_refresh_reads_on_or_says_it_cannot(store):
+    writer = store.create("run-1", START, durability="none")
+    reader = store.open("run-1", for_append=False)
+    first = reader.refresh()
+    assert first in ([], None)
+    writer.append("Call", {"call": "root#1", "tool": "planner.next", "arguments": {"big": BIG}})
+    writer.sync()
+    new = reader.refresh()
+    if new is not None:
+        assert [f["kind"] for f in new] == ["Call"] and len(reader) == 2
+        assert reader.value(2, "arguments") == {"big": BIG} and reader.refresh() == []
+    else:  # a store that cannot read on: the run is opened again
+        assert len(store.open("run-1", for_append=False)) == 2
+    writer.close()

@@ -5,7 +5,7 @@ The on-disk format is specified in `docs/trace.md`; this package is its only wri
     <root>/<run id>/history.jsonl   one canonical-JSON fact per line, hash-chained
     <root>/<run id>/values/<hex>    value fields over `inline_limit` bytes, by SHA-256 of their JSON
     <root>/<run id>/sources/<hex>   module sources, by SHA-256 of their UTF-8 text
-    <root>/<run id>/host.jsonl      the host's own records (truncations, holes, pauses, halts, ...)
+    <root>/<run id>/host.jsonl      the host's own records (truncations, holes, pauses, halts, times, ...)
 
 The store is generic over fact fields. It interprets only what integrity needs: `n`, `kind`,
 `prev`, `hash`; Start's `data` (the data version) and `run` (the run id); and the value fields of
@@ -16,8 +16,9 @@ returns (write + fsync), a torn last line is truncation, and every other kind of
 Over 800 lines, on purpose: this module keeps one run's state (the verified facts, the open
 history file with its reserved space and unsynced facts, the host records' chain, the advisory
 lock, a deferred verification under way), and what is left here is the code that reads and
-changes that state together, under that lock: an append cuts facts back when its sync fails, an
-open repairs a torn tail and marks what is durable, archive swaps the locked descriptor.
+changes that state together, under that lock: an append cuts facts back when its sync fails (and
+the times noted for them), an open repairs a torn tail and marks what is durable, archive swaps
+the locked descriptor, a read-only store reads on from where its verified state ends (`refresh`).
 Everything that needs none of it is in the other modules: reading is `reading`, the chain
 `chain`, value and source files `blobs`, host records `host_records`, file syncs `durable`,
 archive and redaction `archive`, discovery `discovery`.
@@ -48,7 +49,7 @@ from flowrt.store.format import (
     _now,
     valid_run_id,
 )
-from flowrt.store.host_records import _Host, holes_and_limit, read_host
+from flowrt.store.host_records import TIMES_WINDOW, _Host, _parse_host, holes_and_limit, read_host
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
@@ -75,6 +76,33 @@ def _lock_for_append(fd: int) -> bool:
         time.sleep(pause)
         pause = min(pause * 2, 0.02)
 
+
+
+#: Durable facts have their times recorded at most this often by the appends themselves, and
+#: always by `sync()`, which a host calls before it waits on anything (so a fact after which the
+#: run waits has its time recorded at once): one `times` record per call cost several percent of
+#: a recorded call without fsync (docs/impl.md).
+TIMES_EVERY_MS = 50
+
+#: A file modified less than this long ago may have been modified again within the same tick of
+#: the file system's clock: `refresh` reads it again even when its size and time look the same.
+RECENT_NS = 100_000_000
+
+
+def _stat_run(path: str) -> tuple[int, int, int, int, int]:
+    """(size, modification time) of history.jsonl and of host.jsonl (0, 0 when absent), and
+    history.jsonl's inode (`archive` replaces the file)."""
+    try:
+        history = os.stat(os.path.join(path, HISTORY))
+    except OSError as problem:
+        raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
+    try:
+        host = os.stat(os.path.join(path, HOST))
+        return history.st_size, history.st_mtime_ns, host.st_size, host.st_mtime_ns, history.st_ino
+    except FileNotFoundError:
+        return history.st_size, history.st_mtime_ns, 0, 0, history.st_ino
+    except OSError as problem:
+        raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
 
 
 class RunStore(RunLog):
@@ -114,6 +142,19 @@ class RunStore(RunLog):
         #: when a store last closed it or opened it for appending
         self._durable_mark: tuple[int, str] | None = None
         self._host_dirty = False
+        #: bytes of host records written to host.jsonl since its last fsync (`times` records only)
+        self._host_unsynced = 0
+        self._host_lines = 0  # complete lines of host.jsonl read or written
+        #: when facts were accepted: Unix milliseconds of facts `_times_from`, ... not yet
+        #: recorded, and those recorded or read (fact n -> ms)
+        self._times: list[int] = []
+        self._times_from = 0
+        #: when times were last recorded (from the start: a run's first host records, written
+        #: right after Start, then find no unsynced times before them, see `_write_host`)
+        self._times_recorded = time.time_ns() // 1_000_000
+        self._known_times: dict[int, int] = {}
+        #: what `refresh` last saw of the files (`_stat_run`)
+        self._seen: tuple | None = None
         self._holes: dict[tuple[int, str], str] = {}
         #: Checkpoint facts moved to archive/ (their count numbers the `cN:` ids that follow)
         self.archived_checkpoints = 0
@@ -341,6 +382,8 @@ class RunStore(RunLog):
         host_data, parsed_host = host
         records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
         self._host_head = parsed_host.head
+        self._host_lines = parsed_host.lines
+        self._known_times = parsed_host.times
         durable = parsed_host.durable
         self._durable_mark = (durable["facts"], durable["head"]) if durable else None
         holes, recorded_limit = holes_and_limit(records, parsed.facts, HOST)
@@ -350,6 +393,9 @@ class RunStore(RunLog):
         self._facts = parsed.facts
         self._size = parsed.valid_len
         self._host_size = host_len
+        # A store that closed the run left its last times unsynced: an appender syncs them
+        # before its first synced record (`_write_host`), so they never lie behind one unsynced.
+        self._host_unsynced = host_len if parsed_host.times_last else 0
         refs = _VALUE_REFS
         for index in reader.referring:
             fact = parsed.facts[index]
@@ -426,11 +472,15 @@ class RunStore(RunLog):
         crash would: the caller has already stopped on its own error)."""
         if self._unsynced_from is not None and self._fd is not None:
             try:
-                self.sync()
+                self._sync_facts()
             except StorageError:
                 pass
         self._release_reserved()
         self._mark_durable()
+        if self._fd is not None and self._unsynced_from is None:
+            # Last, unsynced: a machine crash may take them (they are the file's last lines),
+            # never anything else.
+            self._record_times()
         for attr in ("_fd", "_host_fd"):
             fd = getattr(self, attr)
             if fd is not None:
@@ -592,6 +642,73 @@ class RunStore(RunLog):
 
     def stored_head(self) -> tuple[str | None, bool] | None:
         return history_tail(os.path.join(self.path, HISTORY))
+    def refresh(self) -> list[dict] | None:
+        """Read on (a read-only RunLog): verify what was appended since the store was opened or
+        last refreshed, by any process, and return the new facts (their host records, holes
+        and times, are read on too). Two `stat`s when nothing changed; otherwise only the bytes
+        after what was read. A file's modification time has a coarse clock, so one modified in
+        the last RECENT_NS is read again even if it looks the same. None when the files were
+        cut or replaced under it (a failed sync removed facts it saw, an archive): open the run
+        again. Damage raises
+        StorageError; a torn last line is left for the next refresh."""
+        if self.for_append:
+            raise ValueError("refresh reads on a read-only RunLog; an appender knows its facts")
+        self.verify()
+        seen = _stat_run(self.path)
+        if seen == self._seen and time.time_ns() - max(seen[1], seen[3]) > RECENT_NS:
+            return []
+        replaced = self._seen is not None and self._seen[4] != seen[4]
+        self._seen = seen
+        history_size, host_size = seen[0], seen[2]
+        if replaced or history_size < self._size or host_size < self._host_size:
+            return None
+        try:
+            with open(os.path.join(self.path, HISTORY), "rb") as handle:
+                handle.seek(self._size)
+                tail = handle.read()
+            if host_size > self._host_size:
+                with open(os.path.join(self.path, HOST), "rb") as handle:
+                    handle.seek(self._host_size)
+                    host_tail = handle.read()
+            else:
+                host_tail = b""
+        except OSError as problem:
+            raise StorageError(f"cannot read: {_strerror(problem)}", component=self.path) from problem
+        if host_tail:
+            self._read_host_on(host_tail)
+        last = self._facts[-1]
+        reader = _HistoryReader(tail, self.run_id, None, None)
+        reader.facts, reader.prev, reader.ended = [last], last["hash"], last["kind"] == "End"
+        reader.read()
+        if reader.error is not None:
+            raise reader.error
+        new = reader.facts[1:]
+        self._facts.extend(new)
+        for index in reader.referring:
+            self._index_refs(reader.facts[index])
+        self.torn_tail = None if reader.torn is None else TornTail(self._size + reader.torn.offset,
+                                                                   reader.torn.length)
+        self._size += reader.pos
+        return new
+
+    def _read_host_on(self, data: bytes) -> None:
+        """The host records appended after those read: their chain, holes, times and marks."""
+        parsed = _parse_host(data, head=self._host_head, chained=self._host_head is not None,
+                             line_no=self._host_lines)
+        for record in parsed.records:
+            if record["kind"] == "hole":
+                n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
+                position = fact_position(self._facts, n) if type(n) is int else None
+                if not isinstance(field, str) or not isinstance(ref, str) or \
+                        (position is not None and self._facts[position].get(field + "_ref") != ref):
+                    raise StorageError("a hole record does not match its fact", n, component=HOST)
+                self._holes[(n, field)] = ref
+        self._known_times.update(parsed.times)
+        if parsed.durable is not None:
+            self._durable_mark = (parsed.durable["facts"], parsed.durable["head"])
+        self._host_size += parsed.valid_len
+        self._host_head = parsed.head
+        self._host_lines = parsed.lines
 
     # -- appending ------------------------------------------------------------------------------
 
@@ -623,8 +740,15 @@ class RunStore(RunLog):
             return fact
 
     def sync(self) -> None:
-        """Make every fact written so far durable (nothing to do when they are). On failure the
-        facts that were not durable are cut from the history and StorageError is raised."""
+        """Make every fact written so far durable (nothing to do when they are), and record
+        their times. On failure the facts that were not durable are cut from the history and
+        StorageError is raised."""
+        self._sync_facts()
+        if self._times and self._fd is not None:
+            with self._lock:
+                self._record_times()
+
+    def _sync_facts(self) -> None:
         if self._unsynced_from is not None:
             with self._lock:
                 if self._unsynced_from is not None and self._fd is not None:
@@ -667,12 +791,47 @@ class RunStore(RunLog):
         if blobs:
             write_values(self.path, blobs, self._known_blobs, first, self._fsync)
         self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first)
+        # Accepted now: the time is recorded once these facts are durable (`_record_times`).
+        now = time.time_ns() // 1_000_000
+        if not self._times:
+            self._times_from = first
+        self._times.extend([now] * len(facts))
         self._facts.extend(facts)
         if blobs:  # a value went by reference
             for fact in facts:
                 self._index_refs(fact)
         if sync:
             self._sync_history(first)
+            if now - self._times_recorded >= TIMES_EVERY_MS:
+                self._record_times()
+
+    def _record_times(self) -> None:
+        """Record when the facts written since the last such record were accepted, in one
+        `times` host record written without fsync: it becomes durable with the next host record
+        that is synced (or at close), so a machine crash can lose the times of the last facts,
+        never a fact (docs/trace.md section 7). Called once the facts it names are durable, so it
+        never names a fact that a failed sync removes. A failure to write it loses those times
+        only: they are never worth failing a run for."""
+        if not self._times:
+            return
+        record = {"kind": "times", "from": self._times_from, "at": self._times}
+        self._times = []
+        self._times_recorded = record["at"][-1]
+        try:
+            self._write_host(record, sync=False)
+        except StorageError:
+            return
+        for offset, ms in enumerate(record["at"]):
+            self._known_times[record["from"] + offset] = ms
+
+    def fact_times(self) -> dict[int, int]:
+        """Fact n -> the Unix time in milliseconds at which this store accepted it, for the facts
+        whose time is known (recorded in host.jsonl, or written by this RunLog)."""
+        self.verify()
+        times = dict(self._known_times)
+        for offset, ms in enumerate(self._times):
+            times[self._times_from + offset] = ms
+        return times
 
     def _index_refs(self, fact: dict) -> None:
         for field in VALUE_FIELDS[fact["kind"]]:
@@ -778,6 +937,7 @@ class RunStore(RunLog):
             if len(self._facts) > count:
                 first_cut = self._facts[count]["n"]
                 del self._facts[count:]
+                del self._times[max(0, first_cut - self._times_from):]
                 for users in self._refs.values():
                     users.difference_update([u for u in users if u[0] >= first_cut])
             raise StorageError(f"cannot append: {_strerror(problem)}", fact_n,
@@ -801,7 +961,7 @@ class RunStore(RunLog):
             raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
         if "prev" in record or "hash" in record:
             raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")
-        self.sync()  # a record names the head: the facts up to it are durable first
+        self._sync_facts()  # a record names the head: the facts up to it are durable first
         with self._lock:
             self._write_host(record)
         return record
@@ -818,7 +978,12 @@ class RunStore(RunLog):
             except OSError as problem:
                 raise StorageError(f"cannot open: {_strerror(problem)}", component=HOST) from problem
 
-    def _write_host(self, record: dict) -> None:
+    def _write_host(self, record: dict, *, sync: bool = True) -> None:
+        """Append one chained record. `sync=False` (only `times` records) leaves it to the next
+        synced record, unless that would leave more than TIMES_WINDOW bytes unsynced. A synced
+        record after unsynced ones syncs them first, so that only the last lines of host.jsonl
+        are ever unsynced: `times` records, or the one record being synced (docs/trace.md
+        section 10). Those are few (a pause, a halt, `close`'s durable mark), never per fact."""
         line, digest = chain_record(record, self._host_head)
         self._open_host()
         fd = self._host_fd
@@ -827,9 +992,15 @@ class RunStore(RunLog):
             if self._host_dirty:
                 os.ftruncate(fd, start)
                 self._host_dirty = False
-            _write_all(fd, line)
-            if self._fsync:
+            if sync and self._fsync and self._host_unsynced:
                 os.fsync(fd)
+                self._host_unsynced = 0
+            _write_all(fd, line)
+            if self._fsync and (sync or self._host_unsynced + len(line) > TIMES_WINDOW):
+                os.fsync(fd)
+                self._host_unsynced = 0
+            elif self._fsync:
+                self._host_unsynced += len(line)
         except BaseException as problem:
             try:
                 os.ftruncate(fd, start)
@@ -841,6 +1012,7 @@ class RunStore(RunLog):
             raise
         self._host_size = start + len(line)
         self._host_head = digest
+        self._host_lines += 1
 
     # -- archive and redaction ------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any
 from flowrt.store.archive import _read_anchor
 from flowrt.store.durable import _strerror
 from flowrt.store.errors import StorageError
-from flowrt.store.format import _ending_of, valid_run_id
+from flowrt.store.format import _ending_of, rfc3339_ms, valid_run_id
 from flowrt.store.host_records import _Host, _parse_host
 from flowrt.store.layout import HISTORY, HOST
 from flowrt.store.reading import _parse_history
@@ -80,6 +80,8 @@ def _row(name: str) -> dict:
         "program": None,
         "lastFact": None,
         "hostDecision": None,
+        "startedAt": None,
+        "lastActivityAt": None,
         "problem": None,
     }
 
@@ -198,6 +200,14 @@ def judge_row(row: dict, name: str, data: bytes, anchor: dict | None, host: _Hos
         return row
     records = host.records
     head = facts[-1]["hash"]
+    # When Start and the latest fact with a recorded time were accepted (host records: a crash
+    # may have lost the times of the last facts).
+    last_n = facts[-1]["n"]
+    if 1 in host.times:
+        row["startedAt"] = rfc3339_ms(host.times[1])
+    known = [n for n in host.times if n <= last_n]
+    if known:
+        row["lastActivityAt"] = rfc3339_ms(host.times[max(known)])
     for record in records:
         if record["kind"] in ("paused", "sleeping", "halted") and record.get("head") == head:
             row["hostDecision"] = record

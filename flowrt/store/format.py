@@ -25,7 +25,7 @@ _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _RESERVED = ("n", "kind", "prev", "hash")
 _RESERVED_SET = frozenset(_RESERVED)
-STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable"})  # host records only the store writes
+STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable", "times"})  # host records only the store writes
 _ENDINGS = {"Completed": "completed", "Faulted": "faulted"}
 
 
@@ -39,6 +39,12 @@ def _ending_of(outcome: Any) -> str | None:
         (key,) = outcome
         return _ENDINGS.get(key)
     return None
+
+
+def rfc3339_ms(ms: int) -> str:
+    """Unix milliseconds as RFC 3339 UTC, to the millisecond: `2026-12-01T14:20:41.123Z`."""
+    moment = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def _now() -> str:

@@ -12,10 +12,16 @@ from flowrt.store.errors import StorageError, TornTail
 from flowrt.store.format import _HASH_RE
 from flowrt.store.layout import HOST
 
+#: At most this many bytes of `times` records are written to host.jsonl without an fsync: a
+#: machine crash can leave those in any state, so a reader takes damage within this many bytes of
+#: the end, followed only by damage and `times` records, for a torn tail (docs/trace.md section 10).
+TIMES_WINDOW = 64 << 10
+
 
 @dataclass(slots=True)
 class _Host:
-    """host.jsonl as read: its records (without `prev` and `hash`), the bytes of its complete
+    """host.jsonl as read: its records (without `prev` and `hash`; `times` records only as
+    `times`), the bytes of its complete
     lines, a torn last line, the hash of the last record (what the next one chains to), and the
     latest `durable` record (the facts a store had made durable when it last closed the run or
     opened it for appending)."""
@@ -25,6 +31,11 @@ class _Host:
     torn: TornTail | None
     head: str | None
     durable: dict | None
+    #: fact n -> Unix milliseconds at which storage accepted it, from the `times` records
+    times: dict[int, int]
+    lines: int  # complete lines read (for numbering the lines of a read that goes on from here)
+    #: whether the last complete line is a `times` record (which a store may have left unsynced)
+    times_last: bool = False
 
 
 def _whole_record(data: bytes) -> bool:
@@ -37,19 +48,55 @@ def _whole_record(data: bytes) -> bool:
         return False
 
 
-def _parse_host(data: bytes) -> _Host:
+def _times_tail(data: bytes, pos: int) -> bool:
+    """Whether the bytes from `pos` (a line that does not parse and holds a NUL) can be what a
+    machine crash left of `times` records written without fsync: within TIMES_WINDOW of the end,
+    and every line from there on damaged (a NUL) or a whole `times` record. Only `times` records
+    are ever left unsynced behind the last line (a synced record syncs those before it is
+    written), so anything else there is damage."""
+    size = len(data)
+    if size - pos > TIMES_WINDOW:
+        return False
+    first = data[pos:data.find(b"\n", pos) if data.find(b"\n", pos) >= 0 else size]
+    before = first[:first.index(b"\0")]
+    if _whole_record(before) and not _is_times(before):
+        return False  # a synced record, then a damaged newline: damage
+    lines = data[pos:].split(b"\n")
+    lines.pop()  # (after the last newline: a write cut short, whatever it holds)
+    return all(b"\0" in line or _is_times(line) for line in lines)
+
+
+def _is_times(line: bytes) -> bool:
+    try:
+        obj = loads_canonical(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("kind") == "times"
+
+
+def _take_times(obj: dict, times: dict[int, int], line_no: int) -> None:
+    first, at = obj.get("from"), obj.get("at")
+    if type(first) is not int or first < 1 or not isinstance(at, list) or not at \
+            or any(type(ms) is not int or ms < 0 for ms in at):
+        raise StorageError(f"line {line_no}: a times record lacks from or at", component=HOST)
+    for offset, ms in enumerate(at):
+        times[first + offset] = ms
+
+
+def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, line_no: int = 0,
+                durable: dict | None = None) -> _Host:
     """Host records: canonical JSON objects with a text `kind`, one a line, chained as facts are
     (`prev`, `hash`); a torn last line is ignored (and reported). Raises StorageError for any
     other damage. Records written before host records were chained (no `prev` nor `hash`) are
     read as they are, but only as a prefix: the first chained record's `prev` is the SHA-256 of
-    that prefix, and every record after it is chained."""
+    that prefix, and every record after it is chained.
+    (`head`, `chained`, `line_no`, `durable`: where an earlier read of the bytes before `data`
+    left off, for reading on from there.)"""
     records: list[dict] = []
+    times: dict[int, int] = {}
+    times_last = False
     pos = 0
     size = len(data)
-    line_no = 0
-    head: str | None = None
-    chained = False
-    durable = None
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
@@ -59,7 +106,9 @@ def _parse_host(data: bytes) -> _Host:
             obj = loads_canonical(data[pos:newline])
         except _NotJSON:
             line = data[pos:newline]
-            if newline + 1 == size and b"\0" in line and not _whole_record(line[:line.index(b"\0")]):
+            if b"\0" in line and ((newline + 1 == size and not _whole_record(line[:line.index(b"\0")]))
+                                  or _times_tail(data, pos)):
+                line_no -= 1  # (the torn line is not one of the records read)
                 break
             raise StorageError(f"line {line_no} is not JSON", component=HOST) from None
         except _NotCanonical:
@@ -82,11 +131,18 @@ def _parse_host(data: bytes) -> _Host:
                     or not _HASH_RE.match(obj["head"]):
                 raise StorageError(f"line {line_no}: a durable record lacks facts or head", component=HOST)
             durable = obj
+        elif obj["kind"] == "times":
+            # (read into `times`, not listed: one a sync would swamp the records that say things)
+            _take_times(obj, times, line_no)
+            pos = newline + 1
+            times_last = True
+            continue
+        times_last = False
         records.append(obj)
         pos = newline + 1
     if not chained and pos:
         head = "sha256:" + _sha256_hex(data[:pos])
-    return _Host(records, pos, TornTail(pos, size - pos) if pos < size else None, head, durable)
+    return _Host(records, pos, TornTail(pos, size - pos) if pos < size else None, head, durable, times, line_no, times_last)
 
 
 

@@ -139,7 +139,26 @@ class RunLog(abc.ABC):
 
     @abc.abstractmethod
     def host_records(self) -> list[dict]:
-        """Every host record, in order, without its chain fields (`prev`, `hash`)."""
+        """Every host record, in order, without its chain fields (`prev`, `hash`); the times
+        of facts are `fact_times`, not listed here."""
+
+    def fact_times(self) -> dict[int, int]:
+        """When storage accepted each fact: fact n -> Unix time in milliseconds (UTC), for the
+        facts whose time is known. Times are host records (DESIGN.md section 4): never facts,
+        never in the chain of facts, never seen by the program; a machine crash may lose the
+        times of the last facts (never a fact). A store that keeps no times returns {} (this
+        default); one that does records each fact's time when it writes the fact, without an
+        extra sync."""
+        return {}
+
+    def refresh(self) -> list[dict] | None:
+        """Read on (a read-only RunLog, for following a run that another RunLog, in any
+        process, appends to): verify the facts appended since the RunLog was opened or last
+        refreshed, add them to `facts()` (with their host records and times) and return them;
+        [] when there are none. Damage raises StorageError, as `open` would. None when the store
+        cannot read on from where it was (this default, or a record cut under it): the caller
+        opens the run again and checks that what it had seen is still a prefix."""
+        return None
 
     # -- probes of a run another host may be appending to (flowrt.run_state) ------------------
 
