@@ -246,25 +246,28 @@ def test_a_bar_is_coloured_by_its_outcome(tmp_path, outcome, expected):
     assert f'class="bar outcome-{expected}"' in render(model)
 
 
-def test_accept_times_place_the_bars_when_every_fact_has_one(tmp_path):
+def _untimed(monkeypatch) -> None:
+    """As a history written before the store recorded times."""
+    monkeypatch.setattr("flowrt.run_picture.fact_times", lambda store: {})
+
+
+def test_accept_times_place_the_bars_when_every_fact_has_one(tmp_path, monkeypatch):
     store = RunStore.create(str(tmp_path), "run-1", {
         "program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "main", "function": "main"},
         "input": {}, "modules": []}, durability="none")
     store.append("Call", {"call": "root#1", "tool": "t.x", "fingerprint": "f", "arguments": {}})
     store.append("Reply", {"call": "root#1", "outcome": {"Ok": 1}})
-    untimed = picture(store)
-    assert untimed["axis"] == "fact" and untimed["bars"][0]["from"] == 2 and untimed["bars"][0]["to"] == 3
-    if not fact_times(store):
-        # This store keeps no times itself: write them as the store's `times` record would.
-        store.host_record({"kind": "times", "from": 1, "at": [1_700_000_000_000, 1_700_000_000_250,
-                                                                1_700_000_004_250]})
+    store.sync()  # the store writes the times it noted with the next sync
     times = fact_times(store)
     model = picture(store)
-    store.close()
     assert sorted(times) == [1, 2, 3] and model["axis"] == "ms"
     bar = model["bars"][0]
     assert (bar["from"], bar["to"]) == (times[2] - times[1], times[3] - times[1])
     assert "time since Start" in render(model)
+    _untimed(monkeypatch)
+    untimed = picture(store)
+    store.close()
+    assert untimed["axis"] == "fact" and untimed["bars"][0]["from"] == 2 and untimed["bars"][0]["to"] == 3
 
 
 def test_follow_writes_the_page_again_as_facts_land_and_stops_at_end(tmp_path):
@@ -302,7 +305,7 @@ def test_follow_writes_the_page_again_as_facts_land_and_stops_at_end(tmp_path):
 
 def test_refusals_and_a_missing_run(tmp_path):
     runs = support_runs(tmp_path)
-    assert flow("history", SUPPORT_RUN, "--runs", str(runs), "--follow").returncode == 2
+    assert flow("history", SUPPORT_RUN, "--runs", str(runs), "--follow", "--search", "x").returncode == 2
     mixed = flow("history", SUPPORT_RUN, "--runs", str(runs), "--html", str(tmp_path / "x.html"), "--kind", "Call")
     assert mixed.returncode == 2 and "--kind" in mixed.stderr and not (tmp_path / "x.html").exists()
     missing = flow("history", "run-nope", "--runs", str(runs), "--html", str(tmp_path / "x.html"))
@@ -311,7 +314,8 @@ def test_refusals_and_a_missing_run(tmp_path):
     assert unwritable.returncode == 2 and "cannot write" in unwritable.stderr
 
 
-def test_a_forks_parked_call_is_drawn_from_the_checkpoint_that_carries_it(tmp_path):
+def test_a_forks_parked_call_is_drawn_from_the_checkpoint_that_carries_it(tmp_path, monkeypatch):
+    _untimed(monkeypatch)  # bars placed by fact number
     store = RunStore.create(str(tmp_path), "run-fork", {
         "program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "main", "function": "main"},
         "input": {}, "modules": [], "parent": {"run": "run-parent", "checkpoint": 9}}, durability="none")

@@ -69,7 +69,8 @@ def test_flow_run_on_a_terminal_shows_a_status_line_and_erases_it(tmp_path):
     [run_id] = os.listdir(tmp_path / "runs")
     assert f"run {run_id} · " in text and " facts · " in text and " elapsed" in text
     assert "1 call out: main.step " in text  # a call out, and for how long
-    assert terminal.endswith(ERASE)  # erased before the command's own output
+    # erased before the command's own output: then only the line naming the run that completed
+    assert terminal.endswith(ERASE + f"run {run_id} completed\r\n".encode())
 
 
 def test_flow_resume_on_a_terminal_shows_a_status_line(tmp_path):
@@ -82,7 +83,8 @@ def test_flow_resume_on_a_terminal_shows_a_status_line(tmp_path):
     code, out, terminal = on_terminal(["resume", run_id, "--runs", str(runs), "--call", call, "--reply",
                                        '{"Ok": "yes"}', "--allow"])
     assert code == 0 and out == '"yes 3"\n'
-    assert f"run {run_id} · ".encode() in terminal and terminal.endswith(ERASE)
+    assert f"run {run_id} · ".encode() in terminal
+    assert terminal.endswith(ERASE + f"run {run_id} completed\r\n".encode())
 
 
 @pytest.mark.parametrize("how", ["NO_COLOR", "--color never"])
@@ -99,7 +101,8 @@ def test_a_pipe_gets_no_status_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "flowrt.cli", *run_args(copy, tmp_path / "runs", n=2)], cwd=ROOT,
                           capture_output=True, timeout=120, env={**os.environ, "TERM": "xterm"})
     assert done.returncode == 0 and done.stdout == b"3\n"
-    assert done.stderr == b""
+    [run_id] = os.listdir(tmp_path / "runs")
+    assert done.stderr == f"run {run_id} completed\n".encode()  # and no status line
 
 
 def test_wanted_only_on_a_terminal_without_plain_output(monkeypatch):

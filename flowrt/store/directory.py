@@ -45,6 +45,7 @@ from flowrt.store.format import (
     DATA_VERSION,
     INLINE_LIMIT,
     STORE_RECORDS,
+    TIMES_EVERY_MS,
     VALUE_FIELDS,
     _now,
     valid_run_id,
@@ -78,11 +79,6 @@ def _lock_for_append(fd: int) -> bool:
 
 
 
-#: Durable facts have their times recorded at most this often by the appends themselves, and
-#: always by `sync()`, which a host calls before it waits on anything (so a fact after which the
-#: run waits has its time recorded at once): one `times` record per call cost several percent of
-#: a recorded call without fsync (docs/impl.md).
-TIMES_EVERY_MS = 50
 
 #: A file modified less than this long ago may have been modified again within the same tick of
 #: the file system's clock: `refresh` reads it again even when its size and time look the same.

@@ -50,3 +50,8 @@ def rfc3339_ms(ms: int) -> str:
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
+#: Durable facts have their times recorded at most this often by the appends themselves, and
+#: always by `sync()`, which a host calls before it waits on anything (so a fact after which the
+#: run waits has its time recorded at once): one `times` record per call cost several percent of
+#: a recorded call without fsync (docs/impl.md).
+TIMES_EVERY_MS = 50

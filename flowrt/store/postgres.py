@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from typing import Any, Iterable, Sequence
 
 import psycopg
@@ -33,7 +34,7 @@ from flowrt.store import postgres_lease as leases
 from flowrt.store.canonical import loads_canonical
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
-from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, STORE_RECORDS, valid_run_id
+from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, STORE_RECORDS, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_schema import _reason, check_schema
 from flowrt.store.postgres_verify import index_refs, parse_host_rows, verify_rows
@@ -270,6 +271,13 @@ class PostgresRunLog(RunLog):
         self._renewer: leases.Renewer | None = None
         self._synced = True
         self._lost: str | None = None  # why this appender may no longer write
+        #: when facts were accepted (Unix ms), as the run directory keeps them: recorded in
+        #: `times` host records, at most every TIMES_EVERY_MS from the appends, and at every
+        #: sync and close; committed without waiting for the flush (never worth a run's wait)
+        self._times: list[int] = []
+        self._times_from = 0
+        self._times_recorded = time.time_ns() // 1_000_000
+        self._known_times: dict[int, int] = {}
 
     # -- the held connection and the lease ----------------------------------------------------
 
@@ -351,6 +359,7 @@ class PostgresRunLog(RunLog):
         self._host_head, self._host_count = verified.host_head, len(host_rows)
         self.archived_checkpoints = verified.archived_checkpoints
         self._known_values = present
+        self._known_times = verified.times
 
     def _index_refs(self, fact: dict) -> None:
         index_refs(self._refs, fact)
@@ -539,6 +548,10 @@ class PostgresRunLog(RunLog):
                 raise _failed(problem, "cannot append", facts[0]["n"]) from problem
             if cur.rowcount != len(facts):
                 raise self._lease_lost(facts[0]["n"])
+            now = time.time_ns() // 1_000_000
+            if not self._times:
+                self._times_from = facts[0]["n"]
+            self._times.extend([now] * len(facts))
             self._facts.extend(facts)
             self._known_values.update(new)
             if blobs:
@@ -546,10 +559,37 @@ class PostgresRunLog(RunLog):
                     self._index_refs(fact)
             if not durable and self.durability == "fsync":
                 self._synced = False
+            elif now - self._times_recorded >= TIMES_EVERY_MS:
+                self._record_times()
             return facts
+
+    def _record_times(self) -> None:
+        """One `times` host record for the facts accepted since the last (the lock is held; the
+        facts it names are committed). A failure loses those times only."""
+        if not self._times or self._conn is None:
+            return
+        record = {"kind": "times", "from": self._times_from, "at": self._times}
+        self._times = []
+        self._times_recorded = record["at"][-1]
+        try:
+            self._write_host([record], durable=False)
+        except StorageError:
+            return
+        for offset, ms in enumerate(record["at"]):
+            self._known_times[record["from"] + offset] = ms
+
+    def fact_times(self) -> dict[int, int]:
+        """Fact n -> the Unix time in milliseconds at which this store accepted it, where known."""
+        times = dict(self._known_times)
+        for offset, ms in enumerate(self._times):
+            times[self._times_from + offset] = ms
+        return times
 
     def sync(self) -> None:
         if self._synced or self._conn is None:
+            if self._times and self._conn is not None:
+                with self._lock:
+                    self._record_times()
             return
         with self._lock:
             try:
@@ -561,6 +601,7 @@ class PostgresRunLog(RunLog):
             if not renewed:
                 raise self._lease_lost(None)
             self._synced = True
+            self._record_times()
 
     @property
     def synced(self) -> bool:
@@ -600,9 +641,11 @@ class PostgresRunLog(RunLog):
             self._write_host([record])
         return record
 
-    def _write_host(self, records: list[dict], also: tuple[str, dict] | None = None) -> None:
+    def _write_host(self, records: list[dict], also: tuple[str, dict] | None = None, *,
+                    durable: bool = True) -> None:
         """Append host records, fenced, in one transaction (with `also`, a statement of the
-        same transaction); the lock is held."""
+        same transaction); the lock is held. `durable=False` commits without waiting for the
+        flush (the next synchronous commit makes it durable)."""
         head, count = self._host_head, self._host_count
         lines = []
         for record in records:
@@ -610,7 +653,10 @@ class PostgresRunLog(RunLog):
             lines.append(line[:-1])
         try:
             with self._conn.transaction():
-                self._local_commit(self._conn)
+                if durable:
+                    self._local_commit(self._conn)
+                else:
+                    self._conn.execute("SET LOCAL synchronous_commit = off")
                 for i, line in enumerate(lines, count + 1):
                     cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line))
                     if cur.rowcount != 1:
@@ -643,6 +689,8 @@ class PostgresRunLog(RunLog):
     def close(self) -> None:
         if self._conn is not None:
             try:
+                with self._lock:
+                    self._record_times()  # made durable by the lease's release, a synchronous commit
                 self.sync()
             except StorageError:
                 pass

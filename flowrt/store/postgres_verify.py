@@ -26,6 +26,7 @@ class Verified:
     host_head: str | None
     recorded_limit: int | None
     archived_checkpoints: int
+    times: dict[int, int]  # fact n -> Unix ms it was accepted, from the `times` host records
 
 
 def verify_rows(run_id: str, run: tuple, rows: list, host_rows: list, present: set[str]) -> Verified:
@@ -60,7 +61,7 @@ def verify_rows(run_id: str, run: tuple, rows: list, host_rows: list, present: s
         if live and hex_ not in present:
             raise StorageError("the value is missing and is not a recorded hole", min(live)[0],
                                component=f"flow_values/{hex_}")
-    return Verified(facts, holes, refs, host.head, recorded_limit, archived)
+    return Verified(facts, holes, refs, host.head, recorded_limit, archived, dict(host.times))
 
 
 def index_refs(refs: dict[str, set[tuple[int, str]]], fact: dict) -> None:
