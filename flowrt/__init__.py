@@ -42,10 +42,13 @@ class Host:
     """An embedding host: Python callables bound to Tool identities (`module.tool`)."""
 
     def __init__(self, tools: Mapping[str, Callable[..., Any]] | None = None, *, runs_dir: str = ".flow/runs",
-                 durability: str = "fsync") -> None:
+                 durability: str = "fsync", telemetry: Any = None) -> None:
+        """`telemetry`: an OpenTelemetry TracerProvider (or Tracer) for a span per run and per Tool
+        call (docs/telemetry.md); None follows FLOW_OTEL / OTEL_* in the environment; False: none."""
         self.tools = dict(tools or {})
         self.runs_dir = runs_dir
         self.durability = durability
+        self.telemetry = telemetry
 
     def run(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
             allow: bool = False):
@@ -56,4 +59,4 @@ class Host:
 
         text = input if isinstance(input, str) else json.dumps(dict(input or {}))
         return run(path, entry=entry, input_text=text, runs_dir=self.runs_dir, python_tools=self.tools,
-                   allow=allow, durability=self.durability)
+                   allow=allow, durability=self.durability, telemetry=self.telemetry)

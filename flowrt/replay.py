@@ -672,8 +672,8 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
 
 def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
-           durability: str = "fsync", halt=None) -> RunOutcome:
-    """Continue a paused, halted or crashed run. `halt`: as for `flowrt.run.run`."""
+           durability: str = "fsync", halt=None, telemetry=None) -> RunOutcome:
+    """Continue a paused, halted or crashed run. `halt`, `telemetry`: as for `flowrt.run.run`."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except StorageError as problem:
@@ -711,7 +711,18 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
             return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
         driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
         driver.halt = halt
-        return drive_live(driver)
+        if telemetry is False:
+            return drive_live(driver)
+        from flowrt.telemetry import traced
+
+        spans = traced(driver, telemetry, "flow.resume")
+        outcome = None
+        try:
+            outcome = drive_live(driver)
+        finally:
+            if spans is not None:
+                spans.finish_with(outcome)
+        return outcome
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:
