@@ -11,6 +11,7 @@ after its file, so a refused run never looks like a passing one.
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 
 from flowrt.test_cmd import TestReport
@@ -24,16 +25,17 @@ def junit_tree(report: TestReport, suite_name: str = "flow test") -> ET.ElementT
     for r in report.results:
         seconds = float(r.get("seconds", 0.0))
         total += seconds
-        case = ET.SubElement(suite, "testcase", classname=_classname(r["file"]), name=r["name"],
-                             time=f"{seconds:.6f}", file=r["file"], line=str(r["line"]))
+        case = ET.SubElement(suite, "testcase", classname=_xml_text(_classname(r["file"])),
+                             name=_xml_text(r["name"]), time=f"{seconds:.6f}", file=_xml_text(r["file"]),
+                             line=str(r["line"]))
         if r["outcome"] == "passed":
             continue
         failures += 1
         where = r.get("location") or {"file": r["file"], "line": r["line"]}
         message = r.get("message") or ""
-        failure = ET.SubElement(case, "failure", message=message,
+        failure = ET.SubElement(case, "failure", message=_xml_text(message),
                                 type="not-started" if r["outcome"] == "not-started" else "failed")
-        failure.text = f"{where['file']}:{where['line']}: {message}"
+        failure.text = _xml_text(f"{where['file']}:{where['line']}: {message}")
     for d in report.diagnostics:
         if d.severity != "error":
             continue
@@ -41,10 +43,10 @@ def junit_tree(report: TestReport, suite_name: str = "flow test") -> ET.ElementT
         location = d.location
         file = location.file if location is not None else "flow"
         line = location.line if location is not None else 1
-        case = ET.SubElement(suite, "testcase", classname=_classname(file), name=f"check {file}",
-                             time="0.000000", file=file, line=str(line))
-        error = ET.SubElement(case, "error", message=d.message, type=d.code)
-        error.text = f"{file}:{line}: {d.code}: {d.message}"
+        case = ET.SubElement(suite, "testcase", classname=_xml_text(_classname(file)),
+                             name=_xml_text(f"check {file}"), time="0.000000", file=_xml_text(file), line=str(line))
+        error = ET.SubElement(case, "error", message=_xml_text(d.message), type=d.code)
+        error.text = _xml_text(f"{file}:{line}: {d.code}: {d.message}")
     suite.set("tests", str(len(report.results) + errors))
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
@@ -61,6 +63,15 @@ def write_junit(report: TestReport, path: str) -> None:
     partial = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.partial")
     junit_tree(report).write(partial, encoding="utf-8", xml_declaration=True)
     os.replace(partial, path)
+
+
+#: what XML 1.0 cannot hold at all, even escaped (a Flow Text may hold any of it)
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    """`text` with each character XML cannot carry written as `#xNN`, as pytest's junitxml does."""
+    return _NOT_XML.sub(lambda m: f"#x{ord(m.group()):02X}", text)
 
 
 def _classname(file: str) -> str:

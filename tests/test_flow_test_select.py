@@ -5,13 +5,14 @@ tests run, the deselected count, the XML a CI reads (parsed back), and the expre
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from flowrt.test_select import SelectionError, compile_selection
 
@@ -176,3 +177,37 @@ def test_any_text_parses_or_is_refused_with_a_selection_error(text):
 def test_precedence_is_not_over_and_over_or():
     select = compile_selection("a or b and not c")
     assert select("a") and select("b") and not select("bc") and select("abc")
+
+
+# ---- the XML encoding --------------------------------------------------------------------------
+
+XML_CHARS = re.compile("[\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def expected_in_xml(text: str) -> str:
+    """What a reader of the XML gets back: every character XML can carry, the others as #xNN."""
+    return "".join(c if XML_CHARS.fullmatch(c) else f"#x{ord(c):02X}" for c in text)
+
+
+@given(st.lists(st.tuples(st.text(max_size=20), st.text(max_size=40), st.sampled_from(["passed", "failed",
+                                                                                        "not-started"])),
+                max_size=5))
+@settings(deadline=None)  # the first example imports the writer
+def test_any_names_and_messages_survive_the_xml(rows):
+    from flowrt.junit import junit_tree
+    from flowrt.test_cmd import TestReport
+
+    report = TestReport(results=[{"name": name, "file": "a/b_test.flow", "line": 3, "outcome": outcome,
+                                  "message": message, "seconds": 0.5} for name, message, outcome in rows])
+    text = ET.tostring(junit_tree(report).getroot(), encoding="unicode")
+    cases = ET.fromstring(text).find("testsuite").findall("testcase")
+    assert len(cases) == len(rows)
+    for case, (name, message, outcome) in zip(cases, rows):
+        # XML normalises line ends in text but keeps attributes' through character references.
+        assert case.get("name") == expected_in_xml(name)
+        failure = case.find("failure")
+        assert (failure is None) == (outcome == "passed")
+        if failure is not None:
+            assert failure.get("message") == expected_in_xml(message)
+            assert failure.text.replace("\r\n", "\n") == \
+                expected_in_xml(f"a/b_test.flow:3: {message}").replace("\r\n", "\n").replace("\r", "\n")
