@@ -155,3 +155,17 @@ def test_the_bundled_examples_pass(pytester):
     result = run(pytester, "examples")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert result.parseoutcomes()["passed"] >= 5
+
+
+def test_this_repository_collects_flow_tests_only_under_examples():
+    import subprocess
+    import sys
+
+    def collected(path: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", path],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        return [line for line in done.stdout.splitlines() if ".flow::" in line or ".jsonl::" in line]
+
+    # tests/programs holds *_test.flow fixtures that tests/test_flow_test.py runs itself.
+    assert collected("tests/programs") == []
+    assert collected("examples/payments") == ["examples/payments/payments_test.flow::retries_an_unknown_outcome"]
