@@ -166,11 +166,18 @@ class HistoryItem(pytest.Item):
         if result["outcome"] == "passed":
             return
         verdict = result.get("verdict") or {}
-        expected = "the recorded history, to its End"
-        if verdict.get("fact"):
-            expected = f"fact {verdict['fact']}: {_recorded_fact(self.path.parent, verdict['fact'])}"
-        found = verdict.get("reason") or result.get("message") or ""
-        raise FlowFailure(result, expected, f"{verdict.get('verdict', 'not replayed')}: {found}")
+        why = f"{verdict.get('verdict', 'not replayed')}: {verdict.get('reason') or result.get('message') or ''}"
+        found = result.get("found")
+        if not verdict.get("fact"):
+            raise FlowFailure(result, "the recorded history, to its End", why)
+        # The recorded fact in the shape of what the program did instead, when the two compare.
+        expected = _recorded_fact(self.path.parent, verdict["fact"], None if found is None else set(found))
+        if found is None:
+            raise FlowFailure(result, f"fact {verdict['fact']}: {expected}", why)
+        from flowdata import canonical
+
+        raise FlowFailure(result, f"fact {verdict['fact']}: {expected}",
+                          f"{canonical.dumps(found).decode()}\n  ({why})")
 
     def repr_failure(self, excinfo, style=None):
         if excinfo.errisinstance(FlowCheckError):
@@ -183,24 +190,30 @@ class HistoryItem(pytest.Item):
         return self.path, 0, self.name
 
 
-def _recorded_fact(run_dir: Path, n: int) -> str:
-    """The fact the replay expected, as its canonical JSON (without the chain's bookkeeping)."""
+def _recorded_fact(run_dir: Path, n: int, keys: set[str] | None = None) -> str:
+    """The fact the replay expected, as its canonical JSON (without the chain's bookkeeping, or
+    only its `keys`)."""
     from flowdata import canonical
-    from flowrt.store import StorageError, open_store
+    from flowrt.store import open_store
 
     try:
         store = open_store(str(run_dir.parent)).open(run_dir.name, for_append=False)
         try:
-            facts = store.facts()
+            fact = next((f for f in store.facts() if f.get("n") == n), None)
+            if fact is None:
+                return f"(no fact {n} in the history)"
+            shown = {}
+            for key in sorted(fact):
+                name = key[:-4] if key.endswith("_ref") else key
+                if name in ("n", "prev", "hash") or (keys is not None and name not in keys):
+                    continue
+                # A value kept by reference is shown as the value, as the program would see it.
+                shown[name] = store.value(fact, name) if key.endswith("_ref") else fact[key]
         finally:
             store.close()
-    except (StorageError, OSError) as problem:
+    except Exception as problem:  # noqa: BLE001 - the failure is reported anyway; this only adds to it
         return f"(unreadable: {problem})"
-    for fact in facts:
-        if fact.get("n") == n:
-            shown = {k: v for k, v in fact.items() if k not in ("n", "prev", "hash")}
-            return canonical.dumps(shown).decode()
-    return f"(no fact {n} in the history)"
+    return canonical.dumps(shown).decode()
 
 
 def _quoted(text: str) -> str:

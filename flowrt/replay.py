@@ -48,6 +48,9 @@ class Verdict:
     #: the fact the re-run started at: 1 (Start), or the Checkpoint it started from; what a
     #: verdict covers is the facts from there on
     start: int = 1
+    #: what the re-run did instead of the fact it diverged at, in that fact's shape, when the
+    #: two are comparable (the End's outcome, a Call's arguments): `flow test` shows them side by side
+    found: dict | None = None
 
     def exit_code(self) -> int:
         return {"Matched": 0, "Diverged": 1, "Incomplete": 3}[self.kind]
@@ -57,10 +60,11 @@ class Verdict:
 
 
 class _Diverged(Exception):
-    def __init__(self, fact: int | None, reason: str) -> None:
+    def __init__(self, fact: int | None, reason: str, found: dict | None = None) -> None:
         super().__init__(reason)
         self.fact = fact
         self.reason = reason
+        self.found = found
 
 
 class _Incomplete(Exception):
@@ -297,7 +301,7 @@ class ReplayDriver(Driver):
         arguments = message["arguments"]
         if canonical.dumps(recorded) != canonical.dumps(arguments):
             raise _Diverged(n, f"the program calls {fact['tool']} ({fact['call']}) with other arguments than "
-                               f"fact {n} records")
+                               f"fact {n} records", {"kind": "Call", "arguments": arguments})
         types = message.get("types")
         if fact.get("types") != types:
             raise _Diverged(n, f"the program calls {fact['tool']} at another type than fact {n} records")
@@ -417,7 +421,8 @@ class ReplayDriver(Driver):
             raise _Diverged(n, f"the program ends, but fact {n} ({fact['kind']}) is unused")
         recorded = self.value(fact, "outcome")
         if canonical.dumps(_comparable(recorded)) != canonical.dumps(_comparable(outcome)):
-            raise _Diverged(n, "the program ends otherwise than fact n records".replace("fact n", f"fact {n}"))
+            raise _Diverged(n, "the program ends otherwise than fact n records".replace("fact n", f"fact {n}"),
+                            {"kind": "End", "outcome": outcome})
         self.position += 1
         following = self.next_fact()
         if following is not None:
@@ -598,7 +603,7 @@ def _re_run(driver: ReplayDriver) -> tuple[Verdict | None, str]:
     try:
         outcome = driver.run()
     except _Diverged as diverged:
-        return Verdict("Diverged", diverged.fact, diverged.reason, start), ""
+        return Verdict("Diverged", diverged.fact, diverged.reason, start, diverged.found), ""
     except _Incomplete as incomplete:
         return Verdict("Incomplete", incomplete.fact, incomplete.reason, start), ""
     if driver.verdict is None:

@@ -195,6 +195,8 @@ def replay_history(run_dir: str, report: TestReport, select: Callable[[str], boo
         v = result.verdict
         entry_row.update(outcome="failed", message=f"{v.kind}" + (f" at fact {v.fact}" if v.fact else "")
                          + f": {v.reason}", verdict=v.to_json())
+        if v.found is not None:
+            entry_row["found"] = v.found
     else:
         report.refused = result.exit_code in (2, 5)
         entry_row.update(outcome="failed", message=result.message or "the history could not be replayed")
