@@ -211,3 +211,21 @@ def test_any_names_and_messages_survive_the_xml(rows):
             assert failure.get("message") == expected_in_xml(message)
             assert failure.text.replace("\r\n", "\n") == \
                 expected_in_xml(f"a/b_test.flow:3: {message}").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def test_a_diverged_history_reports_what_the_program_did_instead(tmp_path):
+    import shutil
+
+    folder = tmp_path / "support"
+    shutil.copytree(ROOT / "examples" / "support", folder, ignore=shutil.ignore_patterns(".flow"))
+    main = folder / "main.flow"
+    main.write_text(main.read_text().replace("Ok(Done(summary)) => Resolved(summary)",
+                                             'Ok(Done(summary)) => Resolved("done: " ++ summary)'))
+    xml = tmp_path / "flow.xml"
+    done = flow("test", str(folder / "histories"), "--json", "--junit-xml", str(xml))
+    assert done.returncode == 1
+    [row] = json.loads(done.stdout)["tests"]
+    assert row["verdict"]["verdict"] == "Diverged" and row["found"]["kind"] == "End"
+    assert row["found"]["outcome"]["Completed"]["Resolved"].startswith("done: ")
+    failure = ET.parse(xml).getroot().find("testsuite/testcase/failure")
+    assert failure.get("message").startswith("Diverged at fact ")
