@@ -29,8 +29,11 @@ def wanted(option: Any = None) -> bool:
         return False
     if option is not None:
         return True
-    if os.environ.get("FLOW_OTEL", "").strip().lower() in ("1", "true", "yes", "on"):
+    switch = os.environ.get("FLOW_OTEL", "").strip().lower()
+    if switch in ("1", "true", "yes", "on"):
         return True
+    if switch in ("0", "false", "no", "off"):
+        return False  # off for flow, whatever OTEL_* says to the rest of the process
     exporter = os.environ.get("OTEL_TRACES_EXPORTER")
     if exporter is not None:
         return exporter.strip().lower() != "none"

@@ -144,7 +144,8 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("opentelemetry"))
 """
 
 
-@pytest.mark.parametrize("environment, option", [({}, None), ({"FLOW_OTEL": "1"}, False)])
+@pytest.mark.parametrize("environment, option", [({}, None), ({"FLOW_OTEL": "1"}, False),
+                                                 ({"FLOW_OTEL": "0", "OTEL_TRACES_EXPORTER": "console"}, None)])
 def test_off_loads_nothing_of_opentelemetry(program, tmp_path, environment, option):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FLOW_OTEL"))}
     env.update(environment)

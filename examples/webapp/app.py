@@ -113,16 +113,20 @@ class Runs:
             return f"call {call} is not open in {run_id}"
 
         def work() -> None:
+            failure = "the resume stopped"  # until it returns
             try:
                 outcome = resume(self.runs_dir, run_id, call=call, reply_text=json.dumps(reply),
                                  python_tools=self.tools)
-                if outcome.exit_code == 2:
-                    self.failures[run_id] = outcome.message or "the reply was refused"
-            except Exception as problem:  # noqa: BLE001
-                self.failures[run_id] = f"{type(problem).__name__}: {problem}"
+                failure = (outcome.message or "the reply was refused") if outcome.exit_code == 2 else None
+            except Exception as problem:  # noqa: BLE001 - reported to the page, never swallowed
+                failure = f"{type(problem).__name__}: {problem}"
             finally:
                 with self.lock:
                     self.driving.discard(run_id)
+                    if failure is not None:
+                        self.failures[run_id] = failure
+                    else:
+                        self.failures.pop(run_id, None)
 
         threading.Thread(target=work, name="flow-resume", daemon=True).start()
         return None
