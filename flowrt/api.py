@@ -64,15 +64,19 @@ class Host:
     Tools it does not name are bound by the program's flow.toml. `runs` is where runs are kept
     (a runs directory, or any location `flowrt.store.open_store` takes); `durability` is
     `"fsync"` (a fact is durable before its consequence) or `"none"` (tests, throwaway runs).
-    `allow` approves the commands flow.toml names without asking (as `flow run --allow`)."""
+    `allow` approves the commands flow.toml names without asking (as `flow run --allow`).
+    `telemetry`: an OpenTelemetry TracerProvider (or Tracer) for a span per run and per Tool call
+    (docs/telemetry.md); None follows FLOW_OTEL / OTEL_* in the environment; False: none."""
 
     def __init__(self, tools: Mapping[str, Callable[..., Any]] | None = None, *, runs: str | None = None,
-                 durability: str = "fsync", allow: bool = False, runs_dir: str | None = None) -> None:
+                 durability: str = "fsync", allow: bool = False, runs_dir: str | None = None,
+                 telemetry: Any = None) -> None:
         self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
         # `runs_dir` is the name this argument had before `runs` (kept for embeddings that use it).
         self.location: str = runs or runs_dir or ".flow/runs"
         self.durability = durability
         self.allow = allow
+        self.telemetry = telemetry
         self._live: dict[str, threading.Event] = {}  # run id -> halt, for the runs this host drives
         self._lock = threading.Lock()
 
@@ -138,7 +142,7 @@ class Host:
         try:
             outcome = run(path, entry=entry, input_text=text, runs_dir=self.location, python_tools=dict(tools),
                           allow=self.allow if allow is None else allow, durability=self.durability, halt=halt,
-                          on_start=started)
+                          on_start=started, telemetry=self.telemetry)
         finally:
             with self._lock:
                 for run_id in [r for r, h in live.items() if h is halt]:
@@ -193,7 +197,7 @@ class Host:
         try:
             outcome = resume(self.location, run_id, call=call, reply_text=reply_text, resend=set(resend),
                              python_tools=dict(tools), allow=self.allow if allow is None else allow,
-                             durability=self.durability, halt=halt)
+                             durability=self.durability, halt=halt, telemetry=self.telemetry)
         finally:
             with self._lock:
                 if self._live.get(run_id) is halt:
@@ -332,8 +336,8 @@ class AsyncHost:
     on the loop. Cancelling a `run`/`resume` halts the run (resumable), as an interrupt would."""
 
     def __init__(self, tools: Mapping[str, Callable[..., Any]] | None = None, *, runs: str | None = None,
-                 durability: str = "fsync", allow: bool = False) -> None:
-        self.host = Host(tools, runs=runs, durability=durability, allow=allow)
+                 durability: str = "fsync", allow: bool = False, telemetry: Any = None) -> None:
+        self.host = Host(tools, runs=runs, durability=durability, allow=allow, telemetry=telemetry)
 
     @property
     def tools(self) -> dict[str, Callable[..., Any]]:

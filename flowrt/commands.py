@@ -198,16 +198,35 @@ def _toml_string(text: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--steps", type=click.IntRange(1), default=2 ** 26, show_default=True,
               help="The evaluation steps a test may take, across the test and its fakes.")
+@click.option("-k", "keyword", default="", metavar="EXPRESSION",
+              help="Run only the tests whose names match: words (substrings, any case) with and, or, not, ().")
+@click.option("--junit-xml", "junit_xml", type=click.Path(dir_okay=False), default=None,
+              help="Also write the results as JUnit XML to this file.")
 @_color_option
 @click.pass_context
-def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, steps: int, color: str | None) -> None:
+def test_command(ctx: click.Context, paths: tuple[str, ...], as_json: bool, steps: int, keyword: str,
+                 junit_xml: str | None, color: str | None) -> None:
     """Run @test functions with @fake Tools on a virtual clock."""
     import orjson
 
     from flowrt.test_cmd import render as render_tests
     from flowrt.test_cmd import run_tests
+    from flowrt.test_select import SelectionError, compile_selection
 
-    report = run_tests(list(paths), steps)
+    try:
+        select = compile_selection(keyword)
+    except SelectionError as problem:
+        click.echo(f"error: {problem}", err=True)
+        ctx.exit(2)
+    report = run_tests(list(paths), steps, select)
+    if junit_xml is not None:
+        from flowrt.junit import write_junit
+
+        try:
+            write_junit(report, junit_xml)
+        except OSError as problem:
+            click.echo(f"error: cannot write --junit-xml {junit_xml}: {problem.strerror or problem}", err=True)
+            ctx.exit(2)
     if report.diagnostics:
         _render_refusal(ctx, color, report.diagnostics, report.sources)
     if as_json:

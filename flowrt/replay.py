@@ -49,6 +49,9 @@ class Verdict:
     #: the fact the re-run started at: 1 (Start), or the Checkpoint it started from; what a
     #: verdict covers is the facts from there on
     start: int = 1
+    #: what the re-run did instead of the fact it diverged at, in that fact's shape, when the
+    #: two are comparable (the End's outcome, a Call's arguments): `flow test` shows them side by side
+    found: dict | None = None
 
     def exit_code(self) -> int:
         return {"Matched": 0, "Diverged": 1, "Incomplete": 3}[self.kind]
@@ -58,10 +61,11 @@ class Verdict:
 
 
 class _Diverged(Exception):
-    def __init__(self, fact: int | None, reason: str) -> None:
+    def __init__(self, fact: int | None, reason: str, found: dict | None = None) -> None:
         super().__init__(reason)
         self.fact = fact
         self.reason = reason
+        self.found = found
 
 
 class _Incomplete(Exception):
@@ -298,7 +302,7 @@ class ReplayDriver(Driver):
         arguments = message["arguments"]
         if canonical.dumps(recorded) != canonical.dumps(arguments):
             raise _Diverged(n, f"the program calls {fact['tool']} ({fact['call']}) with other arguments than "
-                               f"fact {n} records")
+                               f"fact {n} records", {"kind": "Call", "arguments": arguments})
         types = message.get("types")
         if fact.get("types") != types:
             raise _Diverged(n, f"the program calls {fact['tool']} at another type than fact {n} records")
@@ -418,7 +422,8 @@ class ReplayDriver(Driver):
             raise _Diverged(n, f"the program ends, but fact {n} ({fact['kind']}) is unused")
         recorded = self.value(fact, "outcome")
         if canonical.dumps(_comparable(recorded)) != canonical.dumps(_comparable(outcome)):
-            raise _Diverged(n, "the program ends otherwise than fact n records".replace("fact n", f"fact {n}"))
+            raise _Diverged(n, "the program ends otherwise than fact n records".replace("fact n", f"fact {n}"),
+                            {"kind": "End", "outcome": outcome})
         self.position += 1
         following = self.next_fact()
         if following is not None:
@@ -606,7 +611,7 @@ def _re_run(driver: ReplayDriver) -> tuple[Verdict | None, str]:
     try:
         outcome = driver.run()
     except _Diverged as diverged:
-        return Verdict("Diverged", diverged.fact, diverged.reason, start), ""
+        return Verdict("Diverged", diverged.fact, diverged.reason, start, diverged.found), ""
     except _Incomplete as incomplete:
         return Verdict("Incomplete", incomplete.fact, incomplete.reason, start), ""
     if driver.verdict is None:
@@ -681,12 +686,12 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
 def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
            durability: str = "fsync", halt=None, park_after: float | None = None,
-           manifest: str | None = None, admit_bad_reply: bool = False) -> RunOutcome:
-    """Continue a paused, halted, sleeping or crashed run. `halt` and `park_after`: as for
-    `flowrt.run.run`; `manifest`: a flow.toml to bind from instead of the one beside the file
-    the run was started from. A reply that does not decode against the call's declared types is
-    refused before anything is recorded (flowrt/reply_check.py), unless `admit_bad_reply` admits
-    it as BadReply, as a live one is."""
+           manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None) -> RunOutcome:
+    """Continue a paused, halted, sleeping or crashed run. `halt`, `park_after` and `telemetry`:
+    as for `flowrt.run.run`; `manifest`: a flow.toml to bind from instead of the one beside the
+    file the run was started from. A reply that does not decode against the call's declared types
+    is refused before anything is recorded (flowrt/reply_check.py), unless `admit_bad_reply`
+    admits it as BadReply, as a live one is."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except StorageError as problem:
@@ -695,13 +700,14 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
         return RunOutcome(2, run_id, message=str(problem))
     return resume_claimed(store, runs_dir, call=call, reply_text=reply_text, resend=resend,
                           python_tools=python_tools, allow=allow, ask=ask, durability=durability, halt=halt,
-                          park_after=park_after, manifest=manifest, admit_bad_reply=admit_bad_reply)
+                          park_after=park_after, manifest=manifest, admit_bad_reply=admit_bad_reply,
+                          telemetry=telemetry)
 
 
 def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, reply_text: str | None = None,
                    resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False,
                    ask=None, durability: str = "fsync", halt=None, park_after: float | None = None,
-                   manifest: str | None = None, admit_bad_reply: bool = False) -> RunOutcome:
+                   manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None) -> RunOutcome:
     """`resume` of a run already opened for appending (`store`, which this closes): what a
     worker calls once it holds the run (flowrt/worker.py), and `flow resume` after opening it."""
     run_id = store.run_id
@@ -747,7 +753,18 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
         driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
         driver.halt = halt
         driver.park_after = timers.seconds_ns(park_after)
-        return drive_live(driver)
+        if telemetry is False:
+            return drive_live(driver)
+        from flowrt.telemetry import traced
+
+        spans = traced(driver, telemetry, "flow.resume")
+        outcome = None
+        try:
+            outcome = drive_live(driver)
+        finally:
+            if spans is not None:
+                spans.finish_with(outcome)
+        return outcome
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:

@@ -652,7 +652,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
         halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
         outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None,
-        park_after: float | None = None) -> RunOutcome:
+        park_after: float | None = None, telemetry=None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
@@ -663,7 +663,9 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     passes `read` (its submitted source), its `run_id`, `outer` ({run, call}, named in Start) and
     the outer program's `manifest_dir`. `jail` (`flow mcp --root`): no module or pinned directory
     outside it is read. `park_after` (seconds): let go of the run, as sleeping, when it waits
-    only on timers due later than that (flowrt/timers.py); None waits in the process."""
+    only on timers due later than that (flowrt/timers.py); None waits in the process.
+    `telemetry`: a TracerProvider or Tracer for host-side spans, False for none; None reads the
+    environment (flowrt/telemetry.py, docs/telemetry.md)."""
     if child is None:
         from flowrt.sandbox_process import Child
 
@@ -702,6 +704,12 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     driver = Driver(prepared, store, run_id, child, checkpoints)
     driver.halt = halt
     driver.park_after = timers.seconds_ns(park_after)
+    spans = None
+    if telemetry is not False:
+        from flowrt.telemetry import traced
+
+        spans = traced(driver, telemetry)
+    outcome = None
     try:
         if on_start is not None:
             on_start(run_id, store.facts()[0])
@@ -712,11 +720,13 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
             except StorageError:
                 pass
     except StorageError as problem:
-        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+        outcome = RunOutcome(5, run_id, message=f"storage failure: {problem}")
     except KeyboardInterrupt as interrupt:
         reason, message = halt_reason(interrupt)
         store.host_record({"kind": "halted", "head": store.head, "reason": reason})
-        return RunOutcome(130, run_id, message=message)
+        outcome = RunOutcome(130, run_id, message=message)
     finally:
         store.close()
+        if spans is not None:
+            spans.finish_with(outcome)
     return outcome

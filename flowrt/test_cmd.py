@@ -9,6 +9,7 @@ the virtual clock answers) does not start, and is reported as such.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import flowc
@@ -25,6 +26,8 @@ class TestReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
     refused: bool = False
+    #: tests `-k` left out: neither run nor counted
+    deselected: int = 0
 
     @property
     def passed(self) -> int:
@@ -40,14 +43,21 @@ class TestReport:
         return 0 if self.failed == 0 else 1
 
     def to_json(self) -> dict:
-        return {"passed": self.passed, "failed": self.failed, "tests": self.results,
+        return {"passed": self.passed, "failed": self.failed, "deselected": self.deselected, "tests": self.results,
                 "diagnostics": [d.to_json() for d in self.diagnostics]}
 
 
 STEP_BOUND = 2 ** 26
 
 
-def run_tests(paths: list[str], steps: int = STEP_BOUND) -> TestReport:
+def select_all(name: str) -> bool:
+    return True
+
+
+def run_tests(paths: list[str], steps: int = STEP_BOUND,
+              select: Callable[[str], bool] = select_all) -> TestReport:
+    """`select` (`flowrt.test_select.compile_selection`) names the tests that run, by name; a
+    history's name is `history <its directory>`."""
     report = TestReport()
     roots, problems = program_roots([p for p in paths if os.path.isdir(p) or os.path.exists(p)])
     for problem in problems:
@@ -62,9 +72,9 @@ def run_tests(paths: list[str], steps: int = STEP_BOUND) -> TestReport:
     for path in paths:
         if os.path.isdir(path):
             for history in find_histories(path):
-                _replay_history(history, report)
+                replay_history(history, report, select)
         elif os.path.basename(path) == "history.jsonl":
-            _replay_history(os.path.dirname(path) or ".", report)
+            replay_history(os.path.dirname(path) or ".", report, select)
     cache: dict = {}
     for root in roots:
         compiled = flowc.compile(root, read_text, parse_cache=cache)
@@ -73,12 +83,15 @@ def run_tests(paths: list[str], steps: int = STEP_BOUND) -> TestReport:
             report.refused = True
             report.diagnostics.extend(d for d in compiled.diagnostics if d not in report.diagnostics)
             continue
-        _run_program(compiled, report, steps)
+        run_program(compiled, report, steps, select)
     return report
 
 
-def _run_program(compiled: Compiled, report: TestReport, steps: int) -> None:
-    tests = compiled.tests()
+def run_program(compiled: Compiled, report: TestReport, steps: int = STEP_BOUND,
+                select: Callable[[str], bool] = select_all) -> None:
+    """The selected @test functions of a checked program's root module, in one sandbox child."""
+    tests = [fn for fn in compiled.tests() if select(fn.name)]
+    report.deselected += len(compiled.tests()) - len(tests)
     if not tests:
         return
     fakes = {tool: {"key": fn.key, "counted": fn.fake_counted, "typed": fn.runtime_typed} for tool, fn in compiled.fakes().items()}
@@ -124,14 +137,21 @@ def find_histories(directory: str) -> list[str]:
     return sorted(found)
 
 
-def _replay_history(run_dir: str, report: TestReport) -> None:
+def history_name(run_dir: str) -> str:
+    return f"history {os.path.relpath(run_dir)}"
+
+
+def replay_history(run_dir: str, report: TestReport, select: Callable[[str], bool] = select_all) -> None:
     """A saved history is a regression test: replayed against the current program, which is the
     root file its entry module names, in the history's directory or the nearest one above."""
     from flowrt.replay import replay
     from flowrt.store import StorageError, open_store
 
     runs_dir, run_id = os.path.split(os.path.abspath(run_dir))
-    name = f"history {os.path.relpath(run_dir)}"
+    name = history_name(run_dir)
+    if not select(name):
+        report.deselected += 1
+        return
     try:
         store = open_store(runs_dir).open(run_id, for_append=False)
         entry = store.facts()[0]["entry"]
@@ -174,7 +194,9 @@ def _replay_history(run_dir: str, report: TestReport) -> None:
     elif result.verdict is not None:
         v = result.verdict
         entry_row.update(outcome="failed", message=f"{v.kind}" + (f" at fact {v.fact}" if v.fact else "")
-                         + f": {v.reason}")
+                         + f": {v.reason}", verdict=v.to_json())
+        if v.found is not None:
+            entry_row["found"] = v.found
     else:
         report.refused = result.exit_code in (2, 5)
         entry_row.update(outcome="failed", message=result.message or "the history could not be replayed")
@@ -192,5 +214,6 @@ def render(report: TestReport) -> str:
             label = "NOT STARTED" if r["outcome"] == "not-started" else "FAIL"
             lines.append(f"{label} {r['name']}{took}")
             lines.append(f"  {where['file']}:{where['line']}: {r.get('message')}")
-    lines.append(f"{report.passed} passed, {report.failed} failed")
+    lines.append(f"{report.passed} passed, {report.failed} failed"
+                 + (f", {report.deselected} deselected" if report.deselected else ""))
     return "\n".join(lines) + "\n"
