@@ -219,7 +219,7 @@ def test_a_reply_that_does_not_decode_is_refused_and_nothing_is_recorded(tmp_pat
     with pytest.raises(flowrt.Refused) as refused:
         h.resume(paused.run_id, call=pending.call, reply=reply)
     assert refused.value.path == path and refused.value.schema == pending.schema
-    assert refused.value.message.startswith(f"the reply to {pending.call} (ask.ask) does not fit its declared type: {path}")
+    assert refused.value.message.startswith(f"the reply to {pending.call} (ask.ask) does not fit: {path}")
     assert '"oneOf"' in refused.value.message  # the schema, for a person to answer again
     assert fact_kinds(tmp_path / "runs", paused.run_id) == before
     assert h.history(paused.run_id).state == "paused"  # the call is still open: answer again
