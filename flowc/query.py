@@ -110,7 +110,7 @@ class Index:
             ref = facts.refs.get(id(node))
             if ref is None:
                 if node.name in menv.imports:
-                    return self._module_symbol(menv.imports[node.name], node.name, node.span)
+                    return self._module_symbol(menv, menv.imports[node.name], node.name, node.span)
                 return None
             return self._ref_symbol(menv, ref, node.name, node.span)
         if cls is S.Member:
@@ -144,7 +144,7 @@ class Index:
         if cls is S.TNamed:
             if node.qualifier is not None and _on_qualifier(node, line, column):
                 identity = menv.imports.get(node.qualifier)
-                return self._module_symbol(identity, node.qualifier, node.span) if identity else None
+                return self._module_symbol(menv, identity, node.qualifier, node.span) if identity else None
             info = self._named_type(menv, node)
             if info is None:
                 if node.name in T.SCALAR_TYPES or node.name in T.BUILTIN_GENERICS:
@@ -193,7 +193,7 @@ class Index:
         if cls is S.Use:
             for imp in menv.loaded.imports:
                 if imp.span == node.span:
-                    return self._module_symbol(imp.identity, imp.alias, node.span)
+                    return self._module_symbol(menv, imp.identity, imp.alias, node.span)
             return None
         return None
 
@@ -258,12 +258,16 @@ class Index:
         shown = T.show(read if read is not None else f.type)
         return Symbol("field", f.name, f"{T.display_name(info.identity)}.{f.name}: {shown}", f.doc, where, span)
 
-    def _module_symbol(self, identity: str | None, alias: str, span: S.Span) -> Symbol | None:
+    def _module_symbol(self, menv: ModuleEnv, identity: str | None, alias: str, span: S.Span) -> Symbol | None:
         target = self.env.modules.get(identity) if identity else None
         if target is None:
             return None
+        written = next((item for item in menv.loaded.parsed.module.items if isinstance(item, S.Use)
+                        and any(i.span == item.span and i.alias == alias for i in menv.loaded.imports)), None)
+        text = f"use \"{written.path}\"" + (f" as {written.alias}" if written.alias else "") if written else \
+            f"use \"{identity}\""
         doc = _module_doc(target.loaded.parsed.module)
-        return Symbol("module", alias, f"use \"{identity}\"", doc, Location(target.file, 1, 1, 1, 1), span)
+        return Symbol("module", alias, f"{text} (module {identity})", doc, Location(target.file, 1, 1, 1, 1), span)
 
     def _named_type(self, menv: ModuleEnv, node: S.TNamed) -> TypeInfo | None:
         if node.qualifier is None:

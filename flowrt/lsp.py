@@ -118,8 +118,8 @@ class FlowLanguageServer(LanguageServer):
                 self.window_log_message(L.LogMessageParams(L.MessageType.Error, f"flow check failed: {problem!r}"))
                 buffer.fresh.set()
                 return
-        if buffer.ticket != ticket:
-            return
+        if buffer.ticket != ticket or self.buffers.get(uri) is not buffer:
+            return  # a newer text is being checked, or the buffer was closed meanwhile
         index = Index(checked)
         buffer.index = index
         own = next((m for m in checked.program.modules if m.file == buffer.path), None)

@@ -208,6 +208,8 @@ HOVERS = [
     ("n.lines", 2, "main.Notes.lines: List<Text>", None),
     ("Notes {", 0, "type main.Notes { ticket: Text, lines: List<Text> }", "A ticket and what was learned."),
     ("Ok(_)", 0, "Ok(T) -> Result<T, E>", None),
+    ("planner.next(", 2, 'use "./planner" (module planner)', "What the planner wants to do next."),
+    ("list.map(", 1, 'use "std@v1/list" (module std@v1/list)', "Lists: ordered, immutable sequences"),
 ]
 
 
