@@ -29,7 +29,7 @@ from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 from flowc.diagnostics import Diagnostic, Location
 from flowc.files import read_text
 from flowc.frontend import Checked, check_program
-from flowc.program import STD_DIR
+from flowc.program import STD_DIR, STD_VERSION
 from flowc.query import Index, source_path
 
 #: Buffers larger than this (in characters) are not checked as you type: a check of a million
@@ -54,18 +54,29 @@ _KINDS = {
 
 class _Buffer:
     """What the server knows of one open buffer: its latest check, and the last check in which
-    the buffer itself parsed (completion after `x.` is asked while the line does not parse)."""
+    the buffer itself parsed (completion after `x.` is asked while the line does not parse).
 
-    __slots__ = ("path", "ticket", "index", "parsed_index", "fresh", "published")
+    A std module's buffer (opened by going to a definition in std, say) is never checked: std is
+    checked with the compiler, and as a root of its own it would be another program. It is
+    answered from the check of any open program that uses it, under its std name (`display`)."""
 
-    def __init__(self, path: str) -> None:
+    __slots__ = ("path", "display", "ticket", "index", "parsed_index", "fresh", "published")
+
+    def __init__(self, path: str, std_name: str | None = None) -> None:
         self.path = path
+        self.display = std_name or path  # the module's file as the compiler names it
         self.ticket = 0
         self.index: Index | None = None
         self.parsed_index: Index | None = None
         self.fresh: asyncio.Event = asyncio.Event()
         #: the URIs of other (closed) files this buffer's program last published diagnostics for
         self.published: set[str] = set()
+        if std_name is not None:
+            self.fresh.set()
+
+    @property
+    def is_std(self) -> bool:
+        return self.display != self.path
 
 
 class FlowLanguageServer(LanguageServer):
@@ -86,6 +97,8 @@ class FlowLanguageServer(LanguageServer):
     def open_texts(self) -> dict[str, str]:
         texts: dict[str, str] = {}
         for uri, buffer in self.buffers.items():
+            if buffer.is_std:
+                continue  # std is read from the package, whatever a buffer of it holds
             document = self.workspace.get_text_document(uri)
             texts[os.path.normpath(buffer.path)] = document.source
         return texts
@@ -93,7 +106,7 @@ class FlowLanguageServer(LanguageServer):
     async def schedule(self, uri: str, cascade: bool = True) -> None:
         """Check the buffer's newest text; with `cascade`, then the open buffers that read it."""
         buffer = self.buffers.get(uri)
-        if buffer is None:
+        if buffer is None or buffer.is_std:
             return
         buffer.ticket += 1
         ticket = buffer.ticket
@@ -145,6 +158,11 @@ class FlowLanguageServer(LanguageServer):
         buffer = self.buffers.get(uri)
         if buffer is None:
             return None, None
+        if buffer.is_std:
+            for other in self.buffers.values():
+                if other.index is not None and other.index.module_env(buffer.display) is not None:
+                    return buffer, other.index
+            return buffer, None
         try:
             await asyncio.wait_for(buffer.fresh.wait(), CHECK_WAIT)
         except asyncio.TimeoutError:
@@ -234,6 +252,14 @@ def _too_large(size: int) -> L.Diagnostic:
                  "`flow lsp` checks live; run `flow check` on the saved file"))
 
 
+def _std_name(path: str) -> str | None:
+    """`std@v1/list.flow` for the shipped file of std's `list` module; None for any other file."""
+    std = os.path.normpath(str(STD_DIR))
+    if os.path.dirname(os.path.normpath(path)) != std or not path.endswith(".flow"):
+        return None
+    return f"std@{STD_VERSION}/{os.path.basename(path)}"
+
+
 def _fs_path(uri: str) -> str:
     return os.path.normpath(to_fs_path(uri) or uri)
 
@@ -252,9 +278,7 @@ def build_server() -> FlowLanguageServer:
     async def did_open(ls: FlowLanguageServer, params: L.DidOpenTextDocumentParams) -> None:
         uri = params.text_document.uri
         path = _fs_path(uri)
-        if os.path.normpath(path).startswith(os.path.normpath(str(STD_DIR))):
-            return  # std is checked with the compiler; as a root of its own it would be a different program
-        ls.buffers[uri] = _Buffer(path)
+        ls.buffers[uri] = _Buffer(path, _std_name(path))
         await ls.schedule(uri)
 
     @server.feature(L.TEXT_DOCUMENT_DID_CHANGE)
@@ -279,7 +303,7 @@ def build_server() -> FlowLanguageServer:
         if index is None:
             return None
         line, column, _ = ls.from_position(params.text_document.uri, params.position)
-        symbol = index.at(buffer.path, line, column)
+        symbol = index.at(buffer.display, line, column)
         if symbol is None:
             return None
         span = symbol.span
@@ -293,7 +317,7 @@ def build_server() -> FlowLanguageServer:
         if index is None:
             return None
         line, column, _ = ls.from_position(params.text_document.uri, params.position)
-        symbol = index.at(buffer.path, line, column)
+        symbol = index.at(buffer.display, line, column)
         if symbol is None or symbol.definition is None:
             return None
         target = symbol.definition
@@ -307,7 +331,7 @@ def build_server() -> FlowLanguageServer:
         if index is None:
             return None
         line, column, text = ls.from_position(params.text_document.uri, params.position)
-        found = index.completions(buffer.path, line, column, text)
+        found = index.completions(buffer.display, line, column, text)
         items = [L.CompletionItem(label=c.label, kind=_KINDS[c.kind], detail=c.detail,
                                   documentation=L.MarkupContent(L.MarkupKind.Markdown, c.doc) if c.doc else None)
                  for c in found.items]
@@ -343,7 +367,7 @@ def build_server() -> FlowLanguageServer:
         lines = ls.lines_of(buffer.path)
         lenses = []
         for place in index.checked.places:
-            if os.path.normpath(place.file) != os.path.normpath(buffer.path):
+            if os.path.normpath(place.file) != os.path.normpath(buffer.display):
                 continue
             span = place.span
             where = Location(place.file, span.line, span.column, span.end_line, span.end_column)

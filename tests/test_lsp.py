@@ -268,6 +268,20 @@ async def test_definition_into_std(client: LanguageClient, program: Path):
     assert ok.uri == uri_of(STD_DIR / "prelude.flow")
 
 
+async def test_a_std_module_opened_is_answered_from_the_program_that_uses_it(client: LanguageClient, program: Path):
+    uri = open_doc(client, program / "main.flow")
+    found = await definition_at(client, uri, position_of(MAIN, "list.map(", 6))
+    std_file = STD_DIR / "list.flow"
+    std_text = std_file.read_text()
+    std_uri = open_doc(client, std_file)
+    assert found.uri == std_uri
+    text = await hover_at(client, std_uri, position_of(std_text, "length(xs) == 0"))
+    assert text.startswith("```flow\nflow list.length<T>(xs: List<T>) -> Int")
+    local = await definition_at(client, std_uri, position_of(std_text, "length(xs) == 0", 7))
+    assert local.uri == std_uri and local.range.start == position_of(std_text, "xs: List<T>) -> Bool")
+    assert std_uri not in client.diagnostics  # std is never checked on its own
+
+
 # ---- completion
 
 
