@@ -187,8 +187,8 @@ class FlowLanguageServer(LanguageServer):
             other = from_fs_path(os.path.abspath(file)) or file
             now.add(other)
             self.publish(other, [self.to_lsp(d, self.lines_of(file, sources)) for d in found])
-        for gone in buffer.published - now:
-            self.publish(gone, [])
+        for gone in buffer.published - now - set(self.buffers):
+            self.publish(gone, [])  # (a file opened since publishes its own, not to be cleared here)
         buffer.published = now
 
     def publish(self, uri: str, diagnostics: list[L.Diagnostic]) -> None:

@@ -170,6 +170,17 @@ async def test_a_closed_module_reports_its_own_diagnostics(client: LanguageClien
     assert [d.code for d in client.diagnostics[uri_of(program / "planner.flow")]] == ["type-undefined"]
 
 
+async def test_opening_a_module_keeps_its_own_diagnostics(client: LanguageClient, program: Path):
+    (program / "planner.flow").write_text(PLANNER.replace("List<Text>)", "Lst<Text>)"))
+    uri = open_doc(client, program / "main.flow")
+    await lenses(client, uri)
+    planner_uri = open_doc(client, program / "planner.flow")
+    await lenses(client, planner_uri)
+    change_doc(client, uri, MAIN.replace("Ok(_) => 0", "Ok(_) => 2"))
+    await lenses(client, uri)
+    assert [d.code for d in client.diagnostics[planner_uri]] == ["type-undefined"]
+
+
 async def test_a_huge_buffer_is_refused_not_hung_on(client: LanguageClient, program: Path):
     from flowrt.lsp import MAX_LIVE_CHARS
 
