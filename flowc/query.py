@@ -7,8 +7,8 @@ as `Location`s count them):
   a record field or a module), its type as the user writes it, its doc comment and where it is
   declared (in the program's own modules or in std);
 - `completions(file, line, column, line_text)`: the names that can be written there: after
-  `name.`, a module's public members or a record's fields; else the locals of the enclosing
-  function, the module's and the prelude's functions, types and enum constructors, the modules
+  `name.`, a module's public members or a record's fields; else the locals in scope there, the
+  module's and the prelude's functions, types and enum constructors, the modules
   imported, and the keywords.
 
 It reads only what checking recorded (`Facts`, the resolved `Env`) and never reports anything.
@@ -33,6 +33,9 @@ KEYWORDS = ("use", "as", "pub", "type", "flow", "let", "guard", "else", "if", "m
 #: not make every keystroke send them all.
 MAX_COMPLETIONS = 1000
 
+#: Nodes that bind a name, and the nodes whose bindings are visible only inside them.
+_BINDINGS = (S.Param, S.PBind, S.PField)
+_SCOPES = (S.Block, S.Arm, S.Lambda, S.FnDecl)
 _MEMBER_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_]*)$")
 _WORD_BEFORE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -288,14 +291,14 @@ class Index:
         member = _MEMBER_BEFORE.search(before)
         if member is not None:
             head, typed = member.group(1), member.group(2)
-            items = self._member_completions(menv, head, line)
+            items = self._member_completions(menv, head, line, column)
             return _finish(items, typed)
         typed_match = _WORD_BEFORE.search(before)
         typed = typed_match.group(0) if typed_match else ""
-        return _finish(self._name_completions(menv, line), typed)
+        return _finish(self._name_completions(menv, line, column), typed)
 
-    def _member_completions(self, menv: ModuleEnv, head: str, line: int) -> list[Completion]:
-        local = self._local_named(menv, head, line)
+    def _member_completions(self, menv: ModuleEnv, head: str, line: int, column: int) -> list[Completion]:
+        local = self._local_named(menv, head, line, column)
         if local is None and head in menv.imports:
             target = self.env.modules.get(menv.imports[head])
             if target is None:
@@ -329,7 +332,7 @@ class Index:
             out.extend(_ctor_completions(info))
         return out
 
-    def _name_completions(self, menv: ModuleEnv, line: int) -> list[Completion]:
+    def _name_completions(self, menv: ModuleEnv, line: int, column: int) -> list[Completion]:
         out: list[Completion] = []
         seen: set[str] = set()
 
@@ -338,7 +341,7 @@ class Index:
                 seen.add(item.label)
                 out.append(item)
 
-        for node in self._bindings_before(menv, line):
+        for node in reversed(self._bindings_in_scope(menv, line, column)):  # the innermost of a name first
             shown = self.facts.shown.get(id(node))
             detail = T.show(shown) if shown is not None else ""
             add(Completion(node.name, "local", f"{node.name}: {detail}" if detail else node.name))
@@ -360,24 +363,41 @@ class Index:
                 return item
         return None
 
-    def _bindings_before(self, menv: ModuleEnv, line: int) -> list:
-        """The bindings of the top-level declaration around `line` declared on or before it: the
-        scope as far as a checked tree that may be older than the buffer can tell it."""
+    def _bindings_in_scope(self, menv: ModuleEnv, line: int, column: int) -> list:
+        """The bindings visible at `line:column`, in the order they are declared: the parameters
+        of the functions and lambdas around it, the names of the match arms around it and of the
+        `let`s and local functions before it in the blocks around it. The tree is the checked one,
+        which may be older than the buffer (while a line is typed): its scopes are as it has them."""
         item = self._enclosing_item(menv, line)
         if item is None or self.facts is None:
             return []
-        found = []
-        for node in S.walk(item):
-            if isinstance(node, (S.Param, S.PBind, S.PField)) and id(node) in self.facts.shown:
-                if node.span.line <= line:
-                    found.append(node)
-            elif isinstance(node, S.FnDecl) and node is not item and node.name_span.line <= line:
-                found.append(node)
-        found.sort(key=lambda n: (n.span.line, n.span.column))
-        return found
+        here = (line, column)
+        visible = []
+        # (node, the span its bindings are visible in, the place they are visible from: a `let`'s
+        # names only after the `let`, others from where they are written)
+        stack: list[tuple[object, S.Span, tuple[int, int] | None]] = [(item, item.span, None)]
+        while stack:
+            node, scope, after = stack.pop()
+            cls = node.__class__
+            if cls in _BINDINGS and id(node) in self.facts.shown or cls is S.FnDecl and node is not item:
+                start = node.name_span if cls is S.FnDecl else node.span
+                if (after or (start.line, start.column)) <= here and _holds(scope, line, column):
+                    visible.append(node)
+            if cls in _SCOPES:
+                scope = node.span
+            for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
+                if name in ("span", "name_span"):
+                    continue
+                value = getattr(node, name)
+                from_here = (node.span.end_line, node.span.end_column) if cls is S.Let and name == "pattern" else after
+                for child in value if isinstance(value, tuple) else (value,):
+                    if hasattr(child, "__dataclass_fields__"):
+                        stack.append((child, scope, from_here))
+        visible.sort(key=lambda n: (n.span.line, n.span.column))
+        return visible
 
-    def _local_named(self, menv: ModuleEnv, name: str, line: int):
-        named = [n for n in self._bindings_before(menv, line) if n.name == name]
+    def _local_named(self, menv: ModuleEnv, name: str, line: int, column: int):
+        named = [n for n in self._bindings_in_scope(menv, line, column) if n.name == name]
         return named[-1] if named else None
 
 

@@ -78,3 +78,46 @@ def test_completion_and_lookup_take_any_place_and_text(line: int, column: int, t
     assert all(item.label for item in found.items)
     index.at(main.file, line, column)
     assert index.at("not-a-module.flow", line, column) is None
+
+
+SCOPED = '''pub type Pair { left: Int, right: Text }
+
+pub flow main(start: Int) -> Int = {
+    let pair = Pair { left: start, right: "r" }
+    let total = match Some(start) {
+        Some(first) => first + pair.left,
+        None => start,
+    }
+    let after = total
+    after
+}
+'''
+
+
+def _scoped_index(tmp_path: Path) -> tuple[Index, str]:
+    path = tmp_path / "main.flow"
+    path.write_text(SCOPED)
+    checked = flowc.check_program(str(path), read_text)
+    assert checked.ok, [d.message for d in checked.diagnostics]
+    return Index(checked), str(path)
+
+
+def _labels(index: Index, file: str, needle: str, offset: int = 0, kinds=("local",)) -> set[str]:
+    text = SCOPED
+    at = text.index(needle) + offset
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    line_text = text.splitlines()[line - 1]
+    return {c.label for c in index.completions(file, line, column, line_text).items if c.kind in kinds}
+
+
+def test_completion_offers_the_names_in_scope_only(tmp_path: Path):
+    index, file = _scoped_index(tmp_path)
+    assert _labels(index, file, "first + pair", 0) == {"start", "pair", "first"}
+    assert _labels(index, file, "None => start", 8) == {"start", "pair"}
+    assert _labels(index, file, "after\n}", 0) == {"start", "pair", "total", "after"}
+
+
+def test_completion_of_fields_follows_the_local_type(tmp_path: Path):
+    index, file = _scoped_index(tmp_path)
+    assert _labels(index, file, "pair.left", 5, kinds=("field",)) == {"left", "right"}
