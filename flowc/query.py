@@ -87,15 +87,17 @@ class Index:
         menv = self.module_env(file)
         if menv is None or self.facts is None:
             return None
-        chain = _nodes_at(menv.loaded.parsed.module, line, column)
-        for depth, node in enumerate(chain):
-            parent = chain[depth + 1] if depth + 1 < len(chain) else None
-            found = self._symbol(menv, node, parent, chain[depth + 1:], line, column)
-            if found is not None:
-                return found
-            if not isinstance(node, (S.CtorRef, S.TNamed)):
-                # Only a name part of its parent (a record literal's type) defers to the parent.
-                return None
+        # The character at the place first; then what ends right before it (the caret just after
+        # a name, where an editor asks for a definition or a completion).
+        for inclusive in (False, True):
+            chain = _nodes_at(menv.loaded.parsed.module, line, column, inclusive)
+            for depth, node in enumerate(chain):
+                parent = chain[depth + 1] if depth + 1 < len(chain) else None
+                found = self._symbol(menv, node, parent, chain[depth + 1:], line, column)
+                if found is not None:
+                    return found
+                if not isinstance(node, (S.CtorRef, S.TNamed)):
+                    break  # only a name part of its parent (a record literal's type) defers to it
         return None
 
     def module_env(self, file: str) -> ModuleEnv | None:
@@ -404,8 +406,9 @@ class Index:
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _nodes_at(module: S.Module, line: int, column: int) -> list:
-    """The nodes whose spans hold `line:column`, innermost first (ties: the deeper node first)."""
+def _nodes_at(module: S.Module, line: int, column: int, inclusive: bool) -> list:
+    """The nodes whose spans hold `line:column` (`inclusive`: or end right before it), innermost
+    first (ties: the deeper node first)."""
     found: list = []
 
     def into(node) -> bool:
@@ -413,10 +416,8 @@ def _nodes_at(module: S.Module, line: int, column: int) -> list:
         return span is not None and _holds(span, line, column, inclusive=True)
 
     for node in S.walk(module.items, into=into):
-        if node is module:
-            continue
         span = getattr(node, "span", None)
-        if span is not None and _holds(span, line, column, inclusive=True) and not isinstance(node, S.Comment):
+        if span is not None and _holds(span, line, column, inclusive) and not isinstance(node, S.Comment):
             found.append(node)
     # The walk yields a parent before its children: reversed, a stable sort by size puts the
     # deeper of two nodes of one size (a shorthand field and its binding) first.

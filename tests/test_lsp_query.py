@@ -121,3 +121,21 @@ def test_completion_offers_the_names_in_scope_only(tmp_path: Path):
 def test_completion_of_fields_follows_the_local_type(tmp_path: Path):
     index, file = _scoped_index(tmp_path)
     assert _labels(index, file, "pair.left", 5, kinds=("field",)) == {"left", "right"}
+
+
+def test_the_caret_right_after_a_name_names_it(tmp_path: Path):
+    index, file = _scoped_index(tmp_path)
+    text = SCOPED
+    at = text.index("first + pair")
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    on = index.at(file, line, column)
+    assert on.kind == "local" and on.name == "first"
+    right_after = index.at(file, line, column + len("first"))
+    assert right_after == on  # the space after `first` belongs to no name
+    plus = index.at(file, line, column + len("first "))
+    assert plus is None  # the operator is no name, though `first` ends a character before it
+    dot = index.at(file, line, column + len("first + pair"))
+    assert dot.kind == "field" and dot.name == "left"  # the dot is part of the field read
+    comma = index.at(file, line, column + len("first + pair.left"))
+    assert comma == dot  # the comma is no name: the read that ends before it is meant
