@@ -103,6 +103,11 @@ class Facts:
     types: dict[int, T.Type] = field(default_factory=dict)
     lambdas: dict[int, T.Effect] = field(default_factory=dict)
     bindings: dict[int, Local] = field(default_factory=dict)
+    #: For editors (flowc/query.py); code generation never reads these. The type of each binding
+    #: (parameter, pattern name, local function) and each record field read, as inference left it
+    #: when its function was done, and the record type each field read reads.
+    shown: dict[int, T.Type] = field(default_factory=dict)
+    fields_read: dict[int, "TypeInfo"] = field(default_factory=dict)
 
 
 @record
@@ -260,11 +265,11 @@ class _ModuleChecker:
         allow = fn.test or fn.fake_target is not None or decl.attr("fake") is not None
         self.ctx = FnCtx(fn.identity, fn.sig.ret, fn.sig.effect, allow)
         scope = _Scope()
+        self.pending = []
+        self.pending_types = {}
         for p, t in zip(decl.params, fn.sig.params):
             scope.names[p.name] = self.bind_param(p, t)
         assert decl.body is not None
-        self.pending = []
-        self.pending_types = {}
         self.expr(decl.body, fn.sig.ret, scope, tail=True)
         self._finish_ctx(decl, fn.sig.effect)
         self._resolve_pending()
@@ -272,6 +277,7 @@ class _ModuleChecker:
     def bind_param(self, p: S.Param, t: T.Type) -> Local:
         local = Local(t, p.span, "param", used=True)
         self.facts.bindings[id(p)] = local
+        self.later(self.facts.shown, p, t)
         return local
 
     def later(self, table: dict, node: Any, raw: Any) -> None:
@@ -463,7 +469,11 @@ class _ModuleChecker:
                     self.report(M.field_private(field=name, record=info.name), span)
                 self.facts.refs[id(node)] = ("field", index_by_name(info.fields, name))
                 mapping = {p.name: a for p, a in zip(info.params, obj_t.args)}
-                return T.substitute(f.type, mapping)
+                read = T.substitute(f.type, mapping)
+                if node is not None:
+                    self.facts.fields_read[id(node)] = info
+                    self.later(self.facts.shown, node, read)
+                return read
         self.report(M.not_a_record_field_read(type=self.show(obj_t), name=name), span)
         return T.ERROR
 
@@ -1099,6 +1109,7 @@ class _ModuleChecker:
         local = LocalFn(decl, owner, sig)
         scope.names[decl.name] = Local(sig, decl.name_span, "fn", used=True, fn=local)
         self.facts.bindings[id(decl)] = scope.names[decl.name]
+        self.facts.shown[id(decl)] = sig
         saved = (self.ctx, self.type_params, self.effect_params, self.current_fn)
         self.type_params = dict(self.type_params)
         self.type_params.update({p.name: T.TParam(p.name, owner) for p in decl.type_params})
@@ -1144,6 +1155,7 @@ class _ModuleChecker:
             self.report(M.definition_duplicate_in_pattern(name=p.name), p.span)
         bindings[p.name] = Local(t, p.span, "let" if kind == "let" else "param", used=kind != "let")
         self.facts.bindings[id(p)] = bindings[p.name]
+        self.later(self.facts.shown, p, t)
         return X.WILD
 
     def p_PLit(self, p: S.PLit, t, bindings, kind) -> X.Pat:
@@ -1315,6 +1327,7 @@ class _ModuleChecker:
                 shorthand = S.PBind(f.name, f.span)
                 by_name[f.name] = self.p_PBind(shorthand, ft, bindings, kind)
                 self.facts.bindings[id(f)] = self.facts.bindings.pop(id(shorthand))
+                self.later(self.facts.shown, f, ft)
             else:
                 by_name[f.name] = self.pattern(f.pattern, ft, bindings, kind)
         absent = [x.name for x in fields if x.name not in by_name]

@@ -384,6 +384,16 @@ def mcp_command(runs_dir: str | None, allow: bool, root: str | None, color: str 
     serve(_runs_dir(runs_dir), allow=allow, root=root)
 
 
+@main.command("lsp")
+@click.option("--stdio", is_flag=True, help="Talk on stdin and stdout (the only way there is; editors pass it).")
+def lsp_command(stdio: bool) -> None:
+    """A language server for Flow on stdin and stdout: diagnostics, hover, definitions, completion,
+    formatting and checkpoint places (docs/cli.md)."""
+    from flowrt.lsp import serve
+
+    serve()
+
+
 @main.command("redact")
 @click.argument("run_id")
 @click.option("--fact", "fact", type=int, required=True, help="The fact whose stored value becomes a hole.")

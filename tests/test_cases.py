@@ -95,7 +95,7 @@ def test_update_cases_flag_rewrites_a_case_file(tmp_path):
     root = CASES.parents[1]
     work = tmp_path / "repo"
     (work / "tests" / "cases" / "codes").mkdir(parents=True)
-    for name in ("__init__.py", "conftest.py", "casefiles.py", "test_cases.py"):
+    for name in ("__init__.py", "conftest.py", "pg_cluster.py", "casefiles.py", "test_cases.py"):
         shutil.copy(root / "tests" / name, work / "tests" / name)
     source = (CASES / "codes" / "unused-variable.flow").read_text(encoding="utf-8")
     stale = source.split("\n[diagnostics]\n", 1)[0] + "\n"  # the section is missing
