@@ -43,6 +43,7 @@ TESTED_ELSEWHERE = {
     "binding-not-approved": "tests/test_run.py::test_manifest_commands_need_approval",
     "binding-failed": "tests/test_run.py::test_an_implementation_that_cannot_start_refuses_the_run",
     "binding-mismatch": "tests/test_run.py::test_an_implementation_with_another_fingerprint_is_refused",
+    "reply-invalid": "tests/test_reply_check.py::test_a_mistyped_enum_reply_is_refused_and_the_run_is_then_answered",
     "nested-refused": "tests/test_nested.py::test_a_refused_resume_is_an_err_with_diagnostics",
     "pin-unverified": "tests/test_paths.py::test_a_pinned_commit_that_does_not_match_is_refused",
     "match-too-complex": "tests/test_pathological.py::test_a_match_too_costly_to_decide_is_refused_in_bounded_time",
