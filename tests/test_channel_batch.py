@@ -112,6 +112,24 @@ def test_an_answer_just_after_the_poll_is_no_reason_to_stop_polling():
     assert spin.wanted()
 
 
+@pytest.mark.parametrize("wall, cpu, backs_off", [
+    (framing.SPIN_PREEMPT_MIN * 10, framing.SPIN_PREEMPT_MIN * 10, False),  # held the CPU throughout
+    (framing.SPIN_PREEMPT_MIN * 10, framing.SPIN_PREEMPT_MIN * 10 * framing.SPIN_PREEMPT_SHARE * 0.9, True),
+    (framing.SPIN_PREEMPT_MIN * 10, 0.0, True),  # put aside for the whole poll
+    (framing.SPIN_PREEMPT_MIN / 2, 0.0, False),  # too short a poll to tell
+])
+def test_a_poll_that_was_preempted_backs_off_as_a_slow_answer_does(wall, cpu, backs_off):
+    spin = framing.Spin()
+    assert spin.wanted()
+    spin.hit()
+    spin.ran(wall, cpu)
+    assert spin.wanted() is not backs_off
+    if backs_off:  # the next poll is wanted again, and a second preemption doubles the wait
+        assert spin.wanted()
+        spin.ran(wall, cpu)
+        assert [spin.wanted() for _ in range(3)] == [False, False, True]
+
+
 def test_a_reader_woken_by_a_slow_writer_still_gets_every_message():
     """Past the poll the reader sleeps; a writer that answers late is read all the same."""
     import threading
