@@ -229,7 +229,7 @@ class Spin:
     the poll or just after; when an answer takes longer than `SPIN_SLOW_WAIT` in all (a
     slow Tool, or a machine so busy that the other side waits for a CPU, which a polling reader
     would be holding), the reader sleeps at once for the next 1, 2, 4, ... waits (up to
-    `SPIN_BACKOFF_MAX`), and an answer found by polling starts over. Measured on 2 cores: with
+    `SPIN_BACKOFF_MAX`), and an answer found by polling halves the wait. Measured on 2 cores: with
     two CPU-bound processes beside host and child, polling on every wait made recorded calls 2.5x
     slower than sleeping, and backing off after every miss made calls with fsync 1.3x slower than
     polling (an fsync a little over the poll made the reader sleep for the next ones).
@@ -237,7 +237,10 @@ class Spin:
     The answer's latency alone cannot tell a peer that is slow from one that waits for the CPU
     the poller holds (both answer just after the poll), so the poller also measures its own CPU
     time across the poll: a poll preempted for a good part of it (`SPIN_PREEMPT_SHARE`) shows
-    a machine with more runnable processes than CPUs, and backs off as a slow answer does.
+    a machine with more runnable processes than CPUs, and backs off as a slow answer does. The
+    poll yields the CPU each round (`sched_yield`): a peer queued on the poller's own core then
+    runs at once instead of after the poll, and the time it takes shows as the poller's lost CPU.
+    With nothing else to run, the yield returns at once and polling is as before.
 
     The reader calls `wanted()` before it polls, then `hit()` when the poll found something, or
     `missed(started)` with the time the poll began, then `ran(wall, cpu)` with the poll's
@@ -258,7 +261,9 @@ class Spin:
         return True
 
     def hit(self) -> None:
-        self._penalty = 0
+        # Halved, not cleared: on a machine that stays busy the odd poll still finds its answer,
+        # and starting over after each would poll every other wait.
+        self._penalty >>= 1
 
     def missed(self, started: float) -> None:
         self._missed_at = started

@@ -83,7 +83,7 @@ def test_the_unbuffered_reader_refuses_a_batch():
         os.close(write_fd)
 
 
-def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
+def test_a_reader_that_polls_in_vain_backs_off_and_hits_wear_the_backoff_down():
     spin = framing.Spin()
     assert spin.wanted()
     slow = framing.SPIN_SLOW_WAIT * 2
@@ -96,7 +96,13 @@ def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
             run += 1
         skipped.append(run)
     assert skipped == [1, 2, 4, 8, 16, 32, 64, 64]
-    spin.hit()
+    for _ in range(6):  # each answer found by polling halves the backoff: 64 -> 1 in six
+        spin.hit()
+    spin.missed(0.0)
+    spin.woke(slow)
+    assert [spin.wanted() for _ in range(3)] == [False, False, True]  # 1 doubled
+    for _ in range(2):
+        spin.hit()
     spin.missed(0.0)
     spin.woke(slow)
     assert not spin.wanted() and spin.wanted()  # back to one skipped wait

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,13 @@ sys.path.insert(0, str(HERE))
 
 from bare_reserved import write_over_zeros  # noqa: E402
 from recorded_calls import PROGRAM  # noqa: E402
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (the host) and of its reaped children (each run's sandbox child)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def flow_run(calls: int, directory: str, durability: str) -> tuple[float, float]:
@@ -52,11 +60,15 @@ def flow_run(calls: int, directory: str, durability: str) -> tuple[float, float]
     return start, end
 
 
-def per_call(calls: int, directory: str, durability: str) -> float:
-    """Steady-state seconds per recorded call (start-up subtracted)."""
+def per_call(calls: int, directory: str, durability: str) -> tuple[float, float]:
+    """Steady-state wall and CPU seconds (host and child together) per recorded call, start-up
+    subtracted. CPU is the figure the rest of a shared machine feels: what polling burns."""
+    cpu = cpu_seconds()
     start, end = flow_run(calls, directory, durability)
+    cpu_many = cpu_seconds() - cpu
     one_start, one_end = flow_run(1, directory, durability)
-    return ((end - start) - (one_end - one_start)) / (calls - 1)
+    cpu_one = cpu_seconds() - cpu - cpu_many
+    return ((end - start) - (one_end - one_start)) / (calls - 1), (cpu_many - cpu_one) / (calls - 1)
 
 
 def floor(calls: int, directory: str) -> float:
@@ -108,8 +120,12 @@ def main() -> None:
     synced = args.calls // 2
     figures: dict[str, list[float]] = {}
 
-    def note(name: str, value: float) -> None:
-        figures.setdefault(name, []).append(value)
+    def note(name: str, value) -> None:
+        if isinstance(value, tuple):
+            figures.setdefault(name, []).append(value[0])
+            figures.setdefault(name + " cpu", []).append(value[1])
+        else:
+            figures.setdefault(name, []).append(value)
 
     with tempfile.TemporaryDirectory() as directory:
         flow_run(1, directory, "none")  # imports and the build cache, once
@@ -124,9 +140,12 @@ def main() -> None:
             note(f"{args.runs} runs", concurrent(args.runs, args.calls, directory))
     median = {name: statistics.median(values) for name, values in figures.items()}
     us = lambda name: f"{median[name] * 1e6:7.1f} us"  # noqa: E731
-    print(f"medians of {args.rounds} interleaved rounds ({args.calls} calls, {synced} with fsync)")
-    print(f"  recorded call, no fsync:  quiet {us('quiet none')}   one core busy {us('busy none')}")
-    print(f"  recorded call, fsync:     quiet {us('quiet fsync')}   one core busy {us('busy fsync')}")
+    print(f"medians of {args.rounds} interleaved rounds ({args.calls} calls, {synced} with fsync); "
+          f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"  recorded call, no fsync:  quiet {us('quiet none')}   one core busy {us('busy none')}"
+          f"   (CPU per call, host and child: {us('quiet none cpu')} / {us('busy none cpu')})")
+    print(f"  recorded call, fsync:     quiet {us('quiet fsync')}   one core busy {us('busy fsync')}"
+          f"   (CPU per call, host and child: {us('quiet fsync cpu')} / {us('busy fsync cpu')})")
     print(f"  bare fdatasync per call over reserved space: {us('floor')}")
     print(f"  one run: {median['one run']:8.0f} calls/s   {args.runs} runs at once: "
           f"{median[f'{args.runs} runs']:8.0f} calls/s (each its own process, start-up included)")
