@@ -11,9 +11,13 @@ Each round, interleaved so that every figure sees the same machine:
   their calls over the wall time from the first start to the last end (start-up included, as for
   the single run measured the same way).
 
-Prints medians over the rounds and one table of ratios against the goals.
+Prints medians over the rounds and one table of ratios against the goals. `--against DIR`
+measures another checkout (e.g. `git worktree add /tmp/before main`) in the same rounds, each
+figure taken from both trees one after the other, and prints both columns: before and after
+side by side in one run, on the same machine's load. Every figure is taken in a fresh process
+(`--measure`) that imports the tree it is asked about.
 
-    python scripts/bench/under_load.py [--calls 2000] [--rounds 3] [--runs 20]
+    python scripts/bench/under_load.py [--calls 2000] [--rounds 3] [--runs 20] [--against DIR]
 """
 
 from __future__ import annotations
@@ -111,53 +115,86 @@ def main() -> None:
     options.add_argument("--calls", type=int, default=2000)
     options.add_argument("--rounds", type=int, default=3)
     options.add_argument("--runs", type=int, default=20)
+    options.add_argument("--against", help="another checkout, measured in the same rounds")
     options.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    options.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     args = options.parse_args()
     if args.worker:
         start, end = flow_run(int(args.worker[1]), args.worker[0], "none")
         print(start, end)
         return
+    if args.measure:
+        measure(*args.measure)
+        return
     synced = args.calls // 2
-    figures: dict[str, list[float]] = {}
+    runs = args.runs
+    trees = {"after": Path(__file__).resolve()}
+    if args.against:
+        trees = {"before": Path(args.against).resolve() / "scripts" / "bench" / "under_load.py", **trees}
+    figures: dict[str, dict[str, list[float]]] = {tree: {} for tree in trees}
 
-    def note(name: str, value) -> None:
-        if isinstance(value, tuple):
-            figures.setdefault(name, []).append(value[0])
-            figures.setdefault(name + " cpu", []).append(value[1])
-        else:
-            figures.setdefault(name, []).append(value)
+    def take(name: str, kind: str, count: int, directory: str) -> None:
+        for tree, script in trees.items():
+            out = subprocess.run([sys.executable, str(script), "--measure", kind, str(count), directory],
+                                 capture_output=True, text=True, timeout=900)
+            if out.returncode != 0:
+                raise SystemExit(f"{tree}: {out.stderr}")
+            values = [float(v) for v in out.stdout.split()]
+            figures[tree].setdefault(name, []).append(values[0])
+            if len(values) > 1:
+                figures[tree].setdefault(name + " cpu", []).append(values[1])
 
     with tempfile.TemporaryDirectory() as directory:
-        flow_run(1, directory, "none")  # imports and the build cache, once
         for _ in range(args.rounds):
-            note("quiet none", per_call(args.calls, directory, "none"))
-            note("quiet fsync", per_call(synced, directory, "fsync"))
-            note("floor", floor(synced, directory))
+            take("quiet none", "none", args.calls, directory)
+            take("quiet fsync", "fsync", synced, directory)
+            take("floor", "floor", synced, directory)
             with Hog():
-                note("busy none", per_call(args.calls, directory, "none"))
-                note("busy fsync", per_call(synced, directory, "fsync"))
-            note("one run", concurrent(1, args.calls, directory))
-            note(f"{args.runs} runs", concurrent(args.runs, args.calls, directory))
-    median = {name: statistics.median(values) for name, values in figures.items()}
-    us = lambda name: f"{median[name] * 1e6:7.1f} us"  # noqa: E731
+                take("busy none", "none", args.calls, directory)
+                take("busy fsync", "fsync", synced, directory)
+            take("one run", "runs1", args.calls, directory)
+            take(f"{runs} runs", f"runs{runs}", args.calls, directory)
     print(f"medians of {args.rounds} interleaved rounds ({args.calls} calls, {synced} with fsync); "
           f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"  recorded call, no fsync:  quiet {us('quiet none')}   one core busy {us('busy none')}"
-          f"   (CPU per call, host and child: {us('quiet none cpu')} / {us('busy none cpu')})")
-    print(f"  recorded call, fsync:     quiet {us('quiet fsync')}   one core busy {us('busy fsync')}"
-          f"   (CPU per call, host and child: {us('quiet fsync cpu')} / {us('busy fsync cpu')})")
-    print(f"  bare fdatasync per call over reserved space: {us('floor')}")
-    print(f"  one run: {median['one run']:8.0f} calls/s   {args.runs} runs at once: "
-          f"{median[f'{args.runs} runs']:8.0f} calls/s (each its own process, start-up included)")
-    rows = [
-        ("busy / quiet, no fsync", median["busy none"] / median["quiet none"], "<= 2.0"),
-        ("busy / quiet, fsync", median["busy fsync"] / median["quiet fsync"], "<= 2.0"),
-        (f"{args.runs} runs / one run (calls/s)", median[f"{args.runs} runs"] / median["one run"], ">= 1.6"),
-        ("fsync call / bare floor", median["quiet fsync"] / median["floor"], "<= 1.25"),
-    ]
-    print(f"  {'ratio':<34} {'now':>6}   goal")
-    for name, ratio, goal in rows:
-        print(f"  {name:<34} {ratio:6.2f}x  {goal}")
+    report({tree: {name: statistics.median(values) for name, values in figures[tree].items()}
+            for tree in trees}, runs)
+
+
+def measure(kind: str, count: str, directory: str) -> None:
+    """One figure, printed: steady wall and CPU per call, seconds per synced line, or calls/s."""
+    calls = int(count)
+    place = os.path.join(directory, str(os.getpid()))
+    os.makedirs(place)
+    if kind == "floor":
+        print(floor(calls, place))
+    elif kind.startswith("runs"):
+        print(concurrent(int(kind[4:]), calls, place))
+    else:
+        flow_run(1, place, "none")  # imports and the build cache, once
+        print(*per_call(calls, place, kind))
+
+
+def report(medians: dict[str, dict[str, float]], runs: int) -> None:
+    """One table: each figure and each ratio against its goal, a column per tree."""
+    trees = list(medians)
+    us = lambda value: f"{value * 1e6:.1f} us"  # noqa: E731
+    rows: list[tuple[str, list[str], str]] = []
+    for name, label in (("quiet none", "call, no fsync, quiet"), ("busy none", "call, no fsync, one core busy"),
+                        ("quiet fsync", "call, fsync, quiet"), ("busy fsync", "call, fsync, one core busy")):
+        rows.append((label, [us(medians[t][name]) for t in trees], ""))
+        rows.append(("  CPU per call (host + child)", [us(medians[t][name + " cpu"]) for t in trees], ""))
+    rows.append(("bare fdatasync per line (floor)", [us(medians[t]["floor"]) for t in trees], ""))
+    rows.append(("one run, calls/s", [f"{medians[t]['one run']:.0f}" for t in trees], ""))
+    rows.append((f"{runs} runs at once, calls/s", [f"{medians[t][f'{runs} runs']:.0f}" for t in trees], ""))
+    ratios = (("busy / quiet, no fsync", lambda m: m["busy none"] / m["quiet none"], "<= 2.0"),
+              ("busy / quiet, fsync", lambda m: m["busy fsync"] / m["quiet fsync"], "<= 2.0"),
+              (f"{runs} runs / one run (calls/s)", lambda m: m[f"{runs} runs"] / m["one run"], ">= 1.6"),
+              ("fsync call / bare floor", lambda m: m["quiet fsync"] / m["floor"], "<= 1.25"))
+    for label, ratio, goal in ratios:
+        rows.append((label, [f"{ratio(medians[t]):.2f}x" for t in trees], goal))
+    print(f"  {'':<34}" + "".join(f"{t:>12}" for t in trees) + "   goal")
+    for label, cells, goal in rows:
+        print(f"  {label:<34}" + "".join(f"{c:>12}" for c in cells) + (f"   {goal}" if goal else ""))
 
 
 if __name__ == "__main__":
