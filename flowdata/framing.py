@@ -61,6 +61,12 @@ CHILD_SPIN_SECONDS = 0.001
 SPIN_SLOW_WAIT = 0.002
 # After such a miss, the next this many waits sleep at once (doubling per miss, up to this).
 SPIN_BACKOFF_MAX = 64
+# A poll that lasted at least this long and held the CPU for less than this share of it was
+# preempted: more processes want the CPUs than there are, and the one that was put aside for
+# the poller may be the very peer it waits for. Polling then only burns a CPU someone needs
+# (with one busy core beside host and child, calls were ~20x slower polling than sleeping).
+SPIN_PREEMPT_MIN = 0.0001
+SPIN_PREEMPT_SHARE = 0.7
 HEADER = struct.Struct(">I")
 #: Set in a frame's length when its body holds an integer beyond 64 bits (see the module's doc).
 EXACT = 1 << 31
@@ -223,13 +229,23 @@ class Spin:
     the poll or just after; when an answer takes longer than `SPIN_SLOW_WAIT` in all (a
     slow Tool, or a machine so busy that the other side waits for a CPU, which a polling reader
     would be holding), the reader sleeps at once for the next 1, 2, 4, ... waits (up to
-    `SPIN_BACKOFF_MAX`), and an answer found by polling starts over. Measured on 2 cores: with
+    `SPIN_BACKOFF_MAX`), and an answer found by polling halves the wait. Measured on 2 cores: with
     two CPU-bound processes beside host and child, polling on every wait made recorded calls 2.5x
     slower than sleeping, and backing off after every miss made calls with fsync 1.3x slower than
     polling (an fsync a little over the poll made the reader sleep for the next ones).
 
+    The answer's latency alone cannot tell a peer that is slow from one that waits for the CPU
+    the poller holds (both answer just after the poll), so the poller also measures its own CPU
+    time across the poll: a poll preempted for a good part of it (`SPIN_PREEMPT_SHARE`) shows
+    a machine with more runnable processes than CPUs, and backs off as a slow answer does. The
+    poll yields the CPU each round (`sched_yield`): a peer queued on the poller's own core then
+    runs at once instead of after the poll, and the time it takes shows as the poller's lost CPU.
+    With nothing else to run, the yield returns at once and polling is as before.
+
     The reader calls `wanted()` before it polls, then `hit()` when the poll found something, or
-    `missed(started)` with the time the poll began, and `woke(now)` when its sleep ends."""
+    `missed(started)` with the time the poll began, then `ran(wall, cpu)` with the poll's
+    elapsed time and the CPU time its thread got meanwhile (`time.thread_time`), and `woke(now)`
+    when its sleep ends."""
 
     __slots__ = ("_skip", "_penalty", "_missed_at")
 
@@ -245,10 +261,16 @@ class Spin:
         return True
 
     def hit(self) -> None:
-        self._penalty = 0
+        # Halved, not cleared: on a machine that stays busy the odd poll still finds its answer,
+        # and starting over after each would poll every other wait.
+        self._penalty >>= 1
 
     def missed(self, started: float) -> None:
         self._missed_at = started
+
+    def ran(self, wall: float, cpu: float) -> None:
+        if wall >= SPIN_PREEMPT_MIN and cpu < wall * SPIN_PREEMPT_SHARE:
+            self._back_off()
 
     def woke(self, now: float) -> None:
         started = self._missed_at
@@ -256,8 +278,11 @@ class Spin:
             return
         self._missed_at = None
         if now - started > SPIN_SLOW_WAIT:
-            self._penalty = min(max(1, self._penalty * 2), SPIN_BACKOFF_MAX)
-            self._skip = self._penalty
+            self._back_off()
+
+    def _back_off(self) -> None:
+        self._penalty = min(max(1, self._penalty * 2), SPIN_BACKOFF_MAX)
+        self._skip = self._penalty
 
 
 class Receiver:
@@ -285,16 +310,20 @@ class Receiver:
         spin = self._spin
         clock = time.perf_counter
         if spin.wanted():
+            cpu = time.thread_time()
             started = clock()
             until = started + CHILD_SPIN_SECONDS
-            while clock() < until:
+            while (now := clock()) < until:
                 try:
                     chunk = os.read(fd, READ_CHUNK)
                 except BlockingIOError:
+                    os.sched_yield()  # a peer waiting for this CPU takes it now
                     continue
                 spin.hit()
+                spin.ran(now - started, time.thread_time() - cpu)
                 return chunk
             spin.missed(started)
+            spin.ran(now - started, time.thread_time() - cpu)
         while True:
             select.select((fd,), (), ())
             try:

@@ -254,6 +254,10 @@ class Driver:
         self.deferred: list[tuple[str, dict]] = []
         #: a call to serve on this thread at the next wait (see `on_call`)
         self.inline: tuple | None = None
+        #: calls recorded but not yet synced, so not yet sent: the calls of one frame of the
+        #: child's share one sync (group commit), and each goes out only once it is durable
+        #: (`send_held`)
+        self.held: list[tuple] = []
         self.kill_after = kill_target()
         #: per (Tool, type arguments): the types its replies decode against, their schemas, and
         #: the `admitter` made for them
@@ -342,11 +346,16 @@ class Driver:
                 op = message.get("op")
                 if op == "call":
                     self.on_call(message)
+                    if self.held and (message.get("wait") or not self.child.has_message()):
+                        self.send_held()
                     if message.get("wait"):  # the child waits right after this call
                         outcome = self.on_wait()
                         if outcome is not None:
                             return outcome
-                elif op == "wait":
+                    continue
+                if self.held and op != "place":
+                    self.send_held()  # a choice, a stop or an end follows every call before it
+                if op == "wait":
                     outcome = self.on_wait()
                     if outcome is not None:
                         return outcome
@@ -413,14 +422,21 @@ class Driver:
         if "types" in message:
             fields["types"] = message["types"]
         typed = self.typed(tool, message.get("types"), call_id)
-        self.record("Call", fields)
-        self.open_calls[call_id] = {"tool": tool, "pending": False, "typed": typed}
         implementation = self.prepared.implementations[tool]
+        # More of the child's frame is already here: when it holds more calls (many tasks
+        # calling at one step), their Calls are written now and synced together before any of
+        # them is sent (`send_held`, called by `run` once the frame's calls are in).
+        following = None if message.get("wait") else self.child.peek()
+        hold = bool(self.held) or (following is not None and following.get("op") == "call")
+        self.record("Call", fields, sync=not hold)
+        self.open_calls[call_id] = {"tool": tool, "pending": False, "typed": typed}
+        if hold:
+            self.held.append((implementation, call_id, tool, message["arguments"], typed))
+            return
         # The only call out, and the child waits for it next: nothing can run beside it, so a
         # plain Python function serves it on this thread (no hop to a worker thread and back).
         if len(self.open_calls) == 1 and implementation.runs_inline(tool):
-            following = message if message.get("wait") else self.child.peek()
-            if following is not None and (following is message or following.get("op") == "wait"):
+            if message.get("wait") or (following is not None and following.get("op") == "wait"):
                 self.inline = (implementation, call_id, tool, message["arguments"], typed)
                 return
         if tool == timers.SLEEP and type(implementation) is B.ClockTools:
@@ -473,6 +489,15 @@ class Driver:
                           pending_types={c: (open_calls[c]["tool"], open_calls[c]["typed"]) for c in pending},
                           sleeping_until=until,
                           timers={c: self.timers[c] for c in sorted(open_calls) if c in self.timers})
+    def send_held(self) -> None:
+        """Make the held Calls durable with one sync, then send each, in order."""
+        self.store.sync()
+        held, self.held = self.held, []
+        for implementation, call_id, tool, arguments, typed in held:
+            if tool == timers.SLEEP and type(implementation) is B.ClockTools:
+                self.start_timer(implementation, call_id, arguments)  # its deadline recorded first
+            else:
+                implementation.call(self.run_id, call_id, tool, arguments, typed, self.deliver)
 
     def typed(self, tool: str, types: Any, call_id: str) -> Typed:
         """The Tool at the call's type arguments. Arguments that do not fit its declaration are
@@ -506,8 +531,14 @@ class Driver:
                 if self.arrived:
                     call_id, outcome = self.arrived.pop(0)
                 else:
-                    self.make_durable()
-                    call_id, outcome = self.next_reply()
+                    try:
+                        # Replies that came in together are admitted without a sync each: what
+                        # the last admitted Reply wrote is synced with the next Call, or here once
+                        # the host would wait.
+                        call_id, outcome = self.replies.get_nowait()
+                    except queue.Empty:
+                        self.make_durable()
+                        call_id, outcome = self.next_reply()
             except HaltRequested:
                 # A host asked to let go of sleeping runs lets go of one that waits only on
                 # timers as sleeping (a worker wakes it at its deadline) rather than halted.

@@ -48,6 +48,10 @@ PIPE_SIZE = 1 << 20  # bytes each pipe holds (F_SETPIPE_SZ): a streamed record r
 PIPE_CHUNK = 1 << 16  # bytes offered to the pipe in one write (a slice of the outbox: see READ_CHUNK)
 OUTBOX_LOW = 1 << 18  # bytes of posted output below which the feeder is asked for more
 F_SETPIPE_SZ = 1031
+# Seconds `recv` waits on the child before it calls `before_sleep` (the run syncs a written
+# Reply then): a child that answers sooner sends the next Call, whose sync covers the Reply, so
+# a fan-out whose replies arrive together pays one sync per Call frame rather than one per reply.
+IDLE_BEFORE_SLEEP = 0.002
 
 
 class ChildError(Exception):
@@ -186,8 +190,8 @@ class Child:
         self._closed = False
         self._eof = False
         self._spin = channel.Spin()  # polling before sleeping, as the child's Receiver does
-        #: called whenever `recv` is about to sleep on the child (the run makes a written Reply
-        #: durable then: see flowrt/run.py)
+        #: called when `recv` has waited on the child for IDLE_BEFORE_SLEEP and goes on waiting
+        #: (the run makes a written Reply durable then: see flowrt/run.py)
         self.before_sleep: Callable[[], None] | None = None
         #: called after each sleep that ended with nothing to read: it raises to stop waiting
         #: (the run halts: see `flowrt.run.Driver.check_halt`)
@@ -319,6 +323,10 @@ class Child:
             except BrokenPipeError:
                 self._close_out()  # the child is gone: its reading end tells how
 
+    def has_message(self) -> bool:
+        """Whether a message has arrived and not been taken (never reads, never blocks)."""
+        return bool(self._inbox)
+
     def peek(self) -> dict | None:
         """The next message if one has arrived (never blocks), without taking it."""
         if not self._inbox and self._died is None and not self._closed:
@@ -357,9 +365,15 @@ class Child:
                 self._polling_out = writing = want
             if want or not self._spin_for_message():
                 sleeping = self.before_sleep
+                events = None
                 if sleeping is not None and not want:
-                    sleeping()
-                events = poller.poll(self._tick(deadline) * 1000)
+                    # A child that answers within IDLE_BEFORE_SLEEP spares the sync: the next
+                    # Call's covers what is unsynced; only a longer wait pays for one of its own.
+                    events = poller.poll(min(IDLE_BEFORE_SLEEP, self._tick(deadline)) * 1000)
+                    if not events:
+                        sleeping()
+                if not events:
+                    events = poller.poll(self._tick(deadline) * 1000)
                 if events:
                     self._spin.woke(time.perf_counter())
                 elif self.check_halt is not None:
@@ -392,13 +406,17 @@ class Child:
             return False
         poll = self._poller.poll
         clock = time.perf_counter
+        cpu = time.thread_time()
         started = clock()
         until = started + channel.SPIN_SECONDS
-        while clock() < until:
+        while (now := clock()) < until:
             if poll(0):
                 spin.hit()
+                spin.ran(now - started, time.thread_time() - cpu)
                 return True
+            os.sched_yield()  # a child waiting for this CPU takes it now
         spin.missed(started)
+        spin.ran(now - started, time.thread_time() - cpu)
         return False
 
     def _read_available(self) -> bool:

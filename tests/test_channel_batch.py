@@ -83,7 +83,7 @@ def test_the_unbuffered_reader_refuses_a_batch():
         os.close(write_fd)
 
 
-def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
+def test_a_reader_that_polls_in_vain_backs_off_and_hits_wear_the_backoff_down():
     spin = framing.Spin()
     assert spin.wanted()
     slow = framing.SPIN_SLOW_WAIT * 2
@@ -96,7 +96,13 @@ def test_a_reader_that_polls_in_vain_backs_off_and_a_hit_starts_over():
             run += 1
         skipped.append(run)
     assert skipped == [1, 2, 4, 8, 16, 32, 64, 64]
-    spin.hit()
+    for _ in range(6):  # each answer found by polling halves the backoff: 64 -> 1 in six
+        spin.hit()
+    spin.missed(0.0)
+    spin.woke(slow)
+    assert [spin.wanted() for _ in range(3)] == [False, False, True]  # 1 doubled
+    for _ in range(2):
+        spin.hit()
     spin.missed(0.0)
     spin.woke(slow)
     assert not spin.wanted() and spin.wanted()  # back to one skipped wait
@@ -110,6 +116,24 @@ def test_an_answer_just_after_the_poll_is_no_reason_to_stop_polling():
         spin.woke(1.0 + framing.SPIN_SLOW_WAIT / 2)
     spin.woke(99.0)  # a wake without a missed poll before it changes nothing
     assert spin.wanted()
+
+
+@pytest.mark.parametrize("wall, cpu, backs_off", [
+    (framing.SPIN_PREEMPT_MIN * 10, framing.SPIN_PREEMPT_MIN * 10, False),  # held the CPU throughout
+    (framing.SPIN_PREEMPT_MIN * 10, framing.SPIN_PREEMPT_MIN * 10 * framing.SPIN_PREEMPT_SHARE * 0.9, True),
+    (framing.SPIN_PREEMPT_MIN * 10, 0.0, True),  # put aside for the whole poll
+    (framing.SPIN_PREEMPT_MIN / 2, 0.0, False),  # too short a poll to tell
+])
+def test_a_poll_that_was_preempted_backs_off_as_a_slow_answer_does(wall, cpu, backs_off):
+    spin = framing.Spin()
+    assert spin.wanted()
+    spin.hit()
+    spin.ran(wall, cpu)
+    assert spin.wanted() is not backs_off
+    if backs_off:  # the next poll is wanted again, and a second preemption doubles the wait
+        assert spin.wanted()
+        spin.ran(wall, cpu)
+        assert [spin.wanted() for _ in range(3)] == [False, False, True]
 
 
 def test_a_reader_woken_by_a_slow_writer_still_gets_every_message():

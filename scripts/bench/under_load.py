@@ -1,0 +1,201 @@
+"""Recorded calls under load (issue 19, item 1) and at the fsync floor (item 2), side by side.
+
+Each round, interleaved so that every figure sees the same machine:
+
+- a recorded call's steady-state cost ((run of N calls - run of 1 call) / (N - 1), the program of
+  recorded_calls.py through the Python API), without fsync and with fsync, first quiet, then with
+  a CPU hog this script starts (`python3 -c 'while True: pass'`, pinned nowhere) and stops;
+- the bare floor: one line written over reserved zeros and fdatasync'd per call (bare_reserved.py);
+- 20 runs at once against one: 20 `flow run`-like processes (each `flowrt.Host.run` in a process
+  of its own, as 20 `flow run` commands would be; no fsync), all started together; calls/s is all
+  their calls over the wall time from the first start to the last end (start-up included, as for
+  the single run measured the same way).
+
+Prints medians over the rounds and one table of ratios against the goals. `--against DIR`
+measures another checkout (e.g. `git worktree add /tmp/before main`) in the same rounds, each
+figure taken from both trees one after the other, and prints both columns: before and after
+side by side in one run, on the same machine's load. Every figure is taken in a fresh process
+(`--measure`) that imports the tree it is asked about.
+
+    python scripts/bench/under_load.py [--calls 2000] [--rounds 3] [--runs 20] [--against DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from bare_reserved import write_over_zeros  # noqa: E402
+from recorded_calls import PROGRAM  # noqa: E402
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (the host) and of its reaped children (each run's sandbox child)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def flow_run(calls: int, directory: str, durability: str) -> tuple[float, float]:
+    """(start, end) perf_counter times of one live run of `calls` recorded calls."""
+    import flowrt
+
+    program = os.path.join(directory, "echo.flow")
+    if not os.path.exists(program):
+        Path(program).write_text(PROGRAM)
+    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(directory, "runs"), durability=durability)
+    start = time.perf_counter()
+    outcome = host.run(program, {"n": calls})
+    end = time.perf_counter()
+    assert outcome.exit_code == 0, outcome
+    return start, end
+
+
+def per_call(calls: int, directory: str, durability: str) -> tuple[float, float]:
+    """Steady-state wall and CPU seconds (host and child together) per recorded call, start-up
+    subtracted. CPU is the figure the rest of a shared machine feels: what polling burns."""
+    cpu = cpu_seconds()
+    start, end = flow_run(calls, directory, durability)
+    cpu_many = cpu_seconds() - cpu
+    one_start, one_end = flow_run(1, directory, durability)
+    cpu_one = cpu_seconds() - cpu - cpu_many
+    return ((end - start) - (one_end - one_start)) / (calls - 1), (cpu_many - cpu_one) / (calls - 1)
+
+
+def floor(calls: int, directory: str) -> float:
+    lines = [json.dumps({"n": i, "kind": "Call", "arguments": {"n": i}}).encode() + b"\n" for i in range(calls)]
+    return write_over_zeros(os.path.join(directory, "floor.jsonl"), lines) / calls
+
+
+def concurrent(runs: int, calls: int, directory: str) -> float:
+    """Calls/s of `runs` processes each driving one run of `calls` calls, started together."""
+    workers = []
+    for i in range(runs):
+        place = os.path.join(directory, f"w{i}")
+        os.makedirs(place, exist_ok=True)
+        workers.append(subprocess.Popen([sys.executable, __file__, "--worker", place, str(calls)],
+                                        stdout=subprocess.PIPE, text=True))
+    spans = []
+    for worker in workers:
+        out, _ = worker.communicate(timeout=600)
+        assert worker.returncode == 0, out
+        spans.append(tuple(map(float, out.split())))
+    # perf_counter is CLOCK_MONOTONIC on Linux: comparable across processes.
+    return runs * calls / (max(e for _, e in spans) - min(s for s, _ in spans))
+
+
+class Hog:
+    """A CPU-bound process beside the run, pinned nowhere, for as long as the `with` lasts."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.2)  # let it reach a CPU and its steady state
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def main() -> None:
+    options = argparse.ArgumentParser()
+    options.add_argument("--calls", type=int, default=2000)
+    options.add_argument("--rounds", type=int, default=3)
+    options.add_argument("--runs", type=int, default=20)
+    options.add_argument("--against", help="another checkout, measured in the same rounds")
+    options.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    options.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
+    args = options.parse_args()
+    if args.worker:
+        start, end = flow_run(int(args.worker[1]), args.worker[0], "none")
+        print(start, end)
+        return
+    if args.measure:
+        measure(*args.measure)
+        return
+    synced = args.calls // 2
+    runs = args.runs
+    trees = {"after": Path(__file__).resolve()}
+    if args.against:
+        trees = {"before": Path(args.against).resolve() / "scripts" / "bench" / "under_load.py", **trees}
+    figures: dict[str, dict[str, list[float]]] = {tree: {} for tree in trees}
+
+    def take(name: str, kind: str, count: int, directory: str) -> None:
+        for tree, script in trees.items():
+            out = subprocess.run([sys.executable, str(script), "--measure", kind, str(count), directory],
+                                 capture_output=True, text=True, timeout=900)
+            if out.returncode != 0:
+                raise SystemExit(f"{tree}: {out.stderr}")
+            values = [float(v) for v in out.stdout.split()]
+            figures[tree].setdefault(name, []).append(values[0])
+            if len(values) > 1:
+                figures[tree].setdefault(name + " cpu", []).append(values[1])
+
+    with tempfile.TemporaryDirectory() as directory:
+        for _ in range(args.rounds):
+            take("quiet none", "none", args.calls, directory)
+            take("quiet fsync", "fsync", synced, directory)
+            take("floor", "floor", synced, directory)
+            with Hog():
+                take("busy none", "none", args.calls, directory)
+                take("busy fsync", "fsync", synced, directory)
+            take("one run", "runs1", args.calls, directory)
+            take(f"{runs} runs", f"runs{runs}", args.calls, directory)
+    print(f"medians of {args.rounds} interleaved rounds ({args.calls} calls, {synced} with fsync); "
+          f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    report({tree: {name: statistics.median(values) for name, values in figures[tree].items()}
+            for tree in trees}, runs)
+
+
+def measure(kind: str, count: str, directory: str) -> None:
+    """One figure, printed: steady wall and CPU per call, seconds per synced line, or calls/s."""
+    calls = int(count)
+    place = os.path.join(directory, str(os.getpid()))
+    os.makedirs(place)
+    if kind == "floor":
+        print(floor(calls, place))
+    elif kind.startswith("runs"):
+        print(concurrent(int(kind[4:]), calls, place))
+    else:
+        flow_run(1, place, "none")  # imports and the build cache, once
+        print(*per_call(calls, place, kind))
+
+
+def report(medians: dict[str, dict[str, float]], runs: int) -> None:
+    """One table: each figure and each ratio against its goal, a column per tree."""
+    trees = list(medians)
+    us = lambda value: f"{value * 1e6:.1f} us"  # noqa: E731
+    rows: list[tuple[str, list[str], str]] = []
+    for name, label in (("quiet none", "call, no fsync, quiet"), ("busy none", "call, no fsync, one core busy"),
+                        ("quiet fsync", "call, fsync, quiet"), ("busy fsync", "call, fsync, one core busy")):
+        rows.append((label, [us(medians[t][name]) for t in trees], ""))
+        rows.append(("  CPU per call (host + child)", [us(medians[t][name + " cpu"]) for t in trees], ""))
+    rows.append(("bare fdatasync per line (floor)", [us(medians[t]["floor"]) for t in trees], ""))
+    rows.append(("one run, calls/s", [f"{medians[t]['one run']:.0f}" for t in trees], ""))
+    rows.append((f"{runs} runs at once, calls/s", [f"{medians[t][f'{runs} runs']:.0f}" for t in trees], ""))
+    ratios = (("busy / quiet, no fsync", lambda m: m["busy none"] / m["quiet none"], "<= 2.0"),
+              ("busy / quiet, fsync", lambda m: m["busy fsync"] / m["quiet fsync"], "<= 2.0"),
+              (f"{runs} runs / one run (calls/s)", lambda m: m[f"{runs} runs"] / m["one run"], ">= 1.6"),
+              ("fsync call / bare floor", lambda m: m["quiet fsync"] / m["floor"], "<= 1.25"))
+    for label, ratio, goal in ratios:
+        rows.append((label, [f"{ratio(medians[t]):.2f}x" for t in trees], goal))
+    print(f"  {'':<34}" + "".join(f"{t:>12}" for t in trees) + "   goal")
+    for label, cells, goal in rows:
+        print(f"  {label:<34}" + "".join(f"{c:>12}" for c in cells) + (f"   {goal}" if goal else ""))
+
+
+if __name__ == "__main__":
+    main()
