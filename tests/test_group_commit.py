@@ -158,6 +158,6 @@ def test_a_real_fan_out_sends_no_call_before_it_is_durable(tmp_path, monkeypatch
     seen = DurableCalls(monkeypatch)
     host = flowrt.Host({"tasks.work": seen.tool}, runs_dir=str(tmp_path / "runs"), durability="fsync")
     outcome = host.run(str(path), {"n": 200})
-    assert outcome.exit_code == 0 and outcome.output == str(sum(range(200))).encode()
+    assert outcome.exit_code == 0 and outcome.output == sum(range(200))
     assert seen.unsynced_at_call == []
     assert sorted(seen.durable_args) == list(range(200))
