@@ -573,3 +573,20 @@ def test_a_detached_resume_returns_once_the_reply_is_recorded(tmp_path):
     assert handle.run_id == paused.run_id
     assert "Reply" in fact_kinds(tmp_path / "runs", paused.run_id)[4:]
     assert handle.wait(timeout=60).output == "answer: yes" and handle.done()
+
+
+def test_an_async_detached_resume_checks_the_reply_then_goes_on_in_the_background(tmp_path):
+    async def main():
+        answers = iter([flowrt.PENDING])
+        h = host(tmp_path, lambda question: next(answers), cls=flowrt.AsyncHost)
+        paused = await h.run(ASK, {"topic": "tea"})
+        [question] = await h.pending(paused.run_id)
+        with pytest.raises(flowrt.Refused):
+            await h.resume(paused.run_id, call=question.call, reply=7, detach=True)
+        handle = await h.resume(paused.run_id, call=question.call, reply="yes", detach=True)
+        recorded = fact_kinds(tmp_path / "runs", paused.run_id)
+        return recorded, await handle.wait(), handle
+
+    recorded, result, handle = asyncio.run(main())
+    assert recorded[:5] == ["Start", "Call", "Reply", "Call", "Reply"]
+    assert result.output == "answer: yes" and handle.done()
