@@ -5,7 +5,11 @@ Both are thin over the CLI's own functions (`flowrt.run.run`, `flowrt.replay.res
 `fork`, the store's discovery), so a run started here is the run `flow` would record: the API
 adds Python values in and out, typed results, refusals as one exception (`Refused`), a supplied
 reply checked against its call's declared types before it is admitted (`flowrt.reply_check`),
-runs driven in the background (`start(detach=True)`) and their halt. An `AsyncHost` awaits async
+runs driven in the background (`start`/`resume` with `detach=True`) and their halt, a run's open
+calls read from its history (`pending`), and the live feed (`watch`, over `flowrt.watch`). A
+detached resume returns once the history has grown (the reply recorded): `flowrt.replay.resume`
+has no hook for the moment it takes the run, and the history is what every reader trusts. An
+`AsyncHost` awaits async
 Tool callables on the loop that called it (each run is driven on a thread of its own, so the
 loop stays free to serve them); its sync callables run on that thread or the Tool pool's.
 """
