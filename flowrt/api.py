@@ -9,9 +9,9 @@ runs driven in the background (`start`/`resume` with `detach=True`) and their ha
 calls read from its history (`pending`), and the live feed (`watch`, over `flowrt.watch`). A
 detached resume returns once the history has grown (the reply recorded): `flowrt.replay.resume`
 has no hook for the moment it takes the run, and the history is what every reader trusts. An
-`AsyncHost` awaits async
-Tool callables on the loop that called it (each run is driven on a thread of its own, so the
-loop stays free to serve them); its sync callables run on that thread or the Tool pool's.
+`AsyncHost` awaits async Tool callables on the loop that called it (each run is driven on a thread
+of its own, so the loop stays free to serve them); its sync callables run on that thread or the
+Tool pool's.
 """
 
 from __future__ import annotations
@@ -185,8 +185,8 @@ class Host:
         `flowrt.not_run(text)`, `flowrt.unknown(text)`; or an outcome dict). A reply that does not
         decode against the call's declared types is refused (`Refused` with `path` and `schema`):
         nothing is recorded and the call stays open. With `detach=True` the reply is checked here
-        (a refusal raised here) and a `RunHandle` returned once the resume has recorded its first
-        fact (the reply) or finished, while the run goes on in a thread."""
+        (a refusal raised here) and a `RunHandle` returned once the resume has recorded the reply
+        (without one: once it holds the run) or finished, while the run goes on in a thread."""
         if detach:
             return self._resume_detached(run_id, call, reply, resend, allow, self.tools)
         return self._resume(run_id, call, reply, resend, allow, self.tools, threading.Event())
@@ -240,13 +240,18 @@ class Host:
         with self._open(run_id) as seen:
             before = len(seen)
             thread.start()
-            while thread.is_alive() and not self._grew(seen, run_id, before):
+            while thread.is_alive() and not self._taken(seen, run_id, before, answered=reply_text is not None):
                 thread.join(TICK)
         if not thread.is_alive() and "error" in box:
             raise box["error"]  # refused: nothing was recorded
         return RunHandle(run_id, thread, box, halt)
 
-    def _grew(self, seen: Any, run_id: str, before: int) -> bool:
+    def _taken(self, seen: Any, run_id: str, before: int, *, answered: bool) -> bool:
+        """Whether the resume has visibly taken the run: its history grew (the reply is the first
+        fact an answer records), or, for a resume that answers nothing (resending calls whose
+        replies may be long in coming), the run is held for appending."""
+        if not answered and seen.appender_active():
+            return True
         new = seen.refresh()
         if new is None:  # this store cannot read on: count afresh
             with self._open(run_id) as again:

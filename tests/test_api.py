@@ -590,3 +590,23 @@ def test_an_async_detached_resume_checks_the_reply_then_goes_on_in_the_backgroun
     recorded, result, handle = asyncio.run(main())
     assert recorded[:5] == ["Start", "Call", "Reply", "Call", "Reply"]
     assert result.output == "answer: yes" and handle.done()
+
+
+def test_a_detached_resume_that_resends_returns_while_the_resent_call_is_out(tmp_path):
+    ask, asked, gate = _gated()
+    h = host(tmp_path, ask)
+    handle = h.start(ASK, {"topic": "tea"}, detach=True)
+    assert asked.wait(30)
+    h.halt(handle.run_id)
+    gate.set()
+    halted = handle.wait(timeout=60)
+    assert halted.status == "halted"
+    [call] = [f.call for f in h.history(halted.run_id, kinds=["Call"]).facts if f.tool == "ask.ask"]
+    asked.clear()
+    gate.clear()
+    resumed = h.resume(halted.run_id, resend=[call], detach=True)
+    try:
+        assert asked.wait(30) and not resumed.done()  # back before the resent call's reply
+    finally:
+        gate.set()
+    assert resumed.wait(timeout=60).output == "answer: late"
