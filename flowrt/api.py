@@ -5,9 +5,13 @@ Both are thin over the CLI's own functions (`flowrt.run.run`, `flowrt.replay.res
 `fork`, the store's discovery), so a run started here is the run `flow` would record: the API
 adds Python values in and out, typed results, refusals as one exception (`Refused`), a supplied
 reply checked against its call's declared types before it is admitted (`flowrt.reply_check`),
-runs driven in the background (`start(detach=True)`) and their halt. An `AsyncHost` awaits async
-Tool callables on the loop that called it (each run is driven on a thread of its own, so the
-loop stays free to serve them); its sync callables run on that thread or the Tool pool's.
+runs driven in the background (`start`/`resume` with `detach=True`) and their halt, a run's open
+calls read from its history (`pending`), and the live feed (`watch`, over `flowrt.watch`). A
+detached resume returns once the history has grown (the reply recorded): `flowrt.replay.resume`
+has no hook for the moment it takes the run, and the history is what every reader trusts. An
+`AsyncHost` awaits async Tool callables on the loop that called it (each run is driven on a thread
+of its own, so the loop stays free to serve them); its sync callables run on that thread or the
+Tool pool's.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import concurrent.futures
 import functools
 import inspect
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from flowdata import canonical
 from flowrt.api_results import (
-    HistoryPage, ReplayResult, Refused, RunResult, RunsPage, fact_of, refused_from, run_info, run_result,
+    HistoryPage, HoleValue, PendingCall, ReplayResult, Refused, RunResult, RunsPage, fact_of, refused_from, run_info,
+    run_result,
 )
 from flowrt.api_values import to_json
 
@@ -172,26 +178,37 @@ class Host:
     # -- continuing, checking, forking -------------------------------------------------------
 
     def resume(self, run_id: str, *, call: str | None = None, reply: Any = _NO_REPLY,
-               resend: Iterable[str] = (), allow: bool | None = None) -> RunResult:
+               resend: Iterable[str] = (), allow: bool | None = None,
+               detach: bool = False) -> RunResult | RunHandle:
         """Continue a paused, halted or crashed run. `call` and `reply` answer one pending call:
         `reply` is what a Tool callable would return (a value, meaning Ok(value); `flowrt.failed(e)`,
         `flowrt.not_run(text)`, `flowrt.unknown(text)`; or an outcome dict). A reply that does not
         decode against the call's declared types is refused (`Refused` with `path` and `schema`):
-        nothing is recorded and the call stays open."""
+        nothing is recorded and the call stays open. With `detach=True` the reply is checked here
+        (a refusal raised here) and a `RunHandle` returned once the resume has recorded the reply
+        (without one: once it holds the run) or finished, while the run goes on in a thread."""
+        if detach:
+            return self._resume_detached(run_id, call, reply, resend, allow, self.tools)
         return self._resume(run_id, call, reply, resend, allow, self.tools, threading.Event())
 
     def _resume(self, run_id: str, call: str | None, reply: Any, resend: Iterable[str], allow: bool | None,
                 tools: Mapping[str, Callable[..., Any]], halt: threading.Event) -> RunResult:
-        from flowrt.replay import resume
+        reply_text = self._reply_text(run_id, call, reply)
+        return self._drive_resume(run_id, call, reply_text, resend, allow, tools, halt)
 
-        reply_text = None
+    def _reply_text(self, run_id: str, call: str | None, reply: Any) -> str | None:
         if call is not None:
             if reply is _NO_REPLY:
                 raise Refused(f"answering call {call} needs a reply")
-            outcome_json = self._checked_reply(run_id, call, reply)
-            reply_text = canonical.dumps(outcome_json).decode("utf-8")
-        elif reply is not _NO_REPLY:
+            return canonical.dumps(self._checked_reply(run_id, call, reply)).decode("utf-8")
+        if reply is not _NO_REPLY:
             raise Refused("a reply needs the call it answers (call=...)")
+        return None
+
+    def _drive_resume(self, run_id: str, call: str | None, reply_text: str | None, resend: Iterable[str],
+                      allow: bool | None, tools: Mapping[str, Callable[..., Any]], halt: threading.Event) -> RunResult:
+        from flowrt.replay import resume
+
         with self._lock:
             self._live[run_id] = halt
         try:
@@ -203,6 +220,76 @@ class Host:
                 if self._live.get(run_id) is halt:
                     del self._live[run_id]
         return self._result(outcome)
+
+    def _resume_detached(self, run_id: str, call: str | None, reply: Any, resend: Iterable[str],
+                         allow: bool | None, tools: Mapping[str, Callable[..., Any]]) -> RunHandle:
+        """The resume on a thread of its own, returned once the history has grown past what it
+        was (the resume took the run and recorded something) or the resume finished: an
+        application that answers a question can show the answer recorded, or the refusal."""
+        reply_text = self._reply_text(run_id, call, reply)
+        halt = threading.Event()
+        box: dict = {}
+
+        def work() -> None:
+            try:
+                box["result"] = self._drive_resume(run_id, call, reply_text, resend, allow, tools, halt)
+            except BaseException as problem:  # handed to whoever waits (a refusal, a bug)
+                box["error"] = problem
+
+        thread = threading.Thread(target=work, name="flow resume", daemon=True)
+        with self._open(run_id) as seen:
+            before = len(seen)
+            thread.start()
+            while thread.is_alive() and not self._taken(seen, run_id, before, answered=reply_text is not None):
+                thread.join(TICK)
+        if not thread.is_alive() and "error" in box:
+            raise box["error"]  # refused: nothing was recorded
+        return RunHandle(run_id, thread, box, halt)
+
+    def _taken(self, seen: Any, run_id: str, before: int, *, answered: bool) -> bool:
+        """Whether the resume has visibly taken the run: its history grew (the reply is the first
+        fact an answer records), or, for a resume that answers nothing (resending calls whose
+        replies may be long in coming), the run is held for appending."""
+        if not answered and seen.appender_active():
+            return True
+        new = seen.refresh()
+        if new is None:  # this store cannot read on: count afresh
+            with self._open(run_id) as again:
+                return len(again) > before
+        return len(seen) > before
+
+    def pending(self, run_id: str) -> tuple[PendingCall, ...]:
+        """The calls the run waits on (a Call with no Reply that no Stop closed; on a running run,
+        the calls out now), by call id, each with its recorded arguments and the JSON Schema of the
+        outcome it expects: what a person answering needs, whoever started or paused the run.
+        Empty for an ended run. `schema` is `{}` (anything) when the recorded program no longer
+        checks here; a damaged history raises `flowrt.store.StorageError`."""
+        from flowrt.refusal import Refused as NotChecking
+        from flowrt.replay import open_calls, recorded_program
+        from flowrt.reply_check import call_types
+        from flowrt.store import Hole
+
+        with self._open(run_id) as store:
+            if store.ended:
+                return ()
+            facts = {f["call"]: f for f in store.facts() if f["kind"] == "Call"}
+            calls = sorted(c for c in open_calls(store) if c in facts)
+            if not calls:
+                return ()
+            try:
+                tools = recorded_program(store)[0].tools
+            except NotChecking:
+                tools = None
+            out = []
+            for call in calls:
+                fact = facts[call]
+                try:
+                    arguments = store.value(fact, "arguments")
+                except Hole as hole:
+                    arguments = HoleValue(hole.hash)
+                schema = call_types(store, call, tools)[1].outcome_schema if tools is not None else {}
+                out.append(PendingCall(call, fact["tool"], arguments, schema))
+            return tuple(out)
 
     def _checked_reply(self, run_id: str, call: str, reply: Any) -> Any:
         """The reply's outcome JSON, written by the call's declared types and checked against
@@ -321,12 +408,65 @@ class Host:
         page = open_store(self.location).scan(limit=limit, after=after)
         return RunsPage(tuple(run_info(r) for r in page["runs"]), page.get("nextAfter"), tuple(page["problems"]))
 
-    def watch(self, run_id: str, *, poll: float = 0.05, timeout: float | None = None) -> Iterator[dict]:
-        """The run's facts as they are accepted, whichever process writes them, ending at End,
-        a pause or a halt (`flowrt.watch.watch_run`)."""
-        from flowrt.watch import watch_run
+    def watch(self, run_id: str, *, after: int = 0, poll: float = 0.05, timeout: float | None = None) -> "Watch":
+        """The run's facts after fact `after` (each as `flow history --json` shows it, with
+        `acceptedAt` where known) as they are accepted, whichever process writes them, ending at
+        End, a pause, a halt or a crash (`flowrt.watch`); `Watch.ending` then says which.
+        TimeoutError when `timeout` seconds pass first. An absent run is refused here."""
+        _check_watch(after, poll, timeout)
+        return Watch(self._watch_of(run_id, after), poll, timeout)
 
-        return watch_run(self.location, run_id, poll=poll, timeout=timeout)
+    def _watch_of(self, run_id: str, after: int) -> Any:
+        from flowrt.store import StorageError
+        from flowrt.watch import RunWatch
+
+        try:
+            return RunWatch(self.location, run_id, since=after)
+        except StorageError:
+            raise
+        except Exception as problem:  # RunNotFound, an invalid id
+            raise Refused(str(problem)) from None
+
+
+class Watch:
+    """An iterator over a run's facts as they are accepted (`Host.watch`). Once it is exhausted,
+    `ending` is why it ended (`ended`, `paused`, `halted`, `crashed`, or `unknown`: nobody holds
+    the run and it recorded no decision) and `head` the number of the last fact read, the `after`
+    of a later watch. `close()` (or a `with` block) lets go of the run early."""
+
+    def __init__(self, watch: Any, poll: float, timeout: float | None) -> None:
+        from flowrt.watch import follow
+
+        self._watch = watch
+        self._rows = follow(watch, poll=poll, timeout=timeout)
+
+    @property
+    def ending(self) -> str | None:
+        return self._watch.ending
+
+    @property
+    def head(self) -> int:
+        return self._watch.head_n
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> dict:
+        try:
+            return next(self._rows)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._rows.close()
+        self._watch.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class AsyncHost:
@@ -374,8 +514,12 @@ class AsyncHost:
         return AsyncRunHandle(started.result(), done, halt)
 
     async def resume(self, run_id: str, *, call: str | None = None, reply: Any = _NO_REPLY,
-                     resend: Iterable[str] = (), allow: bool | None = None) -> RunResult:
+                     resend: Iterable[str] = (), allow: bool | None = None,
+                     detach: bool = False) -> RunResult | "AsyncRunHandle":
         tools = _on_loop(self.host.tools, asyncio.get_running_loop())
+        if detach:
+            handle = await _in_thread(lambda: self.host._resume_detached(run_id, call, reply, resend, allow, tools))
+            return AsyncRunHandle(run_id, asyncio.ensure_future(_in_thread(handle.wait)), handle._halt)
         halt = threading.Event()
         return await _in_thread(lambda: self.host._resume(run_id, call, reply, resend, allow, tools, halt), halt)
 
@@ -397,11 +541,15 @@ class AsyncHost:
     def halt(self, run_id: str) -> None:
         self.host.halt(run_id)
 
-    def watch(self, run_id: str, *, poll: float = 0.05, timeout: float | None = None) -> AsyncIterator[dict]:
-        """`async for fact in host.watch(run_id)` (`flowrt.watch.watch_run_async`)."""
-        from flowrt.watch import watch_run_async
+    def watch(self, run_id: str, *, after: int = 0, poll: float = 0.05,
+              timeout: float | None = None) -> AsyncIterator[dict]:
+        """`async for fact in host.watch(run_id)`: `Host.watch`, its reads on a worker thread and
+        its waits on the loop (an absent run is refused at the first step)."""
+        _check_watch(after, poll, timeout)
+        return _watch_async(self.host, run_id, after, poll, timeout)
 
-        return watch_run_async(self.host.location, run_id, poll=poll, timeout=timeout)
+    async def pending(self, run_id: str) -> tuple[PendingCall, ...]:
+        return await _in_thread(lambda: self.host.pending(run_id))
 
 
 class AsyncRunHandle:
@@ -423,6 +571,36 @@ class AsyncRunHandle:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+def _check_watch(after: Any, poll: Any, timeout: Any) -> None:
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValueError("after is a fact number >= 0")
+    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not poll > 0:
+        raise ValueError("poll is a number of seconds > 0")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+        raise ValueError("timeout is None or a number of seconds >= 0")
+
+
+async def _watch_async(host: Host, run_id: str, after: int, poll: float, timeout: float | None) -> AsyncIterator[dict]:
+    """`flowrt.watch.follow` on the loop: each read on a worker thread, each wait an asyncio sleep."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    watch = await asyncio.to_thread(host._watch_of, run_id, after)
+    try:
+        while True:
+            for row in await asyncio.to_thread(watch.step):
+                yield row
+            if watch.done:
+                return
+            wait = poll
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"run {run_id} did not end, pause or halt within {timeout} s")
+                wait = min(poll, left)
+            await asyncio.sleep(wait)
+    finally:
+        watch.close()
 
 
 def _input_text(input: Mapping[str, Any] | str | None) -> str:

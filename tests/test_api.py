@@ -407,3 +407,206 @@ def test_an_async_detached_start_raises_its_refusal(tmp_path):
         asyncio.run(main())
     assert refused.value.diagnostics[0].code == "binding-failed"
 
+
+
+# ---- watch: the live feed -------------------------------------------------------------------------
+
+
+def _gated():
+    """An ask Tool that waits for `gate` (set by the test), saying when it was asked."""
+    asked, gate = threading.Event(), threading.Event()
+
+    def ask(question):
+        asked.set()
+        gate.wait(30)
+        return "late"
+
+    return ask, asked, gate
+
+
+def _follow_in_thread(watch):
+    """Iterate `watch` on another thread; `seen_call` is set once the ask.ask Call has come."""
+    rows: list = []
+    seen_call = threading.Event()
+    box: dict = {}
+
+    def follow():
+        try:
+            for row in watch:
+                rows.append(row)
+                if row["kind"] == "Call" and row.get("tool") == "ask.ask":
+                    seen_call.set()
+        except BaseException as problem:  # handed to the test
+            box["error"] = problem
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    return thread, rows, seen_call, box
+
+
+def test_watch_from_another_thread_gives_each_fact_as_the_run_goes_on_to_its_end(tmp_path):
+    ask, asked, gate = _gated()
+    h = host(tmp_path, ask)
+    handle = h.start(ASK, {"topic": "tea"}, detach=True)
+    watch = h.watch(handle.run_id, timeout=60)
+    thread, rows, seen_call, box = _follow_in_thread(watch)
+    assert seen_call.wait(30)
+    # The Call has come while the Tool still holds the run: the feed is live, not the history after.
+    assert not handle.done() and [r["kind"] for r in rows] == ["Start", "Call", "Reply", "Call"]
+    gate.set()
+    thread.join(60)
+    assert not thread.is_alive() and "error" not in box
+    assert handle.wait(timeout=60).status == "completed"
+    assert [r["kind"] for r in rows] == fact_kinds(tmp_path / "runs", handle.run_id)
+    assert [r["n"] for r in rows] == list(range(1, len(rows) + 1))
+    assert watch.ending == "ended" and watch.head == len(rows)
+    # Rows as `flow history --json` shows facts (their times where the store has them yet).
+    assert rows[1]["tool"] == "ask.note" and rows[0]["summary"].startswith("program=")
+
+
+def test_watch_ends_at_a_pause_whether_it_began_before_or_after(tmp_path):
+    h = host(tmp_path, lambda question: flowrt.PENDING)
+    handle = h.start(ASK, {"topic": "tea"}, detach=True)
+    watch = h.watch(handle.run_id, timeout=60)
+    assert [r["kind"] for r in watch] == ["Start", "Call", "Reply", "Call"] and watch.ending == "paused"
+    paused = handle.wait(timeout=60)
+    assert paused.status == "paused"
+    again = h.watch(paused.run_id, timeout=60)
+    assert [r["kind"] for r in again] == ["Start", "Call", "Reply", "Call"] and again.ending == "paused"
+    # `after`: only what comes after a fact already seen (a feed reconnecting).
+    assert list(h.watch(paused.run_id, after=3, timeout=60))[0]["n"] == 4
+    assert list(h.watch(paused.run_id, after=4, timeout=60)) == []
+
+
+def test_watch_ends_at_a_halt(tmp_path):
+    ask, asked, gate = _gated()
+    h = host(tmp_path, ask)
+    handle = h.start(ASK, {"topic": "tea"}, detach=True)
+    thread, rows, seen_call, box = _follow_in_thread(h.watch(handle.run_id, timeout=60))
+    assert asked.wait(30) and seen_call.wait(30)
+    h.halt(handle.run_id)
+    gate.set()
+    assert handle.wait(timeout=60).status == "halted"
+    thread.join(60)
+    assert not thread.is_alive() and "error" not in box
+    assert [r["kind"] for r in rows] == fact_kinds(tmp_path / "runs", handle.run_id)
+    assert rows[-1]["kind"] != "End"
+
+
+def test_watch_times_out_while_the_run_goes_on_and_refuses_what_it_cannot_follow(tmp_path):
+    ask, asked, gate = _gated()
+    h = host(tmp_path, ask)
+    handle = h.start(ASK, {"topic": "tea"}, detach=True)
+    try:
+        assert asked.wait(30)
+        rows = []
+        with pytest.raises(TimeoutError, match="did not end, pause or halt"):
+            for row in h.watch(handle.run_id, timeout=0.3):
+                rows.append(row)
+        assert rows[0]["kind"] == "Start"  # what was there came before the timeout
+    finally:
+        gate.set()
+    assert handle.wait(timeout=60).status == "completed"
+    with pytest.raises(flowrt.Refused):
+        h.watch("run-20260101-000000-abcdef")
+    for bad in ({"poll": 0}, {"timeout": -1}, {"after": -1}):
+        with pytest.raises(ValueError):
+            h.watch(handle.run_id, **bad)
+
+
+def test_async_watch_follows_a_run_on_the_loop_to_its_end(tmp_path):
+    async def main():
+        gate = asyncio.Event()
+
+        async def ask(question):
+            await gate.wait()
+            return "later"
+
+        h = host(tmp_path, ask, cls=flowrt.AsyncHost)
+        handle = await h.start(ASK, {"topic": "tea"}, detach=True)
+        kinds = []
+        async for row in h.watch(handle.run_id, timeout=60):
+            kinds.append(row["kind"])
+            if row["kind"] == "Call" and row.get("tool") == "ask.ask":
+                assert not handle.done()
+                gate.set()  # the loop is free while the watch waits: the Tool can be answered
+        result = await handle.wait()
+        with pytest.raises(flowrt.Refused):
+            async for _ in h.watch("run-20260101-000000-abcdef"):
+                pass
+        return kinds, result
+
+    kinds, result = asyncio.run(main())
+    assert kinds == fact_kinds(tmp_path / "runs", result.run_id) and kinds[-1] == "End"
+    assert result.output == "answer: later"
+
+
+# ---- pending and detached resume ------------------------------------------------------------------
+
+
+def test_pending_reads_the_open_calls_of_a_run_from_its_history(tmp_path):
+    h = host(tmp_path, lambda question: flowrt.PENDING)
+    paused = h.run(ASK, {"topic": "tea"})
+    # Another host (an application restarted, or one that did not start the run) reads the same.
+    other = flowrt.Host(runs=str(tmp_path / "runs"))
+    assert other.pending(paused.run_id) == paused.pending
+    [question] = paused.pending
+    assert question.tool == "ask.ask" and question.arguments == {"question": "What about tea?"}
+    assert question.schema["oneOf"][0]["required"] == ["Ok"]
+    h.resume(paused.run_id, call=question.call, reply="yes")
+    assert other.pending(paused.run_id) == ()
+    with pytest.raises(flowrt.Refused):
+        other.pending("run-20260101-000000-abcdef")
+
+
+def test_a_detached_resume_returns_once_the_reply_is_recorded(tmp_path):
+    ask, asked, gate = _gated()
+    answers = iter([flowrt.PENDING])
+    h = host(tmp_path, lambda question: next(answers))
+    paused = h.run(ASK, {"topic": "tea"})
+    [question] = paused.pending
+    with pytest.raises(flowrt.Refused):  # the reply is checked before the handle
+        h.resume(paused.run_id, call=question.call, reply=7, detach=True)
+    with pytest.raises(flowrt.Refused):  # and so is the call it answers
+        h.resume(paused.run_id, call="root#9", reply="x", detach=True)
+    handle = h.resume(paused.run_id, call=question.call, reply="yes", detach=True)
+    assert handle.run_id == paused.run_id
+    assert "Reply" in fact_kinds(tmp_path / "runs", paused.run_id)[4:]
+    assert handle.wait(timeout=60).output == "answer: yes" and handle.done()
+
+
+def test_an_async_detached_resume_checks_the_reply_then_goes_on_in_the_background(tmp_path):
+    async def main():
+        answers = iter([flowrt.PENDING])
+        h = host(tmp_path, lambda question: next(answers), cls=flowrt.AsyncHost)
+        paused = await h.run(ASK, {"topic": "tea"})
+        [question] = await h.pending(paused.run_id)
+        with pytest.raises(flowrt.Refused):
+            await h.resume(paused.run_id, call=question.call, reply=7, detach=True)
+        handle = await h.resume(paused.run_id, call=question.call, reply="yes", detach=True)
+        recorded = fact_kinds(tmp_path / "runs", paused.run_id)
+        return recorded, await handle.wait(), handle
+
+    recorded, result, handle = asyncio.run(main())
+    assert recorded[:5] == ["Start", "Call", "Reply", "Call", "Reply"]
+    assert result.output == "answer: yes" and handle.done()
+
+
+def test_a_detached_resume_that_resends_returns_while_the_resent_call_is_out(tmp_path):
+    ask, asked, gate = _gated()
+    h = host(tmp_path, ask)
+    handle = h.start(ASK, {"topic": "tea"}, detach=True)
+    assert asked.wait(30)
+    h.halt(handle.run_id)
+    gate.set()
+    halted = handle.wait(timeout=60)
+    assert halted.status == "halted"
+    [call] = [f.call for f in h.history(halted.run_id, kinds=["Call"]).facts if f.tool == "ask.ask"]
+    asked.clear()
+    gate.clear()
+    resumed = h.resume(halted.run_id, resend=[call], detach=True)
+    try:
+        assert asked.wait(30) and not resumed.done()  # back before the resent call's reply
+    finally:
+        gate.set()
+    assert resumed.wait(timeout=60).output == "answer: late"

@@ -1,7 +1,9 @@
 """examples/webapp end to end through HTTP: the server as a process on 127.0.0.1 at a free port;
 start an expense approval from the form, see it paused in the list with its question, stream its
 facts, answer it with the form, and see it complete with its facts; a small expense completes
-without a question; bad forms are refused and change nothing."""
+without a question; bad forms are refused and change nothing; a run started at the terminal is
+answered here; a stream reconnects after its last fact. The application uses flowrt's public API
+only (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -184,3 +186,57 @@ def test_an_unknown_run_is_404(server):
         with pytest.raises(urllib.error.HTTPError) as raised:
             urllib.request.urlopen(server + path, timeout=BOUND)
         assert raised.value.code == 404
+
+
+def events_after(url: str, last: int) -> list[tuple[str, dict]]:
+    """`events`, as an EventSource reconnecting after fact `last` asks for them."""
+    out = []
+    request = urllib.request.Request(url, headers={"Last-Event-ID": str(last)})
+    with urllib.request.urlopen(request, timeout=BOUND) as response:
+        kind = None
+        for raw in response:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                kind = line[len("event: "):]
+            elif line.startswith("data: "):
+                out.append((kind, json.loads(line[len("data: "):])))
+    return out
+
+
+def test_a_run_paused_at_the_terminal_is_answered_here_and_a_stream_reconnects_after_its_last_fact(server, tmp_path):
+    """A run this application did not start (`flow run` in another process): its question comes
+    from the history (`Host.pending`), the form answers it, and a stream that reconnects with
+    `Last-Event-ID` goes on after the fact it names."""
+    expense = {"id": "cli-1", "who": "Di", "cents": 250000, "reason": "a printer"}
+    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "run", str(ROOT / "examples" / "approval" / "main.flow"),
+                           "--runs", str(tmp_path / "runs"), "--input", json.dumps({"expense": expense}), "--allow"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=BOUND,
+                          env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")})
+    assert done.returncode == 3, done.stderr
+    [row] = get_json(server + "/api/runs")["runs"]
+    [question] = row["pending"]
+    assert row["state"] == "paused" and question["question"] == "Di asks 2500.00 EUR for a printer"
+
+    status, _, _ = post(f"{server}/runs/{row['run']}/answer", {"call": question["call"], "decision": "No",
+                                                                "note": "use the shared one"})
+    assert status == 303
+    finished = wait_for(f"{server}/api/runs/{row['run']}", "completed")
+    assert finished["output"] == {"Rejected": "use the shared one"}
+    streamed = events_after(f"{server}/runs/{row['run']}/events", 2)
+    facts = [data for kind, data in streamed if kind == "fact"]
+    assert [f["n"] for f in facts] == list(range(3, finished["facts"] + 1)) and facts[-1]["kind"] == "End"
+    assert streamed[-1][0] == "state" and streamed[-1][1]["state"] == "completed"
+
+
+def test_the_application_uses_only_the_public_api():
+    import ast
+    import re
+
+    imported = set()
+    for node in ast.walk(ast.parse(APP.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names if alias.name.startswith("flow"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flow"):
+            imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+    assert imported == {"flowrt", "flowrt.store.StorageError"}
+    assert re.findall(r"(?<!self)\._[a-z]\w*", APP.read_text(encoding="utf-8")) == []  # no private members

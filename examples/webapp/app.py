@@ -3,8 +3,9 @@ show a paused run's question, take the answer from a form, and stream each run's
 
     python examples/webapp/app.py [--port 8080] [--runs DIR] [--program examples/approval/main.flow]
 
-The standard library only (http.server, threaded). Runs are driven on worker threads through
-flowrt's Python functions (`flowrt.run.run`, `flowrt.replay.resume`); the history is the state:
+The standard library and flowrt's public API only (docs/api.md): runs are started and answered
+in the background (`Host.start` / `Host.resume` with `detach=True`), listed with `Host.runs`, read
+with `Host.history` and `Host.pending`, and streamed with `Host.watch`. The history is the state:
 the pages read it from the run store every time, so a run started or answered from the command
 line (`flow resume`) shows up here exactly as one started here.
 """
@@ -12,6 +13,7 @@ line (`flow resume`) shows up here exactly as one started here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import html
 import importlib.util
 import json
@@ -25,17 +27,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from flowdata import canonical
-from flowrt.replay import open_calls, resume
-from flowrt.run import run
-from flowrt.store import RunNotFound, StorageError, open_store
+import flowrt
+from flowrt.store import StorageError
 
 HERE = Path(__file__).resolve().parent
 APPROVAL = HERE.parent / "approval" / "main.flow"
 RUN_ID = re.compile(r"^run-[0-9A-Za-z-]+$")
-START_WAIT = 60.0  # seconds a POST waits for its run's Start (the check and the sandbox's start)
-STREAM_TICK = 0.1  # seconds between looks at a streamed run's history
+STREAM_TICK = 0.1  # seconds between looks, while a streamed run waits, at whether it goes on
 STREAM_LIMIT = 600.0  # an event stream ends after this long; the page's EventSource reconnects
+PAGE = 100  # facts per history page read
 
 
 def ledger_tools() -> dict:
@@ -47,128 +47,107 @@ def ledger_tools() -> dict:
 
 
 class Runs:
-    """The runs this application drives, and what it reads of any run in the store."""
+    """The runs this application drives (their `RunHandle`s), and what it reads of any run in
+    the store, through `flowrt.Host` only."""
 
     def __init__(self, program: Path, runs_dir: str) -> None:
         self.program = program
-        self.runs_dir = runs_dir
-        self.tools = ledger_tools()
+        self.host = flowrt.Host(ledger_tools(), runs=runs_dir)
         self.lock = threading.Lock()
-        self.driving: set[str] = set()  # run ids a worker thread is running or resuming now
+        self.driving: dict[str, flowrt.RunHandle] = {}  # run id -> the handle of a run or resume going on
+        self.answering: set[str] = set()  # run ids an answer is being admitted for now
         self.failures: dict[str, str] = {}  # run id -> why the host could not drive it
 
     # -- driving
 
     def start(self, expense: dict) -> tuple[str | None, str | None]:
-        """Start a run on a worker thread; returns (run id, None) once its Start is recorded, or
-        (None, why) when it was refused."""
-        started = threading.Event()
-        box: dict = {}
-
-        def on_start(run_id: str, _fact: dict) -> None:
-            with self.lock:
-                self.driving.add(run_id)
-            box["run"] = run_id
-            started.set()
-
-        def work() -> None:
-            try:
-                outcome = flowrt_run(self, expense, on_start)
-                box["outcome"] = outcome
-            except Exception as problem:  # noqa: BLE001 - reported to the page, never swallowed
-                box["error"] = f"{type(problem).__name__}: {problem}"
-            finally:
-                with self.lock:
-                    self.driving.discard(box.get("run", ""))
-                    if "error" in box and "run" in box:
-                        self.failures[box["run"]] = box["error"]
-                started.set()
-
-        threading.Thread(target=work, name="flow-run", daemon=True).start()
-        if not started.wait(START_WAIT):
-            return None, "the run did not start in time"
-        if "run" in box:
-            return box["run"], None
-        outcome = box.get("outcome")
-        if outcome is not None:
-            why = outcome.message or "; ".join(d.message for d in outcome.diagnostics) or f"exit {outcome.exit_code}"
-            return None, why
-        return None, box.get("error", "the run did not start")
-
-    def answer(self, run_id: str, call: str, reply: dict) -> str | None:
-        """Resume `run_id` with `reply` for `call` on a worker thread; None, or why not."""
-        with self.lock:
-            if run_id in self.driving:
-                return "the run is running; answer it once it pauses"
-            self.driving.add(run_id)
+        """Start a run in the background; (run id, None) once its Start is recorded, or (None,
+        why) when it was refused."""
         try:
-            pending = self.pending(run_id)
-        except (StorageError, RunNotFound) as problem:
-            with self.lock:
-                self.driving.discard(run_id)
+            started = self.host.start(str(self.program), {"expense": expense}, detach=True)
+        except flowrt.Refused as refused:
+            return None, refused.message
+        if isinstance(started, flowrt.RunResult):  # ended before its Start: a storage failure
+            return None, started.message or started.status
+        with self.lock:
+            self.driving[started.run_id] = started
+        return started.run_id, None
+
+    def answer(self, run_id: str, call: str, decision: str, note: str) -> str | None:
+        """Resume `run_id` in the background, answering `call`; None once the answer is
+        recorded, or why it was not."""
+        with self.lock:
+            if self._running(run_id) or run_id in self.answering:
+                return "the run is running; answer it once it pauses"
+            self.answering.add(run_id)
+        handle = None
+        try:
+            if call not in {p.call for p in self.host.pending(run_id)}:
+                return f"call {call} is not open in {run_id}"
+            handle = self.host.resume(run_id, call=call, reply=flowrt.Variant(decision, note), detach=True)
+            return None
+        except flowrt.Refused as refused:  # the reply does not fit, the run is held elsewhere, ...
+            return refused.message
+        except StorageError as problem:
             return f"cannot read {run_id}: {problem}"
-        if call not in {p["call"] for p in pending}:
+        finally:
             with self.lock:
-                self.driving.discard(run_id)
-            return f"call {call} is not open in {run_id}"
+                self.answering.discard(run_id)
+                if handle is not None:
+                    self.driving[run_id] = handle
+                    self.failures.pop(run_id, None)
 
-        def work() -> None:
-            failure = "the resume stopped"  # until it returns
-            try:
-                outcome = resume(self.runs_dir, run_id, call=call, reply_text=json.dumps(reply),
-                                 python_tools=self.tools)
-                failure = (outcome.message or "the reply was refused") if outcome.exit_code == 2 else None
-            except Exception as problem:  # noqa: BLE001 - reported to the page, never swallowed
-                failure = f"{type(problem).__name__}: {problem}"
-            finally:
-                with self.lock:
-                    self.driving.discard(run_id)
-                    if failure is not None:
-                        self.failures[run_id] = failure
-                    else:
-                        self.failures.pop(run_id, None)
-
-        threading.Thread(target=work, name="flow-resume", daemon=True).start()
-        return None
+    def _running(self, run_id: str) -> bool:
+        """Whether a run or resume this application drives is going on (under `lock`); a finished
+        one is let go of, its failure kept for the page."""
+        handle = self.driving.get(run_id)
+        if handle is None:
+            return False
+        if not handle.done():
+            return True
+        del self.driving[run_id]
+        try:
+            result = handle.wait(0)
+            if result.status == "storage-failure":
+                self.failures[run_id] = result.message or "storage failure"
+        except Exception as problem:  # noqa: BLE001 - reported to the page, never swallowed
+            self.failures[run_id] = f"{type(problem).__name__}: {problem}"
+        return False
 
     # -- reading
 
     def facts(self, run_id: str) -> list[dict]:
-        store = open_store(self.runs_dir).open(run_id, for_append=False)
-        try:
-            return list(store.facts())
-        finally:
-            store.close()
+        """The whole history, page by page, each fact as JSON data."""
+        out: list[dict] = []
+        after: int | None = 0
+        while after is not None:
+            page = self.host.history(run_id, after=after, limit=PAGE)
+            out.extend(fact_data(f) for f in page.facts)
+            after = page.next_after
+        return out
 
     def pending(self, run_id: str) -> list[dict]:
         """The open calls of a run, each with its question when the Tool asks one."""
-        store = open_store(self.runs_dir).open(run_id, for_append=False)
-        try:
-            if store.ended:
-                return []
-            calls = {f["call"]: f for f in store.facts() if f["kind"] == "Call"}
-            out = []
-            for call_id in open_calls(store):
-                fact = calls.get(call_id, {})
-                arguments = fact.get("arguments") if isinstance(fact.get("arguments"), dict) else {}
-                out.append({"call": call_id, "tool": fact.get("tool"), "question": arguments.get("question")})
-            return out
-        finally:
-            store.close()
+        rows = []
+        for p in self.host.pending(run_id):
+            arguments = p.arguments if isinstance(p.arguments, dict) else {}
+            rows.append({"call": p.call, "tool": p.tool, "question": arguments.get("question")})
+        return rows
 
     def summary(self, run_id: str) -> dict:
-        facts = self.facts(run_id)
+        ends = self.host.history(run_id, kinds=["Start", "End"])
         with self.lock:
-            running = run_id in self.driving
+            running = self._running(run_id)
             failure = self.failures.get(run_id)
-        last = facts[-1] if facts else {}
-        row = {"run": run_id, "facts": len(facts), "input": facts[0].get("input") if facts else None,
+        start = ends.facts[0] if ends.facts and ends.facts[0].kind == "Start" else None
+        row = {"run": run_id, "facts": ends.total, "input": start.input if start else None,
                "pending": [], "output": None, "problem": failure}
-        if last.get("kind") == "End":
-            outcome = last.get("outcome") or {}
+        end = ends.facts[-1] if ends.facts and ends.facts[-1].kind == "End" else None
+        if end is not None:
+            outcome = end.outcome if isinstance(end.outcome, dict) else {}
             row["state"] = "completed" if "Completed" in outcome else "faulted"
             row["output"] = outcome.get("Completed", outcome.get("Faulted"))
-        elif running:
+        elif running or ends.state == "running":  # here, or by another process (`flow resume`)
             row["state"] = "running"
         else:
             row["pending"] = self.pending(run_id)
@@ -176,23 +155,20 @@ class Runs:
         return row
 
     def list(self) -> list[dict]:
-        page = open_store(self.runs_dir).scan(limit=200)
         rows = []
-        for found in page["runs"]:
-            if not found.get("historyPresent", True) or not RUN_ID.match(found["run"]):
+        for found in self.host.runs(limit=200).runs:
+            if found.record == "not-started" or not RUN_ID.match(found.run_id):
                 continue
             try:
-                rows.append(self.summary(found["run"]))
-            except StorageError as problem:
-                rows.append({"run": found["run"], "state": "unreadable", "problem": str(problem)})
+                rows.append(self.summary(found.run_id))
+            except (StorageError, flowrt.Refused) as problem:
+                rows.append({"run": found.run_id, "state": "unreadable", "problem": str(problem)})
         return rows
 
 
-def flowrt_run(runs: Runs, expense: dict, on_start):
-    # flowrt.Host.run has no on_start (the run id is known only when it returns, at the pause):
-    # the function it calls, with the arguments it passes.
-    return run(str(runs.program), input_text=json.dumps({"expense": expense}), runs_dir=runs.runs_dir,
-               python_tools=runs.tools, on_start=on_start)
+def fact_data(fact: flowrt.Fact) -> dict:
+    """A typed fact as the JSON the page shows (a redacted value as its hash)."""
+    return dataclasses.asdict(fact)
 
 
 # ---- HTTP --------------------------------------------------------------------------------------
@@ -220,11 +196,10 @@ class Handler(BaseHTTPRequestHandler):
                     return self.stream(run_id, until_end=parse_qs(urlsplit(self.path).query).get("until") == ["end"])
                 summary = self.runs.summary(run_id)
                 if match.group(1):
-                    return self.send_json({**summary, "history": [json.loads(canonical.dumps(f))
-                                                                  for f in self.runs.facts(run_id)]})
+                    return self.send_json({**summary, "history": self.runs.facts(run_id)})
                 return self.send_html(run_page(summary))
             self.send_error(HTTPStatus.NOT_FOUND)
-        except RunNotFound:
+        except flowrt.Refused:  # no such run
             self.send_json({"error": "no such run"}, HTTPStatus.NOT_FOUND)
         except StorageError as problem:
             self.send_json({"error": f"storage failure: {problem}"}, HTTPStatus.SERVICE_UNAVAILABLE)
@@ -248,7 +223,7 @@ class Handler(BaseHTTPRequestHandler):
             decision = form.get("decision", "")
             if decision not in ("Yes", "No") or not form.get("call"):
                 return self.send_html(error_page("choose Yes or No for an open call"), HTTPStatus.BAD_REQUEST)
-            why = self.runs.answer(run_id, form["call"], {"Ok": {decision: form.get("note", "")}})
+            why = self.runs.answer(run_id, form["call"], decision, form.get("note", ""))
             if why is not None:
                 return self.send_html(error_page(why), HTTPStatus.CONFLICT)
             return self.redirect(f"/runs/{run_id}")
@@ -266,36 +241,48 @@ class Handler(BaseHTTPRequestHandler):
         return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
     def stream(self, run_id: str, until_end: bool = False) -> None:
-        """Server-Sent Events: each fact once it is in the history (whoever wrote it), then a
-        `state` event, ending when the run ends or waits (paused, stopped) with nothing here
+        """Server-Sent Events: each fact as it is accepted (`Host.watch`, whoever writes it), then
+        a `state` event, ending when the run ends or waits (paused, stopped) with nothing here
         driving it; with `?until=end`, only at its End (an answer may come from another process,
-        `flow resume` at a terminal), or after STREAM_LIMIT seconds."""
-        self.runs.facts(run_id)  # a run that is not there is a 404, not an empty stream
+        `flow resume` at a terminal), or after STREAM_LIMIT seconds. A reconnecting EventSource
+        sends `Last-Event-ID`: the stream goes on after that fact."""
+        try:
+            sent = max(0, int(self.headers.get("Last-Event-ID") or 0))
+        except ValueError:
+            sent = 0
+        deadline = time.monotonic() + STREAM_LIMIT
+        watch = self.runs.host.watch(run_id, after=sent, timeout=STREAM_LIMIT)  # Refused: a 404
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        sent = int(self.headers.get("Last-Event-ID") or 0)
-        deadline = time.monotonic() + STREAM_LIMIT
         try:
             while True:
-                # The state first: a fact written after it is read is still sent below, and the
-                # loop ends only on a state read before the facts it was judged with.
+                # The state first, then the facts: a fact accepted after the state was read is
+                # still sent, and the stream ends only on a state read before the facts it sent.
                 summary = self.runs.summary(run_id)
-                facts = self.runs.facts(run_id)
-                for fact in facts[sent:]:
-                    self.wfile.write(b"id: %d\nevent: fact\ndata: " % fact["n"] + canonical.dumps(fact) + b"\n\n")
-                sent = max(sent, len(facts))
-                self.wfile.flush()
+                try:
+                    for fact in watch:
+                        self.wfile.write(b"id: %d\nevent: fact\ndata: %s\n\n" % (fact["n"], json.dumps(fact).encode()))
+                        self.wfile.flush()
+                        sent = fact["n"]
+                except TimeoutError:
+                    pass  # STREAM_LIMIT: the page reconnects
+                # The watch ended at the End, a pause or a halt; the state says whether something
+                # (this application's thread, or another process) still drove the run.
                 finished = summary["state"] in ("completed", "faulted") or \
                     (not until_end and summary["state"] != "running")
-                if finished or time.monotonic() > deadline:
+                left = deadline - time.monotonic()
+                if finished or left <= 0:
                     self.wfile.write(b"event: state\ndata: " + json.dumps(summary).encode() + b"\n\n")
                     self.wfile.flush()
                     return
-                time.sleep(STREAM_TICK)
+                time.sleep(min(STREAM_TICK, left))
+                watch = self.runs.host.watch(run_id, after=sent, timeout=left)
         except (BrokenPipeError, ConnectionResetError):
             return  # the page went away
+        finally:
+            watch.close()
 
     def send_html(self, body: str, status: HTTPStatus = HTTPStatus.OK) -> None:
         self.send_bytes(body.encode("utf-8"), "text/html; charset=utf-8", status)
