@@ -502,6 +502,11 @@ def decimal_text(d: FlowDecimal) -> str:
     if _NEG_SMALL < c < _SMALL:  # the everyday coefficient: str() itself, no int_text call
         if not exp:
             return str(c)  # also "0"
+        if exp < 0:
+            ds = str(c)  # with its sign: a point within the digits is one slice
+            point = len(ds) + exp
+            if point > (c < 0):
+                return f"{ds[:point]}.{ds[point:]}"
         ds = str(-c if c < 0 else c)
     elif not c:
         return "0"

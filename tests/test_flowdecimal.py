@@ -209,3 +209,16 @@ def test_parse_against_the_reference(text):
 ])
 def test_at_the_edges_of_the_inline_paths(make, expected):
     assert _outcome(make) == expected
+
+
+def test_division_by_zero_faults_from_the_runtime():
+    """Compiled `/` and `%` (sandbox/runtime.py) turn a zero divisor into the Flow fault, with
+    the same words as an Int's."""
+    from sandbox.runtime import Fault, rt_ddiv, rt_dmod
+
+    for op, words in ((rt_ddiv, "division by zero"), (rt_dmod, "remainder of a division by zero")):
+        for dividend in (D(0), D("1.5"), D.of(7, EXP_MAX)):
+            with pytest.raises(Fault) as info:
+                op(dividend, D(0))
+            assert (info.value.kind, info.value.message) == ("division-by-zero", words)
+    assert rt_ddiv(D(1), D(8)) == D("0.125") and rt_dmod(D("7.5"), D(2)) == D("1.5")
