@@ -545,19 +545,22 @@ def parse_decimal(text: str) -> FlowDecimal:
     # point, under 41 of them, and an exponent of under 19 digits (so within 64 bits, and the
     # digit limit far off). Anything else takes the full form below, the one authority on what
     # is accepted.
-    body = text[1:] if text[:1] == "-" or text[:1] == "+" else text
-    mantissa, marker, exp_text = body.partition("E")
-    if not marker:
-        mantissa, marker, exp_text = body.partition("e")
+    first = text[:1]
+    body = text[1:] if first == "-" or first == "+" else text
+    if "e" in body or "E" in body:
+        mantissa, _, exp_text = body.replace("E", "e").partition("e")
+    else:
+        mantissa, exp_text = body, None
     whole, _, frac = mantissa.partition(".")
     digits = whole + frac
     if len(digits) < 41 and digits.isdigit() and digits.isascii():
         e = -len(frac)
-        if marker:
-            exp_digits = exp_text[1:] if exp_text[:1] == "-" or exp_text[:1] == "+" else exp_text
+        if exp_text is not None:
+            exp_sign = exp_text[:1]
+            exp_digits = exp_text[1:] if exp_sign == "-" or exp_sign == "+" else exp_text
             if not (len(exp_digits) < 19 and exp_digits.isdigit() and exp_digits.isascii()):
                 e = None  # the full form decides
-            elif exp_text[:1] == "-":
+            elif exp_sign == "-":
                 e -= int(exp_digits)
             else:
                 e += int(exp_digits)
@@ -568,7 +571,7 @@ def parse_decimal(text: str) -> FlowDecimal:
             if not c % 10:
                 c, e = _strip(c, e)
             d = _new(FlowDecimal)
-            d.coef = -c if text[:1] == "-" else c
+            d.coef = -c if first == "-" else c
             d.exp = e
             return d
     m = _DECIMAL_FORM.fullmatch(text) if text.isascii() else None
