@@ -502,7 +502,7 @@ def decimal_text(d: FlowDecimal) -> str:
     if _NEG_SMALL < c < _SMALL:  # the everyday coefficient: str() itself, no int_text call
         if not exp:
             return str(c)  # also "0"
-        if exp < 0:
+        if -19 < exp < 0:
             ds = str(c)  # with its sign: a point within the digits is one slice
             point = len(ds) + exp
             if point > (c < 0):
