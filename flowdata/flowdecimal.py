@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from flowdata.bigint import _pow10, int_text, text_int
+from flowdata.bigint import _digits, _pow10, int_text, text_int
 
 __all__ = ["FlowDecimal", "DecimalOverLimit", "MAX_DECIMAL_DIGITS", "EXP_MIN", "EXP_MAX",
            "DIVISION_DIGITS", "decimal_text", "parse_decimal"]
@@ -39,11 +39,15 @@ DIVISION_DIGITS = 34
 DECIMAL_PLAIN_LIMIT = 40
 
 _LIMIT = 10 ** MAX_DECIMAL_DIGITS
+_NEG_LIMIT = -_LIMIT  # bounds compared by size alone: no big int is built per operation
 _LIMIT_BITS = 332_192  # 2^332192 < 10^100000: a coefficient this short is within the limit
 _LOG10_2 = 0.30102999566398120
 _HASH_MODULUS = 2 ** 61 - 1  # sys.hash_info.modulus on 64-bit CPython; see __hash__
-_POW10 = tuple(10 ** k for k in range(64))
+_POW10 = tuple(10 ** k for k in range(80))
+_GAP = 64  # exponent gaps the operators align inline, with a power from _POW10
 _SMALL = 10 ** 18
+_NEG_SMALL = -_SMALL
+_DIVIDE_SMALL = 10 ** 40  # below it, divide's inline path (its shift stays in _POW10)
 _BIG_QUOTIENT = 10 ** 500
 
 
@@ -69,12 +73,21 @@ def _strip(c: int, e: int) -> tuple[int, int]:
         return 0, 0
     if c % 10:
         return c, e
+    if c.bit_length() < 64:  # an everyday coefficient has a zero or two: divide them off
+        c //= 10
+        e += 1
+        while not c % 10:
+            c //= 10
+            e += 1
+        return c, e
     if c.bit_length() < 2_000:  # str() is cheaper than a division per zero
         digits = str(abs(c))
         zeros = len(digits) - len(digits.rstrip("0"))
         return c // 10 ** zeros, e + zeros
     # One text conversion instead of a division per zero (quadratic for a long run of zeros).
-    digits = int_text(abs(c))
+    # Not int_text: an unnormalized result may be longer than the Int limit (10^100000 itself, a
+    # product of two long coefficients) and still be within the Decimal's once its zeros move.
+    digits = _digits(abs(c), 0)
     zeros = len(digits) - len(digits.rstrip("0"))
     c //= _pow10(zeros)
     return c, e + zeros
@@ -128,35 +141,69 @@ class FlowDecimal:
 
     # -- arithmetic ----------------------------------------------------------------------------
 
+    # The operators below are what compiled Flow runs for `+ - * < <= > >=`: each inlines the
+    # everyday case (exponents at most _GAP apart, a result without a trailing zero, far from the
+    # limits) and leaves the rest to _add, _make and _cmp. docs/impl.md, "Decimal arithmetic".
+
     def __add__(self, other):
         if type(other) is not FlowDecimal:
             return NotImplemented
-        if self.exp == other.exp:  # the common case, inline: same scale, small result
+        gap = self.exp - other.exp
+        if not gap:
             c = self.coef + other.coef
-            if c % 10 and c.bit_length() <= _LIMIT_BITS:
-                d = _new(FlowDecimal)
-                d.coef = c
-                d.exp = self.exp
-                return d
-        return _add(self, other.coef, other.exp, "+")
+            e = self.exp
+        elif 0 < gap < _GAP:
+            c = self.coef * _POW10[gap] + other.coef
+            e = other.exp
+        elif -_GAP < gap < 0:
+            c = self.coef + other.coef * _POW10[-gap]
+            e = self.exp
+        else:
+            return _add(self, other.coef, other.exp, "+")
+        # e is an operand's exponent, already in range; the digit limit is checked by size.
+        if c % 10 and _NEG_LIMIT < c < _LIMIT:
+            d = _new(FlowDecimal)
+            d.coef = c
+            d.exp = e
+            return d
+        return _make(c, e, "+")
 
     def __sub__(self, other):
         if type(other) is not FlowDecimal:
             return NotImplemented
-        return _add(self, -other.coef, other.exp, "-")
+        gap = self.exp - other.exp
+        if not gap:
+            c = self.coef - other.coef
+            e = self.exp
+        elif 0 < gap < _GAP:
+            c = self.coef * _POW10[gap] - other.coef
+            e = other.exp
+        elif -_GAP < gap < 0:
+            c = self.coef - other.coef * _POW10[-gap]
+            e = self.exp
+        else:
+            return _add(self, -other.coef, other.exp, "-")
+        if c % 10 and _NEG_LIMIT < c < _LIMIT:
+            d = _new(FlowDecimal)
+            d.coef = c
+            d.exp = e
+            return d
+        return _make(c, e, "-")
 
     def __mul__(self, other):
         if type(other) is not FlowDecimal:
             return NotImplemented
         c = self.coef * other.coef
-        e = self.exp + other.exp
-        if c % 10 or not c:
-            if EXP_MIN <= e <= EXP_MAX and (c.bit_length() <= _LIMIT_BITS or abs(c) < _LIMIT):
+        if c % 10:
+            e = self.exp + other.exp
+            if EXP_MIN <= e <= EXP_MAX and _NEG_LIMIT < c < _LIMIT:
                 d = _new(FlowDecimal)
                 d.coef = c
-                d.exp = e if c else 0
+                d.exp = e
                 return d
-        return _make(c, e, "*")
+        elif not c:
+            return ZERO
+        return _make(c, self.exp + other.exp, "*")
 
     def __neg__(self):
         d = _new(FlowDecimal)
@@ -179,7 +226,33 @@ class FlowDecimal:
         if a == 0:
             return ZERO
         negative = (a < 0) != (b < 0)
-        a, b = abs(a), abs(b)
+        if a < 0:
+            a = -a
+        if b < 0:
+            b = -b
+        if a < _DIVIDE_SMALL and b < _DIVIDE_SMALL and 0 <= (shift := 35 + len(str(b)) - len(str(a))):
+            # The everyday case, the general one below specialized: scaled by 10^shift, the
+            # dividend has 35 + digits(b) digits, so the quotient has 35 or 36 (one comparison
+            # tells which) and the power comes from the table (shift < 75).
+            q, r = divmod(a * _POW10[shift], b)
+            if q < _POW10[35]:
+                unit = 10
+                e = self.exp - other.exp - shift + 1
+            else:
+                unit = 100
+                e = self.exp - other.exp - shift + 2
+            q, rest = divmod(q, unit)
+            twice = 2 * rest + (1 if r else 0)
+            if twice > unit or (twice == unit and q & 1):
+                q += 1
+            if negative:
+                q = -q
+            if q % 10 and EXP_MIN <= e <= EXP_MAX:
+                d = _new(FlowDecimal)
+                d.coef = q
+                d.exp = e
+                return d
+            return _make(q, e, "/")
         # Scale the dividend so the integer quotient has more digits than are kept (at least
         # DIVISION_DIGITS + 1): the digit after the last kept one and the remainder decide the
         # rounding exactly.
@@ -203,7 +276,28 @@ class FlowDecimal:
         if b == 0:
             raise ZeroDivisionError("remainder of a division by zero")
         a = self.coef
-        if a == 0 or _cmp_abs(self, other) < 0:
+        if not a:
+            return self
+        gap = self.exp - other.exp
+        if -_GAP < gap < _GAP:  # close scales: align on the smaller exponent, one `%` of ints
+            if gap >= 0:
+                x, y, e = a * _POW10[gap], b, other.exp
+            else:
+                x, y, e = a, b * _POW10[-gap], self.exp
+            if x < 0:
+                x = -x
+            if y < 0:
+                y = -y
+            if x < y:
+                return self
+            r = x % y if a > 0 else -(x % y)
+            if r % 10 and _NEG_LIMIT < r < _LIMIT:  # e is an operand's exponent: in range
+                d = _new(FlowDecimal)
+                d.coef = r
+                d.exp = e
+                return d
+            return _make(r, e, "%")
+        if _cmp_abs(self, other) < 0:
             return self
         e = min(self.exp, other.exp)
         mod = abs(b) * _pow10(other.exp - e)  # |a| >= |b|: this exponent gap is bounded by a's digits
@@ -231,29 +325,49 @@ class FlowDecimal:
     def __lt__(self, other):
         if type(other) is not FlowDecimal:
             return NotImplemented
-        if self.exp == other.exp:
+        gap = self.exp - other.exp
+        if not gap:
             return self.coef < other.coef
+        if 0 < gap < _GAP:
+            return self.coef * _POW10[gap] < other.coef
+        if -_GAP < gap < 0:
+            return self.coef < other.coef * _POW10[-gap]
         return _cmp(self, other) < 0
 
     def __le__(self, other):
         if type(other) is not FlowDecimal:
             return NotImplemented
-        if self.exp == other.exp:
+        gap = self.exp - other.exp
+        if not gap:
             return self.coef <= other.coef
+        if 0 < gap < _GAP:
+            return self.coef * _POW10[gap] <= other.coef
+        if -_GAP < gap < 0:
+            return self.coef <= other.coef * _POW10[-gap]
         return _cmp(self, other) <= 0
 
     def __gt__(self, other):
         if type(other) is not FlowDecimal:
             return NotImplemented
-        if self.exp == other.exp:
+        gap = self.exp - other.exp
+        if not gap:
             return self.coef > other.coef
+        if 0 < gap < _GAP:
+            return self.coef * _POW10[gap] > other.coef
+        if -_GAP < gap < 0:
+            return self.coef > other.coef * _POW10[-gap]
         return _cmp(self, other) > 0
 
     def __ge__(self, other):
         if type(other) is not FlowDecimal:
             return NotImplemented
-        if self.exp == other.exp:
+        gap = self.exp - other.exp
+        if not gap:
             return self.coef >= other.coef
+        if 0 < gap < _GAP:
+            return self.coef * _POW10[gap] >= other.coef
+        if -_GAP < gap < 0:
+            return self.coef >= other.coef * _POW10[-gap]
         return _cmp(self, other) >= 0
 
     def __hash__(self) -> int:
@@ -385,9 +499,19 @@ def decimal_text(d: FlowDecimal) -> str:
     if type(d) is not FlowDecimal:
         d = FlowDecimal(d)  # a finite decimal.Decimal from a Python caller
     c, exp = d.coef, d.exp
-    if not c:
+    if _NEG_SMALL < c < _SMALL:  # the everyday coefficient: str() itself, no int_text call
+        if not exp:
+            return str(c)  # also "0"
+        if -19 < exp < 0:
+            ds = str(c)  # with its sign: a point within the digits is one slice
+            point = len(ds) + exp
+            if point > (c < 0):
+                return f"{ds[:point]}.{ds[point:]}"
+        ds = str(-c if c < 0 else c)
+    elif not c:
         return "0"
-    ds = int_text(abs(c))
+    else:
+        ds = int_text(abs(c))
     n = len(ds)
     adjusted = exp + n - 1
     neg = "-" if c < 0 else ""
@@ -417,6 +541,39 @@ def parse_decimal(text: str) -> FlowDecimal:
     exponent (of its last significant digit) is beyond the signed 64-bit range, or that has more
     than MAX_DECIMAL_DIGITS significant digits, is refused naming the limit.
     """
+    # The everyday text first (`12.50`, `-3`, `.5`, `1.25E-7`): ASCII digits around at most one
+    # point, under 41 of them, and an exponent of under 19 digits (so within 64 bits, and the
+    # digit limit far off). Anything else takes the full form below, the one authority on what
+    # is accepted.
+    first = text[:1]
+    body = text[1:] if first == "-" or first == "+" else text
+    if "e" in body or "E" in body:
+        mantissa, _, exp_text = body.replace("E", "e").partition("e")
+    else:
+        mantissa, exp_text = body, None
+    whole, _, frac = mantissa.partition(".")
+    digits = whole + frac
+    if len(digits) < 41 and digits.isdigit() and digits.isascii():
+        e = -len(frac)
+        if exp_text is not None:
+            exp_sign = exp_text[:1]
+            exp_digits = exp_text[1:] if exp_sign == "-" or exp_sign == "+" else exp_text
+            if not (len(exp_digits) < 19 and exp_digits.isdigit() and exp_digits.isascii()):
+                e = None  # the full form decides
+            elif exp_sign == "-":
+                e -= int(exp_digits)
+            else:
+                e += int(exp_digits)
+        if e is not None:
+            c = int(digits)
+            if not c:
+                return ZERO
+            if not c % 10:
+                c, e = _strip(c, e)
+            d = _new(FlowDecimal)
+            d.coef = -c if first == "-" else c
+            d.exp = e
+            return d
     m = _DECIMAL_FORM.fullmatch(text) if text.isascii() else None
     shown = repr(text) if len(text) <= 60 else repr(text[:60]) + "..."
     if m is None:

@@ -194,15 +194,17 @@ def rt_imod(a: int, b: int) -> int:
 
 
 def rt_ddiv(a: FlowDecimal, b: FlowDecimal) -> FlowDecimal:
-    if not b.coef:
-        raise Fault("division-by-zero", "division by zero")
-    return a.divide(b)
+    try:  # the divisor's zero check is divide's own (one check per division, not two)
+        return a.divide(b)
+    except ZeroDivisionError:
+        raise Fault("division-by-zero", "division by zero") from None
 
 
 def rt_dmod(a: FlowDecimal, b: FlowDecimal) -> FlowDecimal:
-    if not b.coef:
-        raise Fault("division-by-zero", "remainder of a division by zero")
-    return a.remainder(b)
+    try:
+        return a.remainder(b)
+    except ZeroDivisionError:
+        raise Fault("division-by-zero", "remainder of a division by zero") from None
 
 
 def rt_show(value) -> str:
