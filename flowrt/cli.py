@@ -170,7 +170,7 @@ def plain_run(args: list[str]) -> dict | None:
 
 def run_program(file: str, entry: str = "main", input_text: str | None = None, runs_dir: str | None = None,
                 allow: bool = False, redactable: bool = False, checkpoints: str = "every",
-                color: str = "auto", park_after: float | None = None) -> int:
+                color: str = "auto", park_after: float | None = None, detach: bool = False) -> int:
     """`flow run`: run a program live, recording its history; reports the outcome and returns the
     exit code."""
     text = read_input(input_text)
@@ -189,7 +189,7 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
         child.kill()
         raise
     outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
-                  inline_limit=0 if redactable else None, child=child, park_after=park_after)
+                  inline_limit=0 if redactable else None, child=child, park_after=park_after, detach=detach)
     return report_outcome(color, outcome)
 
 
@@ -233,6 +233,10 @@ def report_outcome(color: str, outcome) -> int:
     if outcome.output is not None:
         sys.stdout.buffer.write(outcome.output + b"\n")
         sys.stdout.flush()
+    if outcome.queued:
+        # The id alone on stdout, for `RUN=$(flow run --detach ...)`.
+        sys.stdout.write(f"{outcome.run_id}\n")
+        sys.stderr.write(f"queued: run {outcome.run_id} (a flow worker on this store drives it)\n")
     if outcome.exit_code == 3 and outcome.sleeping_until is not None:
         from flowrt.timers import deadline_text
 

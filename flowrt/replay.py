@@ -515,7 +515,7 @@ def _recorded_policy(store: RunLog) -> str:
 def _paused_calls(store: RunLog) -> set[str]:
     records = store.host_records()
     for record in reversed(records):
-        if record.get("kind") in ("paused", "halted", "sleeping") and record.get("head") == store.head:
+        if record.get("kind") in ("paused", "halted", "sleeping", "queued") and record.get("head") == store.head:
             return set(record.get("pending", [])) if record["kind"] != "halted" else set()
     return set()
 
@@ -709,18 +709,9 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
             store.verify_files()
             return RunOutcome(2, run_id, message=f"run {run_id} has ended: there is nothing to resume")
         outstanding = open_calls(store)
-        supplied = None
-        if call is not None:
-            if call not in outstanding:
-                return RunOutcome(2, run_id, message=f"call {call} is not open in run {run_id} "
-                                                    f"(open: {', '.join(outstanding) or 'none'})")
-            try:
-                supplied = (call, codec.parse_json(reply_text or ""))
-            except Exception as problem:
-                return RunOutcome(2, run_id, message=f"the reply is not JSON: {problem}")
-            if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
-                    ("Ok" in supplied[1] or "Err" in supplied[1])):
-                return RunOutcome(2, run_id, message='a reply is an outcome: {"Ok": value} or {"Err": problem}')
+        supplied = supplied_reply(run_id, outstanding, call, reply_text)
+        if isinstance(supplied, RunOutcome):
+            return supplied
         for call_id in sorted(resend or ()):
             if call_id not in outstanding:
                 return RunOutcome(2, run_id, message=f"--resend {call_id}: that call is not open")
@@ -746,6 +737,25 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:
         store.close()
+
+
+def supplied_reply(run_id: str, outstanding: list[str], call: str | None,
+                   reply_text: str | None) -> tuple[str, Any] | None | RunOutcome:
+    """`--call` and `--reply` read: (call, outcome), None when no reply is given, or the refusal
+    (exit 2) when the call is not open or the reply is not an outcome."""
+    if call is None:
+        return None
+    if call not in outstanding:
+        return RunOutcome(2, run_id, message=f"call {call} is not open in run {run_id} "
+                                            f"(open: {', '.join(outstanding) or 'none'})")
+    try:
+        supplied = (call, codec.parse_json(reply_text or ""))
+    except Exception as problem:
+        return RunOutcome(2, run_id, message=f"the reply is not JSON: {problem}")
+    if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
+            ("Ok" in supplied[1] or "Err" in supplied[1])):
+        return RunOutcome(2, run_id, message='a reply is an outcome: {"Ok": value} or {"Err": problem}')
+    return supplied
 
 
 def drive_live(driver: ReplayDriver) -> RunOutcome:

@@ -62,6 +62,8 @@ class RunOutcome:
     #: epoch) and each open timer's deadline by call id; `pending` lists the other open calls
     sleeping_until: int | None = None
     timers: dict[str, int] | None = None
+    #: queued for a worker (`--detach`), not driven here (exit 0)
+    queued: bool = False
 
 
 # ---- preparing a run ---------------------------------------------------------------------------
@@ -650,7 +652,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
         halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
         outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None,
-        park_after: float | None = None) -> RunOutcome:
+        park_after: float | None = None, detach: bool = False) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
@@ -661,7 +663,9 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     passes `read` (its submitted source), its `run_id`, `outer` ({run, call}, named in Start) and
     the outer program's `manifest_dir`. `jail` (`flow mcp --root`): no module or pinned directory
     outside it is read. `park_after` (seconds): let go of the run, as sleeping, when it waits
-    only on timers due later than that (flowrt/timers.py); None waits in the process."""
+    only on timers due later than that (flowrt/timers.py); None waits in the process. `detach`:
+    checked, bound and with its input decoded as always, the run is recorded (Start) and queued
+    for a worker (a `queued` host decision) instead of driven here: exit 0, `queued`."""
     if child is None:
         from flowrt.sandbox_process import Child
 
@@ -697,6 +701,15 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
     store.host_record({"kind": "checkpoints", "policy": checkpoints})
+    if detach:
+        child.kill()
+        try:
+            store.host_record({"kind": "queued", "head": store.head, "pending": []})
+        except StorageError as problem:
+            return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+        finally:
+            store.close()
+        return RunOutcome(0, run_id, queued=True)
     driver = Driver(prepared, store, run_id, child, checkpoints)
     driver.halt = halt
     driver.park_after = timers.seconds_ns(park_after)

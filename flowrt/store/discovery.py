@@ -199,7 +199,7 @@ def judge_row(row: dict, name: str, data: bytes, anchor: dict | None, host: _Hos
     records = host.records
     head = facts[-1]["hash"]
     for record in records:
-        if record["kind"] in ("paused", "sleeping", "halted") and record.get("head") == head:
+        if record["kind"] in ("paused", "sleeping", "queued", "halted") and record.get("head") == head:
             row["hostDecision"] = record
     return row
 
