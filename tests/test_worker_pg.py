@@ -225,3 +225,51 @@ def test_racing_claims_hand_each_run_to_exactly_one_worker(pg_url):
     assert owners == {run: owner for run, owner, _ in claimed}
     for store in [maker, *stores]:
         store.close()
+
+
+
+def _version_1_tables(pg_cluster, schema: str) -> str:
+    from flowrt.store.postgres_schema import MIGRATIONS
+
+    url = pg_cluster.url_for("flow", schema)
+    with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE flow_schema (version integer NOT NULL, "
+                     "applied timestamptz NOT NULL DEFAULT clock_timestamp())")
+        conn.execute(MIGRATIONS[0])
+        conn.execute("INSERT INTO flow_schema (version) VALUES (1)")
+    return url
+
+
+def test_version_1_tables_migrate_an_ended_run_wants_no_host_and_the_rest_are_looked_at(pg_cluster, tmp_path):
+    url = _version_1_tables(pg_cluster, "migrate_v1")
+    old = flow("runs", "--store", url, cwd=tmp_path)
+    assert old.returncode == 5 and "flow store init" in old.stderr
+    with psycopg.connect(url, autocommit=True) as conn:  # rows as a version-1 flow wrote them
+        for run, kinds in (("waiting", ["Start", "Call"]), ("ended", ["Start", "End"])):
+            conn.execute("INSERT INTO flow_runs (run, last_n, head) VALUES (%s, %s, 'h')", (run, len(kinds)))
+            for n, kind in enumerate(kinds, 1):
+                conn.execute("INSERT INTO flow_facts (run, n, line) VALUES (%s, %s, %s)",
+                             (run, n, json.dumps({"kind": kind}).encode()))
+    done = flow("store", "init", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert rows(url, "SELECT version FROM flow_schema ORDER BY version") == [(1,), (2,)]
+    assert rows(url, "SELECT run, ready_at::text FROM flow_runs ORDER BY run") == [("ended", None),
+                                                                                   ("waiting", "-infinity")]
+
+
+def test_a_run_claimed_for_nothing_has_its_readiness_corrected_from_its_record(pg_url, tmp_path):
+    """What a migration leaves (or any column that says more than the record): a paused run
+    marked as wanting a host is claimed once, found paused, marked as wanting none and let go."""
+    paused = flow("run", str(APPROVAL / "main.flow"), "--store", pg_url, "--allow", "--input", json.dumps(EXPENSE),
+                  cwd=tmp_path)
+    assert paused.returncode == 3, paused.stderr
+    rows(pg_url, "UPDATE flow_runs SET ready_at = '-infinity' RETURNING run")
+    once = flow("worker", "--store", pg_url, "--once", cwd=tmp_path)
+    assert once.returncode == 0, once.stderr
+    assert rows(pg_url, "SELECT epoch, owner, ready_at FROM flow_runs") == [(2, None, None)]
+    [(run,)] = rows(pg_url, "SELECT run FROM flow_runs")
+    assert state(pg_url, run, tmp_path)["state"] == "paused"
+    again = flow("worker", "--store", pg_url, "--once", cwd=tmp_path)
+    assert again.returncode == 0 and rows(pg_url, "SELECT epoch FROM flow_runs") == [(2,)]  # not claimed again
