@@ -181,12 +181,14 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
         return 2
     from flowrt.sandbox_process import Child
 
-    # Started first, so that it starts while the host imports the compiler, checks and binds.
-    child = Child.start()
+    # Started first, so that it starts while the host imports the compiler, checks and binds
+    # (a detached run is driven by a worker: no child here).
+    child = None if detach else Child.start()
     try:
         from flowrt.run import run
     except BaseException:
-        child.kill()
+        if child is not None:
+            child.kill()
         raise
     outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask, checkpoints=checkpoints,
                   inline_limit=0 if redactable else None, child=child, park_after=park_after, detach=detach)

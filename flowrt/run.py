@@ -647,6 +647,14 @@ def admitter(typed: Typed):
     return admit_one
 
 
+class _NoChild:
+    def kill(self) -> None:
+        return None
+
+
+_NO_CHILD = _NoChild()
+
+
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
@@ -666,7 +674,9 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     only on timers due later than that (flowrt/timers.py); None waits in the process. `detach`:
     checked, bound and with its input decoded as always, the run is recorded (Start) and queued
     for a worker (a `queued` host decision) instead of driven here: exit 0, `queued`."""
-    if child is None:
+    if child is None and detach:
+        child = _NO_CHILD  # a queued run is driven elsewhere: nothing to start here
+    elif child is None:
         from flowrt.sandbox_process import Child
 
         # The child starts (and imports its runtime) while the host checks and binds.
