@@ -145,7 +145,7 @@ class Worker:
         """Drive due runs until stopped (SIGTERM: exit 0, SIGINT: 130) or, with `once`, until
         nothing is due and nothing is being driven."""
         previous = self._install_signals()
-        sys.stderr.write(f"flow worker: driving the runs of {self.runs} ({self.concurrency} at a time)\n")
+        sys.stderr.write(f"flow worker: driving the runs of {_shown(self.runs)} ({self.concurrency} at a time)\n")
         sys.stderr.flush()
         try:
             while self.stopping is None:
@@ -352,6 +352,17 @@ class Worker:
         with self.lock:
             self.out.write(line + "\n")
             self.out.flush()
+
+
+def _shown(location: str) -> str:
+    """A store's location as a log line may show it: a URL's password masked."""
+    import urllib.parse
+
+    import re
+
+    password = urllib.parse.urlsplit(location).password
+    shown = location if password is None else location.replace(f":{password}@", ":***@", 1)
+    return re.sub(r"(?i)(password=)[^&]*", r"\1***", shown)
 
 
 def _woke_because(why: str) -> str:

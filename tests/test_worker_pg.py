@@ -273,3 +273,16 @@ def test_a_run_claimed_for_nothing_has_its_readiness_corrected_from_its_record(p
     assert state(pg_url, run, tmp_path)["state"] == "paused"
     again = flow("worker", "--store", pg_url, "--once", cwd=tmp_path)
     assert again.returncode == 0 and rows(pg_url, "SELECT epoch FROM flow_runs") == [(2,)]  # not claimed again
+
+
+@pytest.mark.parametrize("location, shown", [
+    ("postgresql://flow:s3cret@db.example/flow", "postgresql://flow:***@db.example/flow"),
+    ("postgresql:///flow?host=%2Ftmp&password=s3cret&sslmode=require",
+     "postgresql:///flow?host=%2Ftmp&password=***&sslmode=require"),
+    ("postgresql:///flow?host=%2Ftmp", "postgresql:///flow?host=%2Ftmp"),
+    ("/var/lib/flow/runs", "/var/lib/flow/runs"),
+])
+def test_the_worker_never_prints_a_password(location, shown):
+    from flowrt.worker import _shown
+
+    assert _shown(location) == shown
