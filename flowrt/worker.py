@@ -248,8 +248,8 @@ class Worker:
         for index, taken in enumerate(claims):
             try:
                 log = self.store.open(taken.run, for_append=True, lease=taken.lease)
-            except StorageError as problem:  # damaged: not this worker's to mend; its lease runs out
-                self.stuck[taken.run] = (self._stored_head(taken.run), None)
+            except StorageError as problem:  # damaged: not this worker's to mend
+                self.stuck[taken.run] = (postgres_queue.give_back(self.store, taken), None)
                 self.say(f"{taken.run}: storage failure: {problem}")
                 continue
             except (RunNotFound, ValueError):
@@ -257,12 +257,6 @@ class Worker:
             why = self._judge(log, log.head, db_now)
             if why is not None:
                 yield log, why
-
-    def _stored_head(self, run_id: str) -> str | None:
-        try:
-            return self.store.open(run_id, for_append=False).head
-        except Exception:
-            return None
 
     def _judge(self, log: RunLog, seen_head: str | None, at_ns: int) -> str | None:
         """Why a claimed run is due (None: it is let go of again, and on PostgreSQL its

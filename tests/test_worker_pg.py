@@ -286,3 +286,15 @@ def test_the_worker_never_prints_a_password(location, shown):
     from flowrt.worker import _shown
 
     assert _shown(location) == shown
+
+
+def test_a_damaged_run_is_given_back_once_and_the_others_are_driven(pg_url, work):
+    damaged, sound = detach(pg_url, work, "d"), detach(pg_url, work, "s")
+    rows(pg_url, "UPDATE flow_facts SET line = convert_to('{\"kind\": \"Start\"}', 'UTF8') "
+                 "WHERE run = %s AND n = 1 RETURNING n", (damaged,))
+    once = flow("worker", "--store", pg_url, "--allow", "--once", "--poll", "0.2", cwd=work)
+    assert once.returncode == 0, once.stderr
+    assert f"{damaged}: storage failure" in once.stdout and f"{sound}: drove (queued): completed" in once.stdout
+    assert ended(pg_url, [sound]) and notes(work) == ["s:a", "s:b"]
+    # Claimed once, its lease given back at once, and passed over after that.
+    assert rows(pg_url, "SELECT epoch, owner FROM flow_runs WHERE run = %s", (damaged,)) == [(2, None)]

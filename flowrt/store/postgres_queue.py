@@ -94,6 +94,19 @@ def claim_ready(store, *, limit: int, skip: list[tuple[str, str | None]] = ()) -
     return sorted(claims, key=lambda claim: claim.run), now
 
 
+def give_back(store, claim: Claim) -> str | None:
+    """Give a claimed run's lease back without opening it (it could not be opened: damage);
+    returns the run's stored head, by which the worker passes it over until it moves. When the
+    database cannot be reached, the lease runs out by itself (and None)."""
+    try:
+        with store.connection() as conn:
+            leases.release(conn, claim.lease)
+            row = conn.execute("SELECT head FROM flow_runs WHERE run = %s", (claim.run,)).fetchone()
+    except Exception:
+        return None
+    return row[0] if row else None
+
+
 def seconds_to_next_ready(store) -> float | None:
     """Seconds (on the database's clock) until the earliest run that will want a host without
     anyone writing (a sleeping run's deadline); None when there is none."""
