@@ -18,6 +18,9 @@ pg_cluster.py's, Unix socket, fsync on):
    (FLOW_LEASE_SECONDS=1); a second worker, started after the kills, finishes them. Every run
    must end with the End an undisturbed run has, and the Tool log must hold every call once.
 
+Also printed: the claim alone (`FOR UPDATE SKIP LOCKED` and the lease, no drive), 4 claimers at
+once over RUNS claimable runs, to tell the queue's cost from the drives'.
+
     python scripts/bench/workers.py [--runs 1000] [--calls 20] [--kills 20] [--quick]
 """
 
@@ -208,6 +211,48 @@ def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, work
     return {"workers": workers, "runs per second": runs / elapsed, "seconds": elapsed, **checks}
 
 
+def claims_alone(url: str, runs: int, claimers: int) -> dict:
+    """The queue alone: `runs` claimable runs (Start only), claimed one at a time by `claimers`
+    threads, each its own store (owner, connections), as workers would: claims per second, and
+    whether any run was claimed twice."""
+    import threading
+
+    from flowrt.store.postgres import PostgresStore
+    from flowrt.store.postgres_queue import claim_ready
+
+    maker = PostgresStore(url)
+    start = {"program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "m", "function": "main"},
+             "input": {}, "modules": []}
+    ids = [f"claim-{i}" for i in range(runs)]
+    for run in ids:
+        maker.create(run, start, durability="none").close()
+    stores = [PostgresStore(url, owner=f"claimer-{i}") for i in range(claimers)]
+    taken: list[str] = []
+    barrier = threading.Barrier(claimers + 1)
+
+    def claim(store) -> None:
+        barrier.wait()
+        while True:
+            claims, _ = claim_ready(store, limit=1)
+            if not claims:
+                return
+            taken.extend(c.run for c in claims)
+
+    threads = [threading.Thread(target=claim, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    for store in [maker, *stores]:
+        store.close()
+    counts = collections.Counter(taken)
+    return {"claims per second": len(taken) / elapsed, "claimed": len(counts),
+            "claimed twice": sum(1 for n in counts.values() if n > 1)}
+
+
 def flow_recorded_call(url: str, directory: Path, n: int, rounds: int) -> float:
     def timed(count: int) -> float:
         start = time.perf_counter()
@@ -311,6 +356,9 @@ def main() -> None:
                 print(f"   {workers} worker(s): {figures['runs per second']:.1f} runs/s ({figures['seconds']:.1f} s); "
                       + ", ".join(f"{k}: {v}" for k, v in figures.items()
                                   if k not in ("workers", "runs per second", "seconds")))
+            claimed = claims_alone(url, args.runs, 4)
+            print(f"   the claim alone, 4 claimers over {args.runs} runs: {claimed['claims per second']:.0f} claims/s, "
+                  f"{claimed['claimed']} runs claimed, {claimed['claimed twice']} twice")
             print(f"2. a recorded call on PostgreSQL beside a DBOS step on the same server "
                   f"(steady state, runs of {args.call_n}, median of {args.rounds})")
             flow_us = flow_recorded_call(url, directory, args.call_n, args.rounds)
