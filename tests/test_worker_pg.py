@@ -298,3 +298,36 @@ def test_a_damaged_run_is_given_back_once_and_the_others_are_driven(pg_url, work
     assert ended(pg_url, [sound]) and notes(work) == ["s:a", "s:b"]
     # Claimed once, its lease given back at once, and passed over after that.
     assert rows(pg_url, "SELECT epoch, owner FROM flow_runs WHERE run = %s", (damaged,)) == [(2, None)]
+
+
+def test_detach_on_a_runs_directory_is_driven_by_its_worker(work, tmp_path):
+    runs = tmp_path / "runs"
+    done = flow("run", "work.flow", "--runs", str(runs), "--allow", "--detach", "--input",
+                json.dumps({"name": "d", "nap": "PT0S"}), cwd=work)
+    assert done.returncode == 0, done.stderr
+    run = done.stdout.strip()
+    view = flow("history", run, "--runs", str(runs), "--json", cwd=work)
+    assert json.loads(view.stdout)["state"] == "queued"
+    once = flow("worker", "--runs", str(runs), "--allow", "--once", cwd=work)
+    assert once.returncode == 0, once.stderr
+    assert f"{run}: drove (queued): completed" in once.stdout
+    assert notes(work) == ["d:a", "d:b"]
+
+
+def test_resume_detach_without_a_reply_keeps_the_pending_calls_pending(pg_url, tmp_path):
+    paused = flow("run", str(APPROVAL / "main.flow"), "--store", pg_url, "--allow", "--input", json.dumps(EXPENSE),
+                  cwd=tmp_path)
+    assert paused.returncode == 3, paused.stderr
+    [(run,)] = rows(pg_url, "SELECT run FROM flow_runs")
+    queued = flow("resume", run, "--store", pg_url, "--detach", cwd=tmp_path)
+    assert queued.returncode == 0, queued.stderr
+    view = state(pg_url, run, tmp_path)
+    assert view["state"] == "queued" and view["pending"] == ["root#1"]
+    assert view["open"][0]["status"] == "pending"
+    once = flow("worker", "--store", pg_url, "--allow", "--once", cwd=tmp_path)
+    assert once.returncode == 0, once.stderr
+    assert f"{run}: drove (queued): paused" in once.stdout  # the person's call is still theirs to answer
+    assert state(pg_url, run, tmp_path)["state"] == "paused"
+    assert not any(f["kind"] == "Reply" for f in facts(pg_url, run))
+    refused = flow("resume", run, "--store", pg_url, "--detach", "--resend", "root#1", cwd=tmp_path)
+    assert refused.returncode == 2
