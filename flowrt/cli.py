@@ -170,7 +170,8 @@ def plain_run(args: list[str]) -> dict | None:
 
 def run_program(file: str, entry: str = "main", input_text: str | None = None, runs_dir: str | None = None,
                 allow: bool = False, redactable: bool = False, checkpoints: str = "every",
-                color: str = "auto", park_after: float | None = None, as_json: bool = False) -> int:
+                color: str = "auto", park_after: float | None = None, as_json: bool = False,
+                detach: bool = False) -> int:
     """`flow run`: run a program live, recording its history; reports the outcome (as one JSON
     document with `as_json`) and returns the exit code."""
     text = read_input(input_text)
@@ -180,18 +181,20 @@ def run_program(file: str, entry: str = "main", input_text: str | None = None, r
         return report_refusal(as_json, "--checkpoints is every, off or a number")
     from flowrt.sandbox_process import Child
 
-    # Started first, so that it starts while the host imports the compiler, checks and binds.
-    child = Child.start()
+    # Started first, so that it starts while the host imports the compiler, checks and binds
+    # (a detached run is driven by a worker: no child here).
+    child = None if detach else Child.start()
     try:
         from flowrt.run import run
     except BaseException:
-        child.kill()
+        if child is not None:
+            child.kill()
         raise
-    status = status_line(color, runs, as_json=as_json)
+    status = None if detach else status_line(color, runs, as_json=as_json)
     try:
         outcome = run(file, entry=entry, input_text=text, runs_dir=runs, allow=allow, ask=ask,
                       checkpoints=checkpoints, inline_limit=0 if redactable else None, child=child,
-                      park_after=park_after,
+                      park_after=park_after, detach=detach,
                       on_start=(lambda run_id, start: status.follow(run_id)) if status is not None else None)
     finally:
         if status is not None:
@@ -269,6 +272,10 @@ def report_outcome(color: str, outcome, *, as_json: bool = False, **fields) -> i
     if outcome.output is not None:
         sys.stdout.buffer.write(outcome.output + b"\n")
         sys.stdout.flush()
+    if outcome.queued:
+        # The id alone on stdout, for `RUN=$(flow run --detach ...)`.
+        sys.stdout.write(f"{outcome.run_id}\n")
+        sys.stderr.write(f"queued: run {outcome.run_id} (a flow worker on this store drives it)\n")
     if outcome.exit_code == 3 and outcome.sleeping_until is not None:
         from flowrt.timers import deadline_text
 

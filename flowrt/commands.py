@@ -577,18 +577,28 @@ _park_after_option = click.option(
 @_park_after_option
 @click.option("--admit-bad-reply", "admit_bad_reply", is_flag=True,
               help="Admit a reply that does not decode as the call's types as BadReply, instead of refusing it.")
+@click.option("--detach", is_flag=True,
+              help="Admit the reply (if any) and queue the run for a worker (flow worker) instead of driving it here.")
 @_json_option("the outcome")
 @_color_option
 @click.pass_context
 def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str | None, resend: tuple[str, ...],
-                   runs_dir: str | None, allow: bool, park_after: float | None, admit_bad_reply: bool, as_json: bool,
-                   color: str | None) -> None:
+                   runs_dir: str | None, allow: bool, park_after: float | None, admit_bad_reply: bool, detach: bool,
+                   as_json: bool, color: str | None) -> None:
     """Continue a paused, sleeping, halted or crashed run from its history."""
     from flowrt.replay import resume
 
     if (call is None) != (reply is None):
         _refuse(ctx, as_json, "--call and --reply go together", run=run_id)
+    if detach and (resend or park_after is not None):
+        _refuse(ctx, as_json, "--detach queues the run: --resend and --park-after are the worker's to decide",
+                run=run_id)
     text = sys.stdin.read() if reply == "-" else reply
+    if detach:
+        from flowrt.detach import queue_continuation
+
+        _report_outcome(ctx, color, queue_continuation(_runs_dir(runs_dir), run_id, call=call, reply_text=text,
+                                                       admit_bad_reply=admit_bad_reply), as_json)
     ask = None if reply == "-" else _ask_on_terminal
     from flowrt.cli import status_line
 
@@ -620,16 +630,21 @@ def _render_refusal(ctx: click.Context, color: str | None, diagnostics, sources)
 @click.option("--checkpoints", default="every", show_default=True,
               help="Where to take checkpoints: every (each place), off, or N (every Nth place).")
 @_park_after_option
+@click.option("--detach", is_flag=True,
+              help="Check, bind and record the run, then queue it for a worker (flow worker) and print its id.")
 @_json_option("the outcome")
 @_color_option
 @click.pass_context
 def run_command(ctx: click.Context, file: str, entry: str, input_text: str | None, runs_dir: str | None,
-                allow: bool, redactable: bool, checkpoints: str, park_after: float | None, as_json: bool,
+                allow: bool, redactable: bool, checkpoints: str, park_after: float | None, detach: bool,
+                as_json: bool,
                 color: str | None) -> None:
     """Run a program live, recording its history."""
     # Without click too: `flowrt.cli` runs a plain `flow run` itself.
+    if detach and park_after is not None:
+        _refuse(ctx, as_json, "--detach queues the run: --park-after is the worker's to decide")
     ctx.exit(run_program(file, entry, input_text, runs_dir, allow, redactable, checkpoints, _color(ctx, color),
-                         park_after=park_after, as_json=as_json))
+                         park_after=park_after, as_json=as_json, detach=detach))
 
 
 @main.command("worker")
@@ -648,9 +663,9 @@ def run_command(ctx: click.Context, file: str, entry: str, input_text: str | Non
 @click.pass_context
 def worker_command(ctx: click.Context, runs_dir: str | None, concurrency: int, tools: str | None, once: bool,
                    allow: bool, park_after: float, poll: float, color: str | None) -> None:
-    """Drive the runs of a runs directory that need a host: recover crashed ones, wake sleeping ones at their
-    deadlines. Runs until SIGTERM or SIGINT (its runs are let go of, resumable) or, with --once, until nothing
-    is left to do now."""
+    """Drive the runs of a store that need a host: queued ones (--detach), crashed ones (recovered; on
+    PostgreSQL once their lease ran out), sleeping ones at their deadlines. Runs until SIGTERM or SIGINT (its
+    runs are let go of, resumable) or, with --once, until nothing is left to do now."""
     from flowrt.worker import Worker
 
     worker = Worker(_runs_dir(runs_dir), concurrency=concurrency, manifest=tools, allow=allow,

@@ -520,7 +520,7 @@ def _recorded_policy(store: RunLog) -> str:
 def _paused_calls(store: RunLog) -> set[str]:
     records = store.host_records()
     for record in reversed(records):
-        if record.get("kind") in ("paused", "halted", "sleeping") and record.get("head") == store.head:
+        if record.get("kind") in ("paused", "halted", "sleeping", "queued") and record.get("head") == store.head:
             return set(record.get("pending", [])) if record["kind"] != "halted" else set()
     return set()
 
@@ -717,22 +717,13 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
             store.verify_files()
             return RunOutcome(2, run_id, message=f"run {run_id} has ended: there is nothing to resume")
         outstanding = open_calls(store)
-        supplied = None
-        if call is not None:
-            if call not in outstanding:
-                return RunOutcome(2, run_id, message=f"call {call} is not open in run {run_id} "
-                                                    f"(open: {', '.join(outstanding) or 'none'})")
-            try:
-                supplied = (call, codec.parse_json(reply_text or ""))
-            except Exception as problem:
-                return RunOutcome(2, run_id, message=f"the reply is not JSON: {problem}")
-            if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
-                    ("Ok" in supplied[1] or "Err" in supplied[1])):
-                return RunOutcome(2, run_id, message='a reply is an outcome: {"Ok": value} or {"Err": problem}')
-            if not admit_bad_reply:
-                refused = _refused_reply(store, call, supplied[1])
-                if refused is not None:
-                    return refused
+        supplied = supplied_reply(run_id, outstanding, call, reply_text)
+        if isinstance(supplied, RunOutcome):
+            return supplied
+        if supplied is not None and not admit_bad_reply:
+            refused = refused_reply(store, call, supplied[1])
+            if refused is not None:
+                return refused
         for call_id in sorted(resend or ()):
             if call_id not in outstanding:
                 return RunOutcome(2, run_id, message=f"--resend {call_id}: that call is not open")
@@ -771,7 +762,7 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
         store.close()
 
 
-def _refused_reply(store: RunLog, call: str, outcome: Any) -> RunOutcome | None:
+def refused_reply(store: RunLog, call: str, outcome: Any) -> RunOutcome | None:
     """The refusal of a supplied reply that would be admitted as BadReply, before anything is
     bound or recorded (a person who mistyped answers again); None when it fits."""
     from flowrt.reply_check import CallNotFound, check_reply
@@ -785,6 +776,23 @@ def _refused_reply(store: RunLog, call: str, outcome: Any) -> RunOutcome | None:
     if refusal is None:
         return None
     return RunOutcome(2, store.run_id, diagnostics=[refusal.diagnostic()], refusal=refusal.to_json())
+def supplied_reply(run_id: str, outstanding: list[str], call: str | None,
+                   reply_text: str | None) -> tuple[str, Any] | None | RunOutcome:
+    """`--call` and `--reply` read: (call, outcome), None when no reply is given, or the refusal
+    (exit 2) when the call is not open or the reply is not an outcome."""
+    if call is None:
+        return None
+    if call not in outstanding:
+        return RunOutcome(2, run_id, message=f"call {call} is not open in run {run_id} "
+                                            f"(open: {', '.join(outstanding) or 'none'})")
+    try:
+        supplied = (call, codec.parse_json(reply_text or ""))
+    except Exception as problem:
+        return RunOutcome(2, run_id, message=f"the reply is not JSON: {problem}")
+    if not (isinstance(supplied[1], dict) and len(supplied[1]) == 1 and
+            ("Ok" in supplied[1] or "Err" in supplied[1])):
+        return RunOutcome(2, run_id, message='a reply is an outcome: {"Ok": value} or {"Err": problem}')
+    return supplied
 
 
 def drive_live(driver: ReplayDriver) -> RunOutcome:

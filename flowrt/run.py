@@ -64,6 +64,8 @@ class RunOutcome:
     timers: dict[str, int] | None = None
     #: a supplied reply refused before admission (flowrt/reply_check.py), as data
     refusal: dict | None = None
+    #: queued for a worker (`--detach`), not driven here (exit 0)
+    queued: bool = False
 
 
 # ---- preparing a run ---------------------------------------------------------------------------
@@ -678,12 +680,20 @@ def admitter(typed: Typed):
     return admit_one
 
 
+class _NoChild:
+    def kill(self) -> None:
+        return None
+
+
+_NO_CHILD = _NoChild()
+
+
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
         halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
         outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None,
-        park_after: float | None = None, telemetry=None) -> RunOutcome:
+        park_after: float | None = None, telemetry=None, detach: bool = False) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
@@ -694,10 +704,14 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     passes `read` (its submitted source), its `run_id`, `outer` ({run, call}, named in Start) and
     the outer program's `manifest_dir`. `jail` (`flow mcp --root`): no module or pinned directory
     outside it is read. `park_after` (seconds): let go of the run, as sleeping, when it waits
-    only on timers due later than that (flowrt/timers.py); None waits in the process.
+    only on timers due later than that (flowrt/timers.py); None waits in the process. `detach`:
+    checked, bound and with its input decoded as always, the run is recorded (Start) and queued
+    for a worker (a `queued` host decision) instead of driven here: exit 0, `queued`.
     `telemetry`: a TracerProvider or Tracer for host-side spans, False for none; None reads the
     environment (flowrt/telemetry.py, docs/telemetry.md)."""
-    if child is None:
+    if child is None and detach:
+        child = _NO_CHILD  # a queued run is driven elsewhere: nothing to start here
+    elif child is None:
         from flowrt.sandbox_process import Child
 
         # The child starts (and imports its runtime) while the host checks and binds.
@@ -732,6 +746,15 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     for identity, implementation in sorted(prepared.implementations.items()):
         store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
     store.host_record({"kind": "checkpoints", "policy": checkpoints})
+    if detach:
+        child.kill()
+        try:
+            store.host_record({"kind": "queued", "head": store.head, "pending": []})
+        except StorageError as problem:
+            return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+        finally:
+            store.close()
+        return RunOutcome(0, run_id, queued=True)
     driver = Driver(prepared, store, run_id, child, checkpoints)
     driver.halt = halt
     driver.park_after = timers.seconds_ns(park_after)

@@ -13,7 +13,8 @@ tell them apart (docs/trace.md sections 7 and 9):
 
 So a run is `running` while another process holds the lock; else `paused` when the host paused
 it with every open call pending; `sleeping` when it let go of the run waiting on timers (each
-other open call pending; flowrt/timers.py); `halted` when the host halted it; `crashed` when neither (the
+other open call pending; flowrt/timers.py); `queued` when it was queued for any worker to drive
+(`flow run --detach`, `flow resume --detach`); `halted` when the host halted it; `crashed` when neither (the
 host died, or a storage failure stopped it); `ended` at End; and `unknown` where these cannot be
 had or disagree (the execution seed: where the recorded state cannot identify pending calls, the
 view says they are unknown). Nothing here writes, and the lock is only probed (see `appender_holds`).
@@ -27,12 +28,12 @@ from flowrt.store import STORE_RECORDS, RunLog, StorageError
 from flowrt.store.probe import appender_holds  # noqa: F401  (the directory's probe, named here before)
 
 #: the states `run_state` reports
-STATES = ("running", "paused", "sleeping", "halted", "crashed", "ended", "unknown")
+STATES = ("running", "paused", "sleeping", "queued", "halted", "crashed", "ended", "unknown")
 
 CLOCK_TOOLS = ("std@v1/clock.sleep", "std@v1/clock.now")
 
 #: the host records that say where a run a host let go of stands
-DECISIONS = ("paused", "sleeping", "halted")
+DECISIONS = ("paused", "sleeping", "queued", "halted")
 
 def run_state(store: RunLog) -> dict[str, Any]:
     """The state of a run read through `store` (opened read-only by this process):
@@ -83,6 +84,13 @@ def run_state(store: RunLog) -> dict[str, Any]:
         return view("crashed", "no process holds the run and the host recorded no pause or halt at its last fact"
                     + (" (it stopped in the middle of writing a fact)" if torn else ""), "unknown-outcome", [],
                     statuses=clock)
+    if decision["kind"] == "queued":
+        # `flow run --detach` / `flow resume --detach`: any worker drives it from here; its
+        # pending calls stay pending, and any other open call is settled as after a crash.
+        pending = decision.get("pending") if isinstance(decision.get("pending"), list) else []
+        return view("queued", "queued for a worker (flow worker) to drive", "unknown-outcome",
+                    [c for c in calls if c in pending], decision,
+                    {**clock, **{c: "pending" for c in calls if c in pending}})
     if decision["kind"] == "halted":
         return view("halted", f"the host halted the run ({decision.get('reason', 'no reason given')})",
                     "unknown-outcome", [], decision, clock)

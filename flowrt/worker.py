@@ -18,11 +18,21 @@ no slot; the worker wakes it at its deadline. SIGTERM or SIGINT stops the worker
 run it drives is let go of (sleeping, when it waits only on timers; else halted with reason
 `worker-stop`, which the next worker recovers), and it exits 0 (SIGTERM) or 130 (SIGINT).
 
+- **queued** (a `queued` host decision: `flow run --detach`, `flow resume --detach`): driven
+  from where its record stands, the reply `flow resume --detach` admitted already in it.
+
 Two workers on one store never drive one run at once: a run is driven only once it is
-*claimed* (`claim`), and what is due is decided again from the claimed record, since another
-host may have driven it between the scan and the claim. On the run directory the claim is the
-appender's lock (one appender per run, held until the run is let go of, dropped by the kernel
-if the process dies); a database store differs only there (a lease with a fencing epoch).
+*claimed* (`claim_due`, the one place the stores differ), and what is due is decided again from
+the claimed record, since another host may have driven it between the look and the claim. On
+the run directory the claim is the appender's lock (one appender per run, held until the run is
+let go of, dropped by the kernel if the process dies), taken on the runs a scan found. On
+PostgreSQL it is the run's lease, taken by `FOR UPDATE SKIP LOCKED` on the runs the database
+says want a host (flowrt/store/postgres_queue.py: queued, crashed with their lease run out,
+halted by a stopping worker, sleeping past their deadline, all on the database's clock); the
+lease is renewed while the run is driven and fences every write, so a worker whose lease ran
+out appends nothing more and stops driving the run at its next write. A database that goes
+away is a storage failure of the runs being driven (each stops; a worker takes it again once
+its lease runs out), and the worker keeps looking until the database is back.
 """
 
 from __future__ import annotations
@@ -36,13 +46,18 @@ from dataclasses import dataclass, field
 from flowrt import timers
 from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
+from flowrt.store import postgres_queue
 
 #: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
 #: left as a crashed run, which the next worker recovers)
 STOP_GRACE_SECONDS = 20.0
 
 #: a `halted` record with this reason was written by a worker that stopped: the run is due
-WORKER_STOP = "worker-stop"
+WORKER_STOP = postgres_queue.WORKER_STOP
+
+#: how long a run whose drive hit a storage failure on PostgreSQL is passed over (the database
+#: may be back by then; its lease has run out or been given back)
+STORAGE_RETRY_SECONDS = 5.0
 
 
 class _Stop(threading.Event):
@@ -50,6 +65,10 @@ class _Stop(threading.Event):
     record (`flowrt.run.HaltRequested`)."""
 
     reason = WORKER_STOP
+
+
+def is_database(store: Store) -> bool:
+    return getattr(store, "root", None) is None and hasattr(store, "lease_seconds")
 
 
 def claim(store: Store, run_id: str) -> RunLog | None:
@@ -81,6 +100,8 @@ def _due_by_decision(decision: dict, at_ns: int) -> str | None:
     kind = decision.get("kind")
     if kind == "halted" and decision.get("reason") == WORKER_STOP:
         return WORKER_STOP
+    if kind == "queued":
+        return "queued"
     if kind == "sleeping":
         until = timers.decision_until(decision)
         if until is not None and until <= at_ns:
@@ -102,6 +123,7 @@ class Worker:
                  park_after: float = 5.0, poll: float = 2.0, out=None) -> None:
         self.runs = runs
         self.store = open_store(runs)
+        self.database = is_database(self.store)
         self.concurrency = concurrency
         self.manifest = manifest
         self.allow = allow
@@ -111,8 +133,9 @@ class Worker:
         self.lock = threading.Lock()
         self.active: dict[str, tuple[threading.Thread, _Stop]] = {}
         #: runs a drive left where it found them (refused, a storage failure), by the head it
-        #: had then: not tried again until their history moves on
-        self.stuck: dict[str, str | None] = {}
+        #: had then: not tried again until their history moves on (or, for a storage failure
+        #: on PostgreSQL, until the time kept with it)
+        self.stuck: dict[str, tuple[str | None, int | None]] = {}
         self.changed = threading.Event()  # a drive ended, or a stop was asked for
         self.stopping: int | None = None  # the signal that asked the worker to stop
 
@@ -122,17 +145,22 @@ class Worker:
         """Drive due runs until stopped (SIGTERM: exit 0, SIGINT: 130) or, with `once`, until
         nothing is due and nothing is being driven."""
         previous = self._install_signals()
-        sys.stderr.write(f"flow worker: driving the runs of {self.runs} ({self.concurrency} at a time)\n")
+        sys.stderr.write(f"flow worker: driving the runs of {_shown(self.runs)} ({self.concurrency} at a time)\n")
         sys.stderr.flush()
         try:
             while self.stopping is None:
                 self.changed.clear()
                 try:
                     look = self.look()
+                    started = self.start_due(look.due)
                 except StorageError as problem:
                     sys.stderr.write(f"storage failure: {problem}\n")
-                    return 5
-                started = self.start_due(look.due)
+                    sys.stderr.flush()
+                    if once or not self.database:
+                        return 5
+                    # The database away: each run being driven stops by itself; look again later.
+                    self.changed.wait(self.poll)
+                    continue
                 with self.lock:
                     busy = bool(self.active)
                 if once and not busy and not started:
@@ -149,7 +177,11 @@ class Worker:
     def look(self) -> _Look:
         """One pass over the store's runs (page by page): those that may be due, by what the
         scan shows (a run with no decision at its last fact may also be one another host is
-        driving: the claim tells)."""
+        driving: the claim tells). On PostgreSQL the claim itself finds them: the look only
+        asks when the next sleeping run is due."""
+        if self.database:
+            seconds = postgres_queue.seconds_to_next_ready(self.store)
+            return _Look(next_wake=None if seconds is None else timers.now_ns() + int(seconds * 1e9))
         found = _Look()
         now = timers.now_ns()
         after = None
@@ -163,7 +195,7 @@ class Worker:
                     continue
                 run_id = row["run"]
                 head = (row.get("lastFact") or {}).get("hash")
-                if run_id in self.stuck and self.stuck[run_id] == head:
+                if run_id in self.stuck and self.stuck[run_id][0] == head:
                     continue
                 decision = row.get("hostDecision")
                 if decision is None or _due_by_decision(decision, now) is not None:
@@ -176,35 +208,77 @@ class Worker:
             if after is None:
                 return found
 
-    def start_due(self, candidates: list[tuple[str, str | None]]) -> int:
-        """Claim and start driving as many due runs as there are free slots; how many started."""
-        started = 0
+    def free_slots(self) -> int:
+        with self.lock:
+            return 0 if self.stopping is not None else self.concurrency - len(self.active)
+
+    def claim_due(self, candidates: list[tuple[str, str | None]]):
+        """Claim due runs while there are free slots: yields (the claimed run, why it is due).
+        The one place the stores differ."""
+        if self.database:
+            yield from self._claim_from_database()
+            return
         for run_id, seen_head in candidates:
+            if self.free_slots() <= 0:
+                return
             with self.lock:
-                if self.stopping is not None or len(self.active) >= self.concurrency:
-                    break
                 if run_id in self.active:
                     continue
             try:
                 log = claim(self.store, run_id)
             except StorageError as problem:  # damaged since the scan read it: not this worker's to mend
-                self.stuck[run_id] = seen_head
+                self.stuck[run_id] = (seen_head, None)
                 self.say(f"{run_id}: storage failure: {problem}")
                 continue
             except (RunNotFound, ValueError):  # removed since the scan
                 continue
             if log is None:
                 continue
+            why = self._judge(log, seen_head, timers.now_ns())
+            if why is not None:
+                yield log, why
+
+    def _claim_from_database(self):
+        free = self.free_slots()
+        if free <= 0:
+            return
+        now = timers.now_ns()
+        skip = [(run_id, head) for run_id, (head, until) in self.stuck.items() if until is None or until > now]
+        claims, db_now = postgres_queue.claim_ready(self.store, limit=free, skip=skip)
+        for index, taken in enumerate(claims):
             try:
-                why = why_due(log, timers.now_ns())
-            except StorageError as problem:
-                log.close()
-                self.stuck[run_id] = seen_head
-                self.say(f"{run_id}: storage failure: {problem}")
+                log = self.store.open(taken.run, for_append=True, lease=taken.lease)
+            except StorageError as problem:  # damaged: not this worker's to mend
+                self.stuck[taken.run] = (postgres_queue.give_back(self.store, taken), None)
+                self.say(f"{taken.run}: storage failure: {problem}")
                 continue
-            if why is None:
-                log.close()  # driven by another host since the scan: nothing to do now
+            except (RunNotFound, ValueError):
                 continue
+            why = self._judge(log, log.head, db_now)
+            if why is not None:
+                yield log, why
+
+    def _judge(self, log: RunLog, seen_head: str | None, at_ns: int) -> str | None:
+        """Why a claimed run is due (None: it is let go of again, and on PostgreSQL its
+        readiness is corrected from its record)."""
+        try:
+            why = why_due(log, at_ns)
+            if why is None and self.database:
+                postgres_queue.correct_readiness(log, log.ended, host_decision(log.host_records(), log.head))
+        except StorageError as problem:
+            log.close()
+            self.stuck[log.run_id] = (seen_head, None)
+            self.say(f"{log.run_id}: storage failure: {problem}")
+            return None
+        if why is None:
+            log.close()  # driven by another host since the look: nothing to do now
+        return why
+
+    def start_due(self, candidates: list[tuple[str, str | None]]) -> int:
+        """Claim and start driving as many due runs as there are free slots; how many started."""
+        started = 0
+        for log, why in self.claim_due(candidates):
+            run_id = log.run_id
             stop = _Stop()
             thread = threading.Thread(target=self.drive, args=(log, why, stop), name=f"drive {run_id}",
                                       daemon=True)
@@ -223,12 +297,14 @@ class Worker:
         try:
             outcome = resume_claimed(log, self.runs, allow=self.allow, halt=stop, park_after=self.park_after,
                                      manifest=self.manifest)
-            if outcome.exit_code in (2, 5):
-                self.stuck[run_id] = head
+            if outcome.exit_code == 5 and self.database:
+                self.stuck[run_id] = (head, timers.now_ns() + int(max(STORAGE_RETRY_SECONDS, self.poll) * 1e9))
+            elif outcome.exit_code in (2, 5):
+                self.stuck[run_id] = (head, None)
             self.say(f"{run_id}: {_woke_because(why)}: {_ending(outcome)}"
                      + (f" ({outcome.message})" if outcome.message and outcome.exit_code not in (3, 130) else ""))
         except BaseException as problem:  # a bug in driving one run must not stop the others
-            self.stuck[run_id] = head
+            self.stuck[run_id] = (head, None)
             self.say(f"{run_id}: {_woke_because(why)}: failed: {type(problem).__name__}: {problem}")
         finally:
             log.close()
@@ -272,9 +348,20 @@ class Worker:
             self.out.flush()
 
 
+def _shown(location: str) -> str:
+    """A store's location as a log line may show it: a URL's password masked."""
+    import urllib.parse
+
+    import re
+
+    password = urllib.parse.urlsplit(location).password
+    shown = location if password is None else location.replace(f":{password}@", ":***@", 1)
+    return re.sub(r"(?i)(password=)[^&]*", r"\1***", shown)
+
+
 def _woke_because(why: str) -> str:
     return {"crashed": "recovered (crashed)", WORKER_STOP: "recovered (a worker stopped)",
-            "sleeping": "woke (timer due)"}.get(why, why)
+            "sleeping": "woke (timer due)", "queued": "drove (queued)"}.get(why, why)
 
 
 def _ending(outcome) -> str:

@@ -209,7 +209,7 @@ def judge_row(row: dict, name: str, data: bytes, anchor: dict | None, host: _Hos
     if known:
         row["lastActivityAt"] = rfc3339_ms(host.times[max(known)])
     for record in records:
-        if record["kind"] in ("paused", "sleeping", "halted") and record.get("head") == head:
+        if record["kind"] in ("paused", "sleeping", "queued", "halted") and record.get("head") == head:
             row["hostDecision"] = record
     return row
 

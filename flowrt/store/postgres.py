@@ -36,6 +36,7 @@ from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_posit
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, STORE_RECORDS, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.interface import RunImage, RunLog, Store
+from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
 from flowrt.store.postgres_verify import index_refs, parse_host_rows, verify_rows
 
@@ -49,15 +50,18 @@ _HISTORY = "flow_facts"
 _HOST = "flow_host"
 
 _APPEND = (
-    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)s, head = %(head)s WHERE " + leases.FENCE
+    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)s, head = %(head)s, "
+    "ready_at = CASE WHEN %(ended)s THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
     + " AND last_n = %(prev_n)s AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run), "
     "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
     "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING) "
     "INSERT INTO flow_facts (run, n, line) SELECT ok.run, f.n, f.line FROM ok, "
     "unnest(%(ns)s::bigint[], %(lines)s::bytea[]) AS f(n, line)")
 
+# The record and the run's readiness for workers (postgres_queue.ready_after) in one statement.
 _HOST_RECORD = (
-    "WITH ok AS (SELECT run FROM flow_runs WHERE " + leases.FENCE + " FOR UPDATE) "
+    "WITH ok AS (UPDATE flow_runs SET ready_at = CASE WHEN %(keep)s THEN ready_at "
+    "ELSE %(ready)s::timestamptz END WHERE " + leases.FENCE + " RETURNING run) "
     "INSERT INTO flow_host (run, i, line) SELECT ok.run, %(i)s, %(line)s FROM ok")
 
 
@@ -165,8 +169,8 @@ class PostgresStore(Store):
                 if durability == "none":
                     conn.execute("SET LOCAL synchronous_commit = off")
                 made = conn.execute(
-                    "INSERT INTO flow_runs (run, last_n, head, epoch, owner, lease_until) "
-                    "VALUES (%s, 1, %s, 1, %s, clock_timestamp() + make_interval(secs => %s)) "
+                    "INSERT INTO flow_runs (run, last_n, head, epoch, owner, lease_until, ready_at) "
+                    "VALUES (%s, 1, %s, 1, %s, clock_timestamp() + make_interval(secs => %s), '-infinity') "
                     "ON CONFLICT DO NOTHING RETURNING epoch",
                     (run_id, start["hash"], self.owner, self.lease_seconds)).fetchone()
                 if made is None:
@@ -541,7 +545,7 @@ class PostgresRunLog(RunLog):
                 # The commit waits for the flush unless the fact need not be durable yet: set
                 # for this statement's own transaction, so it costs no round trip.
                 cur = self._conn.execute(_APPEND, dict(
-                    self._fence_args(), commit="on" if durable else "off", last=n, head=prev,
+                    self._fence_args(), commit="on" if durable else "off", last=n, head=prev, ended=ended,
                     prev_n=last["n"], hexes=list(new),
                     blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines))
             except psycopg.Error as problem:
@@ -650,15 +654,17 @@ class PostgresRunLog(RunLog):
         lines = []
         for record in records:
             line, head = chain_record(record, head)
-            lines.append(line[:-1])
+            ready = ready_after(record)
+            lines.append((line[:-1], ready is KEEP, None if ready is KEEP else ready))
         try:
             with self._conn.transaction():
                 if durable:
                     self._local_commit(self._conn)
                 else:
                     self._conn.execute("SET LOCAL synchronous_commit = off")
-                for i, line in enumerate(lines, count + 1):
-                    cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line))
+                for i, (line, keep, ready) in enumerate(lines, count + 1):
+                    cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line, keep=keep,
+                                                                ready=ready))
                     if cur.rowcount != 1:
                         raise _Lost
                 if also is not None:
@@ -668,6 +674,18 @@ class PostgresRunLog(RunLog):
         except psycopg.Error as problem:
             raise _failed(problem, "cannot append a host record") from problem
         self._host_head, self._host_count = head, count + len(lines)
+
+    def set_ready(self, ready: str | None) -> None:
+        """Set from when the run wants a host (postgres_queue), fenced by this appender's lease."""
+        self._require_writable()
+        with self._lock:
+            try:
+                cur = self._conn.execute("UPDATE flow_runs SET ready_at = %(ready)s::timestamptz WHERE " + leases.FENCE,
+                                         dict(self._fence_args(), ready=ready))
+            except psycopg.Error as problem:
+                raise _failed(problem, "cannot mark the run") from problem
+            if cur.rowcount != 1:
+                raise self._lease_lost(None)
 
     # -- archive and redaction (postgres_archive) ---------------------------------------------
 

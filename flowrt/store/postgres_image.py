@@ -71,8 +71,11 @@ def write_database_image(store, run_id: str, image: RunImage) -> None:
         with store.connection() as conn:
             with conn.transaction():
                 made = conn.execute(
-                    "INSERT INTO flow_runs (run, last_n, head, anchor) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING RETURNING 1", (run_id, last["n"], last["hash"], image.anchor)).fetchone()
+                    # Any run but an ended one is looked at once by a worker (postgres_queue).
+                    "INSERT INTO flow_runs (run, last_n, head, anchor, ready_at) VALUES (%s, %s, %s, %s, "
+                    "CASE WHEN %s THEN NULL ELSE '-infinity'::timestamptz END) "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    (run_id, last["n"], last["hash"], image.anchor, last["kind"] == "End")).fetchone()
                 if made is None:
                     raise RunExists(f"run {run_id} already exists in {store}")
                 with conn.cursor() as cur:

@@ -14,7 +14,7 @@ import psycopg
 from flowrt.store.errors import StorageError
 
 #: the layout this code reads and writes
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: MIGRATIONS[v] takes the layout from version v to v + 1 (0: no tables yet)
 MIGRATIONS: dict[int, str] = {
@@ -60,6 +60,16 @@ MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (run, i)
     );
     CREATE INDEX flow_runs_lease ON flow_runs (lease_until) WHERE owner IS NOT NULL;
+    """,
+    # Workers (flowrt/worker.py): from when a run wants a host (postgres_queue). A run that
+    # ends in End wants none; every other existing run is looked at once by the first worker,
+    # which corrects the column from its record.
+    1: """
+    ALTER TABLE flow_runs ADD COLUMN ready_at timestamptz;
+    UPDATE flow_runs r SET ready_at = '-infinity' WHERE NOT EXISTS (
+        SELECT 1 FROM flow_facts f WHERE f.run = r.run AND f.n = r.last_n
+        AND convert_from(f.line, 'UTF8')::jsonb ->> 'kind' = 'End');
+    CREATE INDEX flow_runs_ready ON flow_runs (ready_at) WHERE ready_at IS NOT NULL;
     """,
 }
 
