@@ -101,10 +101,10 @@ class FlowFile(pytest.File):
         for fn in compiled.tests():
             yield FlowTestItem.from_parent(self, name=fn.name, line=fn.line)
 
-    def repr_failure(self, excinfo, style=None):
+    def repr_failure(self, excinfo):
         if excinfo.errisinstance(FlowCheckError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)
 
     def results_for(self, name: str) -> dict:
         if self.results is None:
@@ -118,7 +118,17 @@ class FlowFile(pytest.File):
         return self.results[name]
 
 
-class FlowTestItem(pytest.Item):
+class _Item(pytest.Item):
+    """A Flow item. It has no fixtures, but says so with an empty `funcargs`: some plugins'
+    `pytest_runtest_call` wrappers (pytest-lsp 1.0's) return without yielding for an item that
+    lacks the attribute, which fails every such item with StopIteration."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.funcargs: dict = {}
+
+
+class FlowTestItem(_Item):
     def __init__(self, *, line: int, **kwargs) -> None:
         super().__init__(**kwargs)
         self.line = line
@@ -153,7 +163,7 @@ class HistoryFile(pytest.File):
         yield HistoryItem.from_parent(self, name=f"history {self.path.parent.name}")
 
 
-class HistoryItem(pytest.Item):
+class HistoryItem(_Item):
     def runtest(self) -> None:
         from flowrt.test_cmd import TestReport, replay_history
 

@@ -46,7 +46,9 @@ def flow_dir(pytester: pytest.Pytester) -> Path:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("-p", "no:cacheprovider", *args)
+    # In a process of its own: pytester's in-process runs forget the modules each run imported,
+    # and libcst's native parser (a PyO3 module) cannot be imported twice in one interpreter.
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=600)
 
 
 def test_each_test_is_an_item_with_its_outcome(pytester, flow_dir):
