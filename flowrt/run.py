@@ -678,6 +678,16 @@ def admitter(typed: Typed):
     return admit_one
 
 
+def start_records(prepared: Prepared, origin: str, checkpoints: str) -> list[dict]:
+    """The host records a run's start writes after Start: where its program came from, the
+    approvals given, each Tool's binding, and the checkpoint policy (docs/trace.md section 7)."""
+    records = [{"kind": "origin", "root": origin}, *prepared.approvals]
+    records += [{"kind": "binding", "tool": identity, "implementation": implementation.label()}
+                for identity, implementation in sorted(prepared.implementations.items())]
+    records.append({"kind": "checkpoints", "policy": checkpoints})
+    return records
+
+
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
         python_tools: dict | None = None, allow: bool = False, ask=None, durability: str = "fsync",
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
@@ -725,13 +735,14 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")
     origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
-    store.host_record({"kind": "origin", "root": origin})
+    # One write and one sync for all of them (they are durable before the first Call goes out).
+    try:
+        store.host_records_many(start_records(prepared, origin, checkpoints))
+    except StorageError as problem:
+        store.close()
+        child.kill()
+        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     crash_after(1)
-    for record in prepared.approvals:
-        store.host_record(record)
-    for identity, implementation in sorted(prepared.implementations.items()):
-        store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
-    store.host_record({"kind": "checkpoints", "policy": checkpoints})
     driver = Driver(prepared, store, run_id, child, checkpoints)
     driver.halt = halt
     driver.park_after = timers.seconds_ns(park_after)
