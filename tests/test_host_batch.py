@@ -113,8 +113,10 @@ def written_batch(tmp_path, count: int) -> tuple[bytes, int]:
 def test_a_torn_batch_reads_as_a_torn_tail_wherever_it_tore(tmp_path_factory, count, data):
     raw, start = written_batch(tmp_path_factory.mktemp("b"), count)
     # Any run of pages the crash did not write: zeros from somewhere in the batch, for a while.
-    lost_from = data.draw(st.integers(start, len(raw) - 1))
-    lost_to = data.draw(st.integers(lost_from + 1, len(raw)))
+    # (drawn as shares of the batch, so that the draws do not depend on the bytes' length)
+    share_from, share_length = data.draw(st.floats(0, 1, exclude_max=True)), data.draw(st.floats(0, 1))
+    lost_from = start + int(share_from * (len(raw) - start))
+    lost_to = lost_from + 1 + int(share_length * (len(raw) - lost_from - 1))
     torn = raw[:lost_from] + bytes(lost_to - lost_from) + raw[lost_to:]
     host = _parse_host(torn)
     kinds = [(r["kind"], r.get("n")) for r in host.records]
@@ -177,3 +179,19 @@ def test_flow_run_writes_the_start_records_in_one_sync(tmp_path):
     assert b'"kind":"checkpoints"' in lines[1] and b'"batch":' in lines[1]
     records = RunStore.open(str(tmp_path / "runs"), run, for_append=False).host_records()
     assert [r["kind"] for r in records][:2] == ["origin", "checkpoints"]
+
+
+def test_an_appender_syncs_the_times_a_closed_run_left_before_its_first_record(tmp_path, monkeypatch):
+    store = RunStore.create(str(tmp_path), "r", START)
+    store.append("Call", {"call": "c1", "tool": "m.t", "arguments": {}})
+    store.close()  # its last `times` record unsynced, after the durable mark
+    assert host_bytes(str(tmp_path)).rstrip(b"\n").rsplit(b"\n", 1)[-1].find(b'"kind":"times"') >= 0
+    again = RunStore.open(str(tmp_path), "r", for_append=True)
+    before = len(host_bytes(str(tmp_path)))
+    calls = count_fsyncs(monkeypatch)
+    again.host_record({"kind": "paused", "head": again.head, "pending": ["c1"]})
+    # The times it found synced first (their length is not known), then the record alone: its
+    # write never claims the bytes before it.
+    assert calls == [again._host_fd, again._host_fd]
+    assert b'"batch"' not in host_bytes(str(tmp_path))[before:]
+    again.close()

@@ -400,8 +400,10 @@ class RunStore(RunLog):
         self._size = parsed.valid_len
         self._host_size = host_len
         # A store that closed the run left its last times unsynced: an appender syncs them
-        # before its first synced record (`_write_host`), so they never lie behind one unsynced.
-        self._host_unsynced = host_len if parsed_host.times_last else 0
+        # before its first synced record (`_write_host_many`), so they never lie behind one
+        # unsynced. How many bytes they are is not known here, so more than one write may name in
+        # its `batch` (which would otherwise reach back over them, or further).
+        self._host_unsynced = TIMES_WINDOW + 1 if parsed_host.times_last else 0
         refs = _VALUE_REFS
         for index in reader.referring:
             fact = parsed.facts[index]
