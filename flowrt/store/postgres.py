@@ -632,7 +632,7 @@ class PostgresRunLog(RunLog):
     def host_record(self, record: dict) -> dict:
         return self.host_records_many([record])[0]
 
-    def host_records_many(self, records) -> list[dict]:
+    def host_records_many(self, records: Sequence[dict]) -> list[dict]:
         """As `host_record` each, in one transaction (one commit, one WAL flush)."""
         self._require_writable()
         records = list(records)
