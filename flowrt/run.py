@@ -686,6 +686,14 @@ class _NoChild:
 
 
 _NO_CHILD = _NoChild()
+def start_records(prepared: Prepared, origin: str, checkpoints: str) -> list[dict]:
+    """The host records a run's start writes after Start: where its program came from, the
+    approvals given, each Tool's binding, and the checkpoint policy (docs/trace.md section 7)."""
+    records = [{"kind": "origin", "root": origin}, *prepared.approvals]
+    records += [{"kind": "binding", "tool": identity, "implementation": implementation.label()}
+                for identity, implementation in sorted(prepared.implementations.items())]
+    records.append({"kind": "checkpoints", "policy": checkpoints})
+    return records
 
 
 def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str = ".flow/runs",
@@ -739,21 +747,20 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         child.kill()
         return RunOutcome(5, message=f"storage failure: {problem}")
     origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
-    store.host_record({"kind": "origin", "root": origin})
+    # One write and one sync for all of them (they are durable before the first Call goes out).
+    try:
+        records = start_records(prepared, origin, checkpoints)
+        if detach:  # queued for a worker, in the same write
+            records.append({"kind": "queued", "head": store.head, "pending": []})
+        store.host_records_many(records)
+    except StorageError as problem:
+        store.close()
+        child.kill()
+        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     crash_after(1)
-    for record in prepared.approvals:
-        store.host_record(record)
-    for identity, implementation in sorted(prepared.implementations.items()):
-        store.host_record({"kind": "binding", "tool": identity, "implementation": implementation.label()})
-    store.host_record({"kind": "checkpoints", "policy": checkpoints})
     if detach:
         child.kill()
-        try:
-            store.host_record({"kind": "queued", "head": store.head, "pending": []})
-        except StorageError as problem:
-            return RunOutcome(5, run_id, message=f"storage failure: {problem}")
-        finally:
-            store.close()
+        store.close()
         return RunOutcome(0, run_id, queued=True)
     driver = Driver(prepared, store, run_id, child, checkpoints)
     driver.halt = halt

@@ -166,6 +166,22 @@ def test_append_many_is_one_chained_group(store):
     assert store.open("g", for_append=False).facts()[1:] == out
 
 
+def test_host_records_many_writes_them_in_order_after_the_facts(store):
+    s = store.create("h", START)
+    s.append("Call", {"call": "root#1", "tool": "t", "arguments": {}}, sync=False)
+    records = [{"kind": "origin", "root": "/a.flow"}, {"kind": "binding", "tool": "m.t", "implementation": "x"},
+               {"kind": "checkpoints", "policy": "every"}]
+    assert s.host_records_many(records) == records
+    assert s.synced  # the records name the head: the facts before them are durable first
+    assert s.host_records_many([]) == []
+    with pytest.raises(ValueError):
+        s.host_records_many([{"kind": "note"}, {"kind": "note", "batch": 0}])  # the store's key
+    s.host_record({"kind": "note"})
+    s.close()
+    kinds = [r for r in store.open("h", for_append=False).host_records() if r["kind"] != "durable"]
+    assert kinds == [*records, {"kind": "note"}]
+
+
 def test_concurrent_appends_from_threads_chain(store):
     s = store.create("t", START, durability="none")
 

@@ -50,7 +50,14 @@ from flowrt.store.format import (
     _now,
     valid_run_id,
 )
-from flowrt.store.host_records import TIMES_WINDOW, _Host, _parse_host, holes_and_limit, read_host
+from flowrt.store.host_records import (
+    TIMES_WINDOW,
+    _Host,
+    _parse_host,
+    check_host_record,
+    holes_and_limit,
+    read_host,
+)
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
@@ -205,6 +212,9 @@ class RunStore(RunLog):
                          os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             store._fd = fd
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # host.jsonl is made now, so that the run directory's sync below covers its name too:
+            # the host records a run's start writes then cost one fsync, not two.
+            store._open_host(sync_dir=False)
             if inline_limit != INLINE_LIMIT:
                 store._write_host({"kind": "store", "inlineLimit": inline_limit})
             for text in source_texts:
@@ -390,8 +400,10 @@ class RunStore(RunLog):
         self._size = parsed.valid_len
         self._host_size = host_len
         # A store that closed the run left its last times unsynced: an appender syncs them
-        # before its first synced record (`_write_host`), so they never lie behind one unsynced.
-        self._host_unsynced = host_len if parsed_host.times_last else 0
+        # before its first synced record (`_write_host_many`), so they never lie behind one
+        # unsynced. How many bytes they are is not known here, so more than one write may name in
+        # its `batch` (which would otherwise reach back over them, or further).
+        self._host_unsynced = TIMES_WINDOW + 1 if parsed_host.times_last else 0
         refs = _VALUE_REFS
         for index in reader.referring:
             fact = parsed.facts[index]
@@ -950,26 +962,32 @@ class RunStore(RunLog):
 
     def host_record(self, record: dict) -> dict:
         """Append a host record (a JSON object with a text `kind`) to host.jsonl, durably."""
+        return self.host_records_many([record])[0]
+
+    def host_records_many(self, records: Sequence[dict]) -> list[dict]:
+        """Append host records to host.jsonl in one write and one fsync (as `host_record` each,
+        in order): a run's start writes several. A crash can tear the write anywhere, so each
+        record of such a write says how many bytes before it the write began (`batch`, read by
+        `host_records._unsynced_tail`, docs/trace.md section 10)."""
         self._require_writable()
-        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
-            raise ValueError("a host record is a dict with a text `kind`")
-        if record["kind"] in STORE_RECORDS:
-            raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
-        if "prev" in record or "hash" in record:
-            raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")
+        records = list(records)
+        for record in records:
+            check_host_record(record)
+        if not records:
+            return []
         self._sync_facts()  # a record names the head: the facts up to it are durable first
         with self._lock:
-            self._write_host(record)
-        return record
+            self._write_host_many(records)
+        return records
 
-    def _open_host(self) -> None:
+    def _open_host(self, *, sync_dir: bool = True) -> None:
         if self._host_fd is None:
             path = os.path.join(self.path, HOST)
             existed = os.path.exists(path)
             try:
                 self._host_fd = os.open(
                     path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-                if not existed and self._fsync:
+                if not existed and self._fsync and sync_dir:
                     _fsync_dir(self.path)
             except OSError as problem:
                 raise StorageError(f"cannot open: {_strerror(problem)}", component=HOST) from problem
@@ -977,10 +995,54 @@ class RunStore(RunLog):
     def _write_host(self, record: dict, *, sync: bool = True) -> None:
         """Append one chained record. `sync=False` (only `times` records) leaves it to the next
         synced record, unless that would leave more than TIMES_WINDOW bytes unsynced. A synced
-        record after unsynced ones syncs them first, so that only the last lines of host.jsonl
-        are ever unsynced: `times` records, or the one record being synced (docs/trace.md
-        section 10). Those are few (a pause, a halt, `close`'s durable mark), never per fact."""
+        record after unsynced `times` records is written and synced with them as one unit (it
+        says so in `batch`); only when that unit would exceed TIMES_WINDOW are they synced first.
+        So only the last lines of host.jsonl are ever unsynced, and within TIMES_WINDOW of the
+        end (docs/trace.md section 10)."""
+        if sync:
+            self._write_host_many([record])
+            return
         line, digest = chain_record(record, self._host_head)
+        self._append_host(line, digest, sync=not self._fsync or self._host_unsynced + len(line) > TIMES_WINDOW)
+
+    def _write_host_many(self, records: list[dict]) -> None:
+        """Write synced records in as few units (one write, one fsync each) as TIMES_WINDOW
+        allows; each unit's records after its first byte carry `batch`: the bytes of the unit
+        before them, so a reader knows a damaged line there is part of this unsynced write."""
+        unit: list[bytes] = []
+        unit_size = self._host_unsynced if self._fsync else 0
+        head = self._host_head
+        pending = list(records)
+        while pending:
+            record = pending[0]
+            line, digest = chain_record(record, head)
+            if self._fsync and (unit_size or len(pending) > 1 or unit):
+                line, digest = chain_record(dict(record, batch=unit_size), head)
+            if unit_size and unit_size + len(line) > TIMES_WINDOW:
+                # Too much for one tear window: make what is written durable, start anew.
+                if unit:
+                    self._append_host(b"".join(unit), head, sync=True)
+                else:
+                    self._sync_host()
+                unit, unit_size = [], 0
+                continue
+            unit.append(line)
+            unit_size += len(line)
+            head = digest
+            pending.pop(0)
+        self._append_host(b"".join(unit), head, sync=True)
+
+    def _sync_host(self) -> None:
+        self._open_host()
+        try:
+            os.fsync(self._host_fd)
+        except OSError as problem:
+            raise StorageError(f"cannot append a host record: {_strerror(problem)}",
+                               component=HOST) from problem
+        self._host_unsynced = 0
+
+    def _append_host(self, data: bytes, head: str, *, sync: bool) -> None:
+        """Write whole lines (cut back off if the write or its sync fails), synced or not."""
         self._open_host()
         fd = self._host_fd
         start = self._host_size
@@ -988,15 +1050,12 @@ class RunStore(RunLog):
             if self._host_dirty:
                 os.ftruncate(fd, start)
                 self._host_dirty = False
-            if sync and self._fsync and self._host_unsynced:
-                os.fsync(fd)
-                self._host_unsynced = 0
-            _write_all(fd, line)
-            if self._fsync and (sync or self._host_unsynced + len(line) > TIMES_WINDOW):
+            _write_all(fd, data)
+            if self._fsync and sync:
                 os.fsync(fd)
                 self._host_unsynced = 0
             elif self._fsync:
-                self._host_unsynced += len(line)
+                self._host_unsynced += len(data)
         except BaseException as problem:
             try:
                 os.ftruncate(fd, start)
@@ -1006,9 +1065,8 @@ class RunStore(RunLog):
                 raise StorageError(f"cannot append a host record: {_strerror(problem)}",
                                    component=HOST) from problem
             raise
-        self._host_size = start + len(line)
-        self._host_head = digest
-        self._host_lines += 1
+        self._host_size = start + len(data)
+        self._host_head = head
 
     # -- archive and redaction ------------------------------------------------------------------
 

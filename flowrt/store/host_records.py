@@ -9,7 +9,7 @@ from flowrt.store.canonical import _NotCanonical, _NotJSON, canonical_bytes, loa
 from flowrt.store.chain import _sha256_hex, fact_position
 from flowrt.store.durable import _read_file, _strerror
 from flowrt.store.errors import StorageError, TornTail
-from flowrt.store.format import _HASH_RE
+from flowrt.store.format import _HASH_RE, STORE_RECORDS
 from flowrt.store.layout import HOST
 
 #: At most this many bytes of `times` records are written to host.jsonl without an fsync: a
@@ -38,40 +38,65 @@ class _Host:
     times_last: bool = False
 
 
+def check_host_record(record: object) -> None:
+    """ValueError unless `record` is one a host may write: a dict with a text `kind` that is
+    not one of the store's own, without the keys the store adds (`prev`, `hash`, `batch`)."""
+    if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+        raise ValueError("a host record is a dict with a text `kind`")
+    if record["kind"] in STORE_RECORDS:
+        raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
+    if "prev" in record or "hash" in record or "batch" in record:
+        raise ValueError("`prev`, `hash` and `batch` of a host record are the store's (its chain)")
+
+
 def _whole_record(data: bytes) -> bool:
     """Whether `data` is a whole host record. A lost write of the last record can leave zeros in
-    it, but never a whole record before them: each record is written and synced alone, so a
-    record, a NUL and more is two records joined by a damaged newline (damage, not a tear)."""
+    it, but never a whole record before them unless it was written in the same unsynced write:
+    otherwise a record, a NUL and more is two records joined by a damaged newline (damage)."""
     try:
         return isinstance(loads_canonical(data), dict)
     except ValueError:
         return False
 
 
-def _times_tail(data: bytes, pos: int) -> bool:
+def _unsynced_tail(data: bytes, pos: int) -> bool:
     """Whether the bytes from `pos` (a line that does not parse and holds a NUL) can be what a
-    machine crash left of `times` records written without fsync: within TIMES_WINDOW of the end,
-    and every line from there on damaged (a NUL) or a whole `times` record. Only `times` records
-    are ever left unsynced behind the last line (a synced record syncs those before it is
-    written), so anything else there is damage."""
+    machine crash left of the last unsynced write: within TIMES_WINDOW of the end, and every line
+    from there on damaged (a NUL), a whole `times` record (written without fsync), or a record
+    whose `batch` says its write began at or before `pos` (written with the lines before it, in
+    one write and one fsync). A record synced on its own after the damage means the damage was
+    on disk already: damage, not a tear."""
     size = len(data)
     if size - pos > TIMES_WINDOW:
         return False
-    first = data[pos:data.find(b"\n", pos) if data.find(b"\n", pos) >= 0 else size]
+    newline = data.find(b"\n", pos)
+    first = data[pos:newline if newline >= 0 else size]
     before = first[:first.index(b"\0")]
-    if _whole_record(before) and not _is_times(before):
+    if _whole_record(before) and not _unsynced_with(before, pos, pos):
         return False  # a synced record, then a damaged newline: damage
-    lines = data[pos:].split(b"\n")
-    lines.pop()  # (after the last newline: a write cut short, whatever it holds)
-    return all(b"\0" in line or _is_times(line) for line in lines)
+    start = newline + 1
+    while newline >= 0:
+        newline = data.find(b"\n", start)
+        if newline < 0:
+            break  # (after the last newline: a write cut short, whatever it holds)
+        line = data[start:newline]
+        if b"\0" not in line and not _unsynced_with(line, start, pos):
+            return False
+        start = newline + 1
+    return True
 
 
-def _is_times(line: bytes) -> bool:
+def _unsynced_with(line: bytes, start: int, pos: int) -> bool:
+    """Whether the record `line` (at offset `start`) may have been written unsynced, or in
+    the same write as the bytes at `pos`: a `times` record, or one whose `batch` reaches `pos`."""
     try:
         obj = loads_canonical(line)
     except ValueError:
         return False
-    return isinstance(obj, dict) and obj.get("kind") == "times"
+    if not isinstance(obj, dict):
+        return False
+    batch = obj.get("batch")
+    return obj.get("kind") == "times" or (type(batch) is int and 0 <= batch and start - batch <= pos)
 
 
 def _take_times(obj: dict, times: dict[int, int], line_no: int) -> None:
@@ -107,7 +132,7 @@ def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, 
         except _NotJSON:
             line = data[pos:newline]
             if b"\0" in line and ((newline + 1 == size and not _whole_record(line[:line.index(b"\0")]))
-                                  or _times_tail(data, pos)):
+                                  or _unsynced_tail(data, pos)):
                 line_no -= 1  # (the torn line is not one of the records read)
                 break
             raise StorageError(f"line {line_no} is not JSON", component=HOST) from None
@@ -125,6 +150,7 @@ def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, 
                 raise StorageError(f"line {line_no}: the record's content does not match its hash",
                                    component=HOST)
             del obj["prev"]
+            obj.pop("batch", None)  # (the store's: where the write that held it began)
             head, chained = claimed, True
         if obj["kind"] == "durable":
             if type(obj.get("facts")) is not int or obj["facts"] < 1 or not isinstance(obj.get("head"), str) \

@@ -206,6 +206,12 @@ class RunLog(abc.ABC):
         """Append a host record (a dict with a text `kind`, not one of `STORE_RECORDS`),
         chained to the one before it, durably, after making the facts durable."""
 
+    def host_records_many(self, records: Sequence[dict]) -> list[dict]:
+        """Append several host records, in order, as `host_record` each, with one write and one
+        sync where the store can (a run's start writes several): durable, chained, after making
+        the facts durable. Returns them. (This default writes them one at a time.)"""
+        return [self.host_record(record) for record in records]
+
     @abc.abstractmethod
     def archive(self) -> int:
         """Move the facts between Start and the latest checkpoint aside (the chain stays

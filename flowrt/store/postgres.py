@@ -34,7 +34,8 @@ from flowrt.store import postgres_lease as leases
 from flowrt.store.canonical import loads_canonical
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
-from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, STORE_RECORDS, TIMES_EVERY_MS, valid_run_id
+from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
+from flowrt.store.host_records import check_host_record
 from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
@@ -633,17 +634,20 @@ class PostgresRunLog(RunLog):
         return "sha256:" + hex_
 
     def host_record(self, record: dict) -> dict:
+        return self.host_records_many([record])[0]
+
+    def host_records_many(self, records: Sequence[dict]) -> list[dict]:
+        """As `host_record` each, in one transaction (one commit, one WAL flush)."""
         self._require_writable()
-        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
-            raise ValueError("a host record is a dict with a text `kind`")
-        if record["kind"] in STORE_RECORDS:
-            raise ValueError(f"host records of kind {record['kind']!r} are written by the store")
-        if "prev" in record or "hash" in record:
-            raise ValueError("`prev` and `hash` of a host record are the store's (its chain)")
+        records = list(records)
+        for record in records:
+            check_host_record(record)
+        if not records:
+            return []
         self.sync()
         with self._lock:
-            self._write_host([record])
-        return record
+            self._write_host(records)
+        return records
 
     def _write_host(self, records: list[dict], also: tuple[str, dict] | None = None, *,
                     durable: bool = True) -> None:
