@@ -44,7 +44,6 @@ from flowrt.store.format import (
     _VALUE_REFS,
     DATA_VERSION,
     INLINE_LIMIT,
-    STORE_RECORDS,
     TIMES_EVERY_MS,
     VALUE_FIELDS,
     _now,
@@ -484,11 +483,14 @@ class RunStore(RunLog):
             except StorageError:
                 pass
         self._release_reserved()
-        self._mark_durable()
         if self._fd is not None and self._unsynced_from is None:
-            # Last, unsynced: a machine crash may take them (they are the file's last lines),
-            # never anything else.
+            # Before the durable mark, which then syncs them with it: a closed run's host.jsonl
+            # ends with a record that was synced, so damage anywhere before its last line is
+            # damage (a reader takes zeros for a lost write only among records written unsynced
+            # at the end). Without a new mark to write they stay last, unsynced, as a crash may
+            # leave them.
             self._record_times()
+        self._mark_durable()
         for attr in ("_fd", "_host_fd"):
             fd = getattr(self, attr)
             if fd is not None:
