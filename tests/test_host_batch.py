@@ -206,3 +206,25 @@ def test_an_appender_syncs_the_times_a_closed_run_left_before_its_first_record(t
     assert calls == [third._host_fd]
     assert b'"batch"' not in host_bytes(str(tmp_path))[before:]
     third.close()
+
+
+def test_zeros_in_a_record_synced_alone_are_damage_even_with_only_times_after_it(tmp_path):
+    store = RunStore.create(str(tmp_path), "r", START)
+    store.host_record({"kind": "binding", "tool": "m.t", "implementation": "pending"})  # synced alone
+    store.append("Call", {"call": "c1", "tool": "m.t", "arguments": {}})
+    store.sync()  # its times recorded after the binding, unsynced: a live run's tail
+    path = tmp_path / "r" / "host.jsonl"
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    binding = next(i for i, line in enumerate(lines) if b'"kind":"binding"' in line)
+    assert all(b'"kind":"times"' in line for line in lines[binding + 1:] if line)
+    start = sum(len(line) + 1 for line in lines[:binding])
+    # (zeros in its first bytes, `{"`, cannot be told from a lost write of a `times` record)
+    for offset in range(start + 3, start + len(lines[binding])):
+        damaged = bytearray(data)
+        damaged[offset] = 0
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(StorageError):
+            RunStore.open(str(tmp_path), "r", for_append=False)
+    path.write_bytes(data)
+    store.close()

@@ -59,6 +59,11 @@ def _whole_record(data: bytes) -> bool:
         return False
 
 
+#: How a record begins that may be torn by a crash: a `times` record (written unsynced), and a
+#: record of a batch (written with others in one write); canonical JSON sorts keys.
+_UNSYNCED_HEADS = (b'{"at":[', b'{"batch":')
+
+
 def _unsynced_tail(data: bytes, pos: int) -> bool:
     """Whether the bytes from `pos` (a line that does not parse and holds a NUL) can be what a
     machine crash left of the last unsynced write: within TIMES_WINDOW of the end, and every line
@@ -74,6 +79,10 @@ def _unsynced_tail(data: bytes, pos: int) -> bool:
     before = first[:first.index(b"\0")]
     if _whole_record(before) and not _unsynced_with(before, pos, pos):
         return False  # a synced record, then a damaged newline: damage
+    if not any(before.startswith(head) or head.startswith(before) for head in _UNSYNCED_HEADS):
+        # What the zeros left of it was neither a `times` record nor part of a batch (canonical
+        # JSON puts `at`, or `batch`, first): a record synced alone, whose bytes a crash keeps.
+        return False
     start = newline + 1
     while newline >= 0:
         newline = data.find(b"\n", start)
