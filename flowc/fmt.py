@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from flowc import syntax as S
 from flowc.diagnostics import Diagnostic
+from flowc.fmt_comments import Comments
 from flowc.parse import parse
 
 WIDTH = 100
@@ -45,11 +46,15 @@ def format_source(source: str, file: str = "<input>") -> Formatted:
 
 
 class _Printer:
+    """Prints a tree at a column: every method that returns text is told `col`, how many characters
+    the line already holds before the text (its indentation included), and `tail`, how many must
+    still follow the text's last line (a `,`, ` {`, ` else {`), so a one-line form is chosen only
+    where it really fits and a broken form breaks where the line would otherwise overflow."""
+
     def __init__(self, source: str, module: S.Module) -> None:
         self.lines = source.split("\n")
         self.module_node = module
-        self.comments = sorted(module.comments, key=lambda c: (c.span.line, c.span.column))
-        self.used: set[int] = set()
+        self.comments = Comments(module.comments)
 
     # ---- source access
 
@@ -62,31 +67,14 @@ class _Printer:
         return "\n".join(parts)
 
     def comments_between(self, after_line: int, before: S.Span) -> list[S.Comment]:
-        """Unused comments on lines after `after_line` that end before `before` starts."""
-        out = []
-        for i, c in enumerate(self.comments):
-            if i in self.used:
-                continue
-            if c.span.line > after_line and (c.span.line, c.span.column) < (before.line, before.column):
-                out.append(c)
-                self.used.add(i)
-        return out
+        return self.comments.take_between(after_line, before)
 
     def trailing(self, span: S.Span) -> str:
-        """A comment on the last line of `span`, after it."""
-        for i, c in enumerate(self.comments):
-            if i not in self.used and c.span.line == span.end_line and c.span.column >= span.end_column:
-                self.used.add(i)
-                return "  " + c.text
-        return ""
+        comment = self.comments.take_trailing(span)
+        return "  " + comment.text if comment is not None else ""
 
     def has_inner_comment(self, span: S.Span) -> bool:
-        for i, c in enumerate(self.comments):
-            if i in self.used:
-                continue
-            if (span.line, span.column) < (c.span.line, c.span.column) < (span.end_line, span.end_column):
-                return True
-        return False
+        return self.comments.any_inside(span)
 
     # ---- module and declarations
 
@@ -103,21 +91,18 @@ class _Printer:
             elif out:
                 out.append("")
             out.extend(c.text for c in leading)
-            before = set(self.used)
             text = self.item(item)
             if self.has_inner_comment(item.span):
-                # A comment the layout had no place for: keep the declaration as written.
-                self.used = before
+                # A comment the layout had no place for: keep the declaration as written. Printing
+                # it placed only comments on its own lines, and keeping it places all of those.
+                self.comments.take_lines(item.span.line, item.span.end_line)
                 text = "\n".join(line.rstrip() for line in self.slice(_line_span(item.span, self.lines)).split("\n"))
-                for i, c in enumerate(self.comments):
-                    if item.span.line <= c.span.line <= item.span.end_line:
-                        self.used.add(i)
                 out.append(text)
             else:
                 out.append(text + self.trailing(item.span))
             previous = item
             last_line = item.span.end_line
-        rest = [c.text for i, c in enumerate(self.comments) if i not in self.used]
+        rest = [c.text for c in self.comments.take_rest()]
         if rest:
             if out:
                 out.append("")
@@ -153,78 +138,127 @@ class _Printer:
         if d.kind == "host":
             return head
         if d.kind == "record":
-            parts = [self.field(f) for f in d.fields]
             members = d.fields
+            parts = [self.field(f, INDENT, 1) for f in d.fields]
         else:
-            parts = [self.ctor(c) for c in d.ctors]
             members = d.ctors
+            parts = [self.ctor(c, INDENT, 1) for c in d.ctors]
         if not parts:
             return head + " {}"
         flat = head + " { " + ", ".join(parts) + " }"
         has_docs = any(m.doc for m in members)
-        if len(flat) <= WIDTH and "\n" not in flat and not has_docs:
+        if _fits(0, flat, 0) and not has_docs:
             return flat
         lines = [head + " {"]
         last = d.name_span.end_line
         for member, text in zip(members, parts):
             for c in self.comments_between(last, member.span):
                 lines.append(INDENT + c.text)
-            lines.append(INDENT + text.replace("\n", "\n" + INDENT) + "," + self.trailing(member.span))
+            lines.append(INDENT + text + "," + self.trailing(member.span))
             last = member.span.end_line
         lines.append("}")
         return "\n".join(lines)
 
-    def field(self, f: S.FieldDecl) -> str:
-        return f"{'pub ' if f.pub else ''}{f.name}: {self.type(f.type)}"
+    def field(self, f: S.FieldDecl, indent: str, tail: int) -> str:
+        prefix = f"{'pub ' if f.pub else ''}{f.name}: "
+        return prefix + self.type(f.type, indent, len(indent) + len(prefix), tail)
 
-    def ctor(self, c: S.CtorDecl) -> str:
+    def ctor(self, c: S.CtorDecl, indent: str, tail: int) -> str:
         if c.form == "bare":
             return c.name
         if c.form == "positional":
-            return f"{c.name}(" + ", ".join(self.type(a) for a in c.args) + ")"
-        return f"{c.name} {{ " + ", ".join(f"{f.name}: {self.type(f.type)}" for f in c.fields) + " }"
+            flat = f"{c.name}(" + ", ".join(self.type(a) for a in c.args) + ")"
+            if _fits(len(indent), flat, tail):
+                return flat
+            return c.name + self.broken_items("(", ")", c.args, indent, self.type)
+        flat = f"{c.name} {{ " + ", ".join(f"{f.name}: {self.type(f.type)}" for f in c.fields) + " }"
+        if _fits(len(indent), flat, tail):
+            return flat
+        inner = indent + INDENT
+        return f"{c.name} {{\n" + "".join(
+            f"{inner}{f.name}: {self.type(f.type, inner, len(inner) + len(f.name) + 2, 1)},\n" for f in c.fields
+        ) + indent + "}"
 
-    def fn_head(self, d: S.FnDecl) -> str:
-        params = ", ".join(f"{p.name}: {self.type(p.type)}" for p in d.params)
+    def fn_head(self, d: S.FnDecl, prefix: str, indent: str, tail: int) -> str:
+        """`flow name<T>(params) -> R !effect` after `prefix`, its parameters one per line when the
+        one-line head does not fit."""
         effect = f" !{d.effect}" if d.effect else ""
-        return f"flow {d.name}{self.type_params(d.type_params)}({params}) -> {self.type(d.ret)}{effect}"
+        start = f"{prefix}flow {d.name}{self.type_params(d.type_params)}("
+        params = ", ".join(f"{p.name}: {self.type(p.type)}" for p in d.params)
+        flat = f"{start}{params}) -> {self.type(d.ret)}{effect}"
+        if _fits(0, flat, tail) or not d.params:
+            return flat
+        inner = indent + INDENT
+        lines = [start]
+        for p in d.params:
+            lines.append(f"{inner}{p.name}: {self.type(p.type, inner, len(inner) + len(p.name) + 2, 1)},")
+        close = f"{indent}) -> "
+        lines.append(close + self.type(d.ret, indent, len(close), len(effect) + tail) + effect)
+        return "\n".join(lines)
 
     def fn_decl(self, d: S.FnDecl, indent: str) -> str:
-        head = indent + f"{self.attrs(d.attrs)}{'pub ' if d.pub else ''}" + self.fn_head(d)
+        prefix = indent + f"{self.attrs(d.attrs)}{'pub ' if d.pub else ''}"
         if d.body is None:
-            return head
+            return self.fn_head(d, prefix, indent, 0)
         body = d.body
+        tail = 4 if isinstance(body, S.Block) else 2  # " = {" or " ="
+        head = self.fn_head(d, prefix, indent, tail)
+        col = _end_col(head, 0) + 3
         if isinstance(body, S.Block):
-            return head + " = " + self.block(body, indent)
+            return head + " = " + self.block(body, indent, col, 0)
         flat = self.flat(body)
-        if flat is not None and len(head) + 3 + len(flat) <= WIDTH:
+        if flat is not None and _fits(col, flat, 0):
             return head + " = " + flat
-        return head + " =\n" + indent + INDENT + self.expr(body, indent + INDENT)
+        inner = indent + INDENT
+        return head + " =\n" + inner + self.expr(body, inner, len(inner), 0)
 
     # ---- types
 
-    def type(self, t: S.TypeExpr | None) -> str:
+    def type(self, t: S.TypeExpr | None, indent: str = "", col: int = 0, tail: int | None = None) -> str:
+        """A type; with `tail` given, one that breaks its arguments or parameters one per line
+        where its one-line form would not fit."""
+        if t is None:
+            return "_"
+        flat = self._type_flat(t)
+        if tail is None or _fits(col, flat, tail) or isinstance(t, S.TNamed) and not t.args:
+            return flat
+        if isinstance(t, S.TNamed):
+            name = f"{t.qualifier}.{t.name}" if t.qualifier else t.name
+            return name + self.broken_items("<", ">", t.args, indent, self.type)
+        if isinstance(t, S.TTuple):
+            return self.broken_items("(", ")", t.items, indent, self.type)
+        ret = self._type_flat(t.ret)
+        if isinstance(t.ret, S.TFn) and t.ret.effect is None and t.effect is not None:
+            ret = f"({ret})"
+        effect = f" !{t.effect}" if t.effect else ""
+        params = self.broken_items("(", ")", t.params, indent, self.type) if t.params else "()"
+        return "flow" + params + f" -> {ret}{effect}"
+
+    def _type_flat(self, t: S.TypeExpr | None) -> str:
         if t is None:
             return "_"
         if isinstance(t, S.TNamed):
             name = f"{t.qualifier}.{t.name}" if t.qualifier else t.name
-            return name + ("<" + ", ".join(self.type(a) for a in t.args) + ">" if t.args else "")
+            return name + ("<" + ", ".join(self._type_flat(a) for a in t.args) + ">" if t.args else "")
         if isinstance(t, S.TTuple):
-            return "(" + ", ".join(self.type(i) for i in t.items) + ")"
-        ret = self.type(t.ret)
+            return "(" + ", ".join(self._type_flat(i) for i in t.items) + ")"
+        ret = self._type_flat(t.ret)
         if isinstance(t.ret, S.TFn) and t.ret.effect is None and t.effect is not None:
             ret = f"({ret})"
-        return "flow(" + ", ".join(self.type(p) for p in t.params) + f") -> {ret}" + \
+        return "flow(" + ", ".join(self._type_flat(p) for p in t.params) + f") -> {ret}" + \
             (f" !{t.effect}" if t.effect else "")
 
     # ---- blocks and statements
 
-    def block(self, b: S.Block, indent: str) -> str:
+    def block(self, b: S.Block, indent: str, col: int, tail: int, force: bool = False) -> str:
+        """`{ e }` when the block is one expression that fits (and `force` is off), else one
+        statement per line."""
         if not b.stmts:
             return "{}"
-        if len(b.stmts) == 1 and isinstance(b.stmts[0], S.ExprStmt) and not self.has_inner_comment(b.span):
+        if not force and len(b.stmts) == 1 and isinstance(b.stmts[0], S.ExprStmt) \
+                and not self.has_inner_comment(b.span):
             flat = self.flat(b.stmts[0].expr)
-            if flat is not None and len(indent) + len(flat) + 4 <= WIDTH and "\n" not in flat:
+            if flat is not None and _fits(col, flat, tail + 4):
                 return "{ " + flat + " }"
         inner = indent + INDENT
         lines = ["{"]
@@ -241,21 +275,25 @@ class _Printer:
         return "\n".join(lines)
 
     def stmt(self, s: S.Stmt, indent: str) -> str:
+        col = len(indent)
         if isinstance(s, S.Let):
             annotation = f": {self.type(s.type)}" if s.type is not None else ""
-            return f"let {self.pattern(s.pattern)}{annotation} = " + self.expr(s.value, indent)
+            prefix = f"let {self.pattern(s.pattern)}{annotation} = "
+            return prefix + self.expr(s.value, indent, col + len(prefix), 0)
         if isinstance(s, S.Guard):
-            return f"guard {self.head(s.cond, indent)} else " + self.block(s.else_, indent)
+            cond = self.head(s.cond, indent, col + 6, 7)
+            return f"guard {cond} else " + self.block(s.else_, indent, _end_col(cond, col + 6) + 6, 0)
         if isinstance(s, S.FnDecl):
             return self.fn_decl(s, indent)[len(indent):]
-        text = self.expr(s.expr, indent)
+        text = self.expr(s.expr, indent, col, 0)
         # A statement line starting with `-` would continue the line before: keep it apart.
         return f"({text})" if text.startswith("-") else text
 
-    def head(self, e: S.Expr, indent: str) -> str:
+    def head(self, e: S.Expr, indent: str, col: int, tail: int) -> str:
         """An expression in the head of `if`, `match` or `guard`: a record literal needs parens."""
-        text = self.expr(e, indent)
-        return f"({text})" if _has_bare_record(e) else text
+        if _has_bare_record(e):
+            return "(" + self.expr(e, indent, col + 1, tail + 1) + ")"
+        return self.expr(e, indent, col, tail)
 
     # ---- expressions
 
@@ -267,11 +305,11 @@ class _Printer:
             return None
         return text if "\n" not in text else None
 
-    def expr(self, e: S.Expr, indent: str) -> str:
+    def expr(self, e: S.Expr, indent: str, col: int, tail: int) -> str:
         flat = self.flat(e)
-        if flat is not None and len(indent) + len(flat) <= WIDTH:
+        if flat is not None and _fits(col, flat, tail):
             return flat
-        return self.broken(e, indent)
+        return self.broken(e, indent, col, tail)
 
     def _flat(self, e: S.Expr) -> str:
         if isinstance(e, (S.Lit, S.Interp)):
@@ -355,76 +393,111 @@ class _Printer:
         effect = f" !{e.effect}" if e.effect else ""
         return f"flow({params}){ret}{effect}"
 
-    def broken(self, e: S.Expr, indent: str) -> str:
+    def broken(self, e: S.Expr, indent: str, col: int, tail: int) -> str:
         inner = indent + INDENT
         if isinstance(e, S.Match):
-            lines = [f"match {self.head(e.scrutinee, indent)} {{"]
+            scrutinee = self.head(e.scrutinee, indent, col + 6, 2)
+            lines = [f"match {scrutinee} {{"]
             last = e.scrutinee.span.end_line
             for arm in e.arms:
                 for c in self.comments_between(last, arm.span):
                     lines.append(inner + c.text)
-                guard = f" if {self.expr(arm.guard, inner)}" if arm.guard is not None else ""
-                body = self.arm_body(arm.body, inner)
-                lines.append(inner + f"{self.pattern(arm.pattern)}{guard} => {body}," + self.trailing(arm.span))
+                start = inner + self.pattern(arm.pattern)
+                if arm.guard is not None:
+                    start += " if " + self.expr(arm.guard, inner, len(start) + 4, 4)
+                start += " => "
+                body = self.expr(arm.body, inner, _end_col(start, 0), 1)
+                lines.append(f"{start}{body}," + self.trailing(arm.span))
                 last = arm.span.end_line
             lines.append(indent + "}")
             return "\n".join(lines)
         if isinstance(e, S.Block):
-            return self.block(e, indent)
+            return self.block(e, indent, col, tail)
         if isinstance(e, S.If):
-            text = f"if {self.head(e.cond, indent)} " + self.block(e.then, indent)
+            # An `if` that does not fit on its line takes its blocks apart, every one of them.
+            cond = self.head(e.cond, indent, col + 3, 2)
+            text = f"if {cond} " + self.block(e.then, indent, 0, 0, force=True)
             if e.else_ is not None:
-                other = self.broken(e.else_, indent) if isinstance(e.else_, S.If) else self.block(e.else_, indent)
+                other = self.broken(e.else_, indent, 0, tail) if isinstance(e.else_, S.If) \
+                    else self.block(e.else_, indent, 0, 0, force=True)
                 text += " else " + other
             return text
         if isinstance(e, S.Call):
-            return self.postfix_operand_broken(e.fn, indent) + self.broken_list("(", ")", e.args, indent)
+            fn = self.postfix_operand_broken(e.fn, indent, col, 1)
+            return fn + self.broken_items("(", ")", e.args, indent, self.expr)
         if isinstance(e, S.ListLit):
-            return self.broken_list("[", "]", e.items, indent)
+            return self.broken_items("[", "]", e.items, indent, self.expr)
         if isinstance(e, S.TupleLit):
-            return self.broken_list("(", ")", e.items, indent)
+            return self.broken_items("(", ")", e.items, indent, self.expr)
         if isinstance(e, S.RecordLit):
             name = f"{e.ctor.qualifier}.{e.ctor.name}" if e.ctor.qualifier else e.ctor.name
             lines = [name + " {"]
             for f in e.fields:
-                lines.append(inner + (f.name if f.value is None else f"{f.name}: {self.expr(f.value, inner)}") + ",")
+                if f.value is None:
+                    lines.append(inner + f.name + ",")
+                else:
+                    lines.append(f"{inner}{f.name}: {self.expr(f.value, inner, len(inner) + len(f.name) + 2, 1)},")
             if e.base is not None:
-                lines.append(inner + ".." + self.expr(e.base, inner) + ",")
+                lines.append(inner + ".." + self.expr(e.base, inner, len(inner) + 2, 1) + ",")
             lines.append(indent + "}")
             return "\n".join(lines)
         if isinstance(e, S.Lambda):
-            return self.lambda_head(e) + " = " + self.expr(e.body, indent)
+            head = self.lambda_head(e) + " = "
+            return head + self.expr(e.body, indent, _end_col(head, col), tail)
         if isinstance(e, S.Return):
-            return "return " + self.expr(e.value, indent)
+            return "return " + self.expr(e.value, indent, col + 7, tail)
         if isinstance(e, S.Binary):
-            return self.binary(e, lambda x: self.expr(x, indent))
+            return self.broken_binary(e, indent, col, tail)
         if isinstance(e, S.Member):
-            return self.postfix_operand_broken(e.obj, indent) + "." + e.name
+            return self.postfix_operand_broken(e.obj, indent, col, tail + 1 + len(e.name)) + "." + e.name
         if isinstance(e, S.Try):
-            return self.postfix_operand_broken(e.expr, indent) + "?"
+            return self.postfix_operand_broken(e.expr, indent, col, tail + 1) + "?"
         if isinstance(e, S.Unary):
-            operand = self.expr(e.operand, indent)
             if isinstance(e.operand, (S.Binary, S.Lambda, S.Return)):
-                operand = f"({operand})"
-            return e.op + operand
+                return e.op + "(" + self.expr(e.operand, indent, col + len(e.op) + 1, tail + 1) + ")"
+            return e.op + self.expr(e.operand, indent, col + len(e.op), tail)
         return self._flat(e)
 
-    def arm_body(self, body: S.Expr, indent: str) -> str:
-        return self.expr(body, indent)
+    def broken_binary(self, e: S.Binary, indent: str, col: int, tail: int) -> str:
+        """A chain of one precedence (`a ++ b ++ c`) that does not fit: its first operand where it
+        stands, then one `op operand` per line, indented once: a line that starts with an operator
+        continues the line before (docs/language.md, 2.7)."""
+        power = _PRECEDENCE[e.op]
+        rights: list[tuple[str, S.Expr]] = []
+        left: S.Expr = e
+        while isinstance(left, S.Binary) and _PRECEDENCE[left.op] == power:
+            rights.append((left.op, left.right))
+            if _needs_parens(left.left, power, right_side=False):
+                left = left.left
+                break
+            left = left.left
+        rights.reverse()
+        inner = indent + INDENT
+        lines = [self.operand(left, _needs_parens(left, power, right_side=False), indent, col, 0)]
+        for i, (op, operand) in enumerate(rights):
+            last = i == len(rights) - 1
+            start = f"{inner}{op} "
+            lines.append(start + self.operand(operand, _needs_parens(operand, power, right_side=True), inner,
+                                              len(start), tail if last else 0))
+        return "\n".join(lines)
 
-    def postfix_operand_broken(self, e: S.Expr, indent: str) -> str:
-        text = self.expr(e, indent)
-        if isinstance(e, (S.Binary, S.Unary, S.Lambda, S.Return, S.If, S.Match)):
-            return f"({text})"
-        return text
+    def operand(self, e: S.Expr, parens: bool, indent: str, col: int, tail: int) -> str:
+        if parens:
+            return "(" + self.expr(e, indent, col + 1, tail + 1) + ")"
+        return self.expr(e, indent, col, tail)
 
-    def broken_list(self, open_: str, close: str, items, indent: str) -> str:
+    def postfix_operand_broken(self, e: S.Expr, indent: str, col: int, tail: int) -> str:
+        parens = isinstance(e, (S.Binary, S.Unary, S.Lambda, S.Return, S.If, S.Match))
+        return self.operand(e, parens, indent, col, tail)
+
+    def broken_items(self, open_: str, close: str, items, indent: str, render) -> str:
+        """Items one per line, each with a trailing comma; `render(item, indent, col, tail)`."""
         if not items:
             return open_ + close
         inner = indent + INDENT
         lines = [open_]
         for item in items:
-            lines.append(inner + self.expr(item, inner) + ",")
+            lines.append(inner + render(item, inner, len(inner), 1) + ",")
         lines.append(indent + close)
         return "\n".join(lines)
 
@@ -497,3 +570,13 @@ def _has_bare_record(e: S.Expr) -> bool:
 def _line_span(span: S.Span, lines: list[str]) -> S.Span:
     """The whole lines a span covers."""
     return S.Span(span.line, 1, span.end_line, len(lines[span.end_line - 1]) + 1)
+
+
+def _fits(col: int, text: str, tail: int) -> bool:
+    return "\n" not in text and col + len(text) + tail <= WIDTH
+
+
+def _end_col(text: str, col: int) -> int:
+    """The column after `text`, printed starting at `col`."""
+    newline = text.rfind("\n")
+    return col + len(text) if newline < 0 else len(text) - newline - 1
