@@ -32,6 +32,9 @@ _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">="
 class Formatted:
     text: str | None  # None when the source does not parse
     diagnostics: tuple[Diagnostic, ...]
+    # The lines of `text` (1-based) copied as written: declarations holding a comment the layout
+    # has no slot for. They keep the author's width; every other line keeps WIDTH (docs/fmt.md).
+    kept_lines: tuple[int, ...] = ()
 
 
 def format_source(source: str, file: str = "<input>") -> Formatted:
@@ -42,7 +45,9 @@ def format_source(source: str, file: str = "<input>") -> Formatted:
 
     # The printer recurses over the tree, as deep as the parser's bounds let it be (a chain of
     # 1,000 operators): on the thread the checker uses, not the caller's stack.
-    return Formatted(with_big_stack(lambda: _Printer(source, parsed.module).module()), ())
+    printer = _Printer(source, parsed.module)
+    text = with_big_stack(printer.module)
+    return Formatted(text, (), tuple(printer.kept_lines))
 
 
 class _Printer:
@@ -55,6 +60,7 @@ class _Printer:
         self.lines = source.split("\n")
         self.module_node = module
         self.comments = Comments(module.comments)
+        self.kept_lines: list[int] = []
 
     # ---- source access
 
@@ -80,9 +86,11 @@ class _Printer:
 
     def module(self) -> str:
         out: list[str] = []
+        kept: set[int] = set()  # indexes in `out` of declarations kept as written
         previous: S.Item | None = None
         last_line = 0
-        for item in self.module_node.items:
+        items = self.module_node.items
+        for number, item in enumerate(items):
             leading = self.comments_between(last_line, item.span)
             if previous is not None:
                 both_uses = isinstance(previous, S.Use) and isinstance(item, S.Use)
@@ -93,21 +101,39 @@ class _Printer:
             out.extend(c.text for c in leading)
             text = self.item(item)
             if self.has_inner_comment(item.span):
-                # A comment the layout had no place for: keep the declaration as written. Printing
-                # it placed only comments on its own lines, and keeping it places all of those.
-                self.comments.take_lines(item.span.line, item.span.end_line)
-                text = "\n".join(line.rstrip() for line in self.slice(_line_span(item.span, self.lines)).split("\n"))
+                # A comment the layout had no place for: keep the declaration as written, its
+                # whole lines unless a neighbour shares one. Printing it placed only comments
+                # inside that stretch, and keeping it places all of those.
+                span = self.kept_span(item, previous, items[number + 1] if number + 1 < len(items) else None)
+                self.comments.take_range(span)
+                text = "\n".join(line.rstrip() for line in self.slice(span).split("\n"))
+                kept.add(len(out))
                 out.append(text)
             else:
                 out.append(text + self.trailing(item.span))
             previous = item
             last_line = item.span.end_line
+        line = 1
+        for i, part in enumerate(out):
+            count = part.count("\n") + 1
+            if i in kept:
+                self.kept_lines.extend(range(line, line + count))
+            line += count
         rest = [c.text for c in self.comments.take_rest()]
         if rest:
             if out:
                 out.append("")
             out.extend(rest)
         return "\n".join(out).rstrip() + "\n" if out else ""
+
+    def kept_span(self, item: S.Item, previous: S.Item | None, following: S.Item | None) -> S.Span:
+        span = item.span
+        start = span.column if previous is not None and previous.span.end_line == span.line else 1
+        if following is not None and following.span.line == span.end_line:
+            end = following.span.column
+        else:
+            end = len(self.lines[span.end_line - 1]) + 1
+        return S.Span(span.line, start, span.end_line, end)
 
     def item(self, item: S.Item) -> str:
         if isinstance(item, S.Use):
@@ -186,7 +212,7 @@ class _Printer:
         start = f"{prefix}flow {d.name}{self.type_params(d.type_params)}("
         params = ", ".join(f"{p.name}: {self.type(p.type)}" for p in d.params)
         flat = f"{start}{params}) -> {self.type(d.ret)}{effect}"
-        if _fits(0, flat, tail) or not d.params:
+        if _fits(0, flat, tail):
             return flat
         inner = indent + INDENT
         lines = [start]
@@ -197,20 +223,25 @@ class _Printer:
         return "\n".join(lines)
 
     def fn_decl(self, d: S.FnDecl, indent: str) -> str:
-        prefix = indent + f"{self.attrs(d.attrs)}{'pub ' if d.pub else ''}"
-        if d.body is None:
-            return self.fn_head(d, prefix, indent, 0)
         body = d.body
-        tail = 4 if isinstance(body, S.Block) else 2  # " = {" or " ="
-        head = self.fn_head(d, prefix, indent, tail)
+        tail = 0 if body is None else 4 if isinstance(body, S.Block) else 2  # "", " = {" or " ="
+        pub = "pub " if d.pub else ""
+        head = self.fn_head(d, indent + self.attrs(d.attrs) + pub, indent, tail)
+        if d.attrs and ("\n" in head or not _fits(0, head, tail)):
+            # Attributes take a line of their own before the head is broken.
+            head = indent + self.attrs(d.attrs).rstrip() + "\n" + self.fn_head(d, indent + pub, indent, tail)
+        if body is None:
+            return head
         col = _end_col(head, 0) + 3
         if isinstance(body, S.Block):
             return head + " = " + self.block(body, indent, col, 0)
-        flat = self.flat(body)
-        if flat is not None and _fits(col, flat, 0):
-            return head + " = " + flat
         inner = indent + INDENT
-        return head + " =\n" + inner + self.expr(body, inner, len(inner), 0)
+        # Comments between `=` and the body stay there, on their own lines before it.
+        comments = "".join(inner + c.text + "\n" for c in self.comments_between(d.ret.span.end_line, body.span))
+        flat = self.flat(body)
+        if not comments and flat is not None and _fits(col, flat, 0):
+            return head + " = " + flat
+        return head + " =\n" + comments + inner + self.expr(body, inner, len(inner), 0)
 
     # ---- types
 
@@ -278,7 +309,7 @@ class _Printer:
         col = len(indent)
         if isinstance(s, S.Let):
             annotation = f": {self.type(s.type)}" if s.type is not None else ""
-            prefix = f"let {self.pattern(s.pattern)}{annotation} = "
+            prefix = f"let {self.pattern(s.pattern, indent, col + 4, len(annotation) + 3)}{annotation} = "
             return prefix + self.expr(s.value, indent, col + len(prefix), 0)
         if isinstance(s, S.Guard):
             cond = self.head(s.cond, indent, col + 6, 7)
@@ -387,11 +418,21 @@ class _Printer:
             parts.append(".." + render(e.base))
         return name + (" { " + ", ".join(parts) + " }" if parts else " {}")
 
-    def lambda_head(self, e: S.Lambda) -> str:
-        params = ", ".join(p.name + (f": {self.type(p.type)}" if p.type is not None else "") for p in e.params)
+    def lambda_head(self, e: S.Lambda, indent: str = "", col: int | None = None) -> str:
+        """`flow(params) -> R !effect`; with `col` given, its parameters one per line."""
         ret = f" -> {self.type(e.ret)}" if e.ret is not None else ""
         effect = f" !{e.effect}" if e.effect else ""
-        return f"flow({params}){ret}{effect}"
+        params = ", ".join(p.name + (f": {self.type(p.type)}" if p.type is not None else "") for p in e.params)
+        flat = f"flow({params}){ret}{effect}"
+        if col is None or not e.params:
+            return flat
+        inner = indent + INDENT
+        lines = ["flow("]
+        for p in e.params:
+            typed = f": {self.type(p.type, inner, len(inner) + len(p.name) + 2, 1)}" if p.type is not None else ""
+            lines.append(f"{inner}{p.name}{typed},")
+        lines.append(f"{indent}){ret}{effect}")
+        return "\n".join(lines)
 
     def broken(self, e: S.Expr, indent: str, col: int, tail: int) -> str:
         inner = indent + INDENT
@@ -402,7 +443,7 @@ class _Printer:
             for arm in e.arms:
                 for c in self.comments_between(last, arm.span):
                     lines.append(inner + c.text)
-                start = inner + self.pattern(arm.pattern)
+                start = inner + self.pattern(arm.pattern, inner, len(inner), 4)
                 if arm.guard is not None:
                     start += " if " + self.expr(arm.guard, inner, len(start) + 4, 4)
                 start += " => "
@@ -443,7 +484,11 @@ class _Printer:
             return "\n".join(lines)
         if isinstance(e, S.Lambda):
             head = self.lambda_head(e) + " = "
-            return head + self.expr(e.body, indent, _end_col(head, col), tail)
+            text = head + self.expr(e.body, indent, col + len(head), tail)
+            if e.params and col + len(text.split("\n", 1)[0]) > WIDTH:
+                head = self.lambda_head(e, indent, col) + " = "
+                text = head + self.expr(e.body, indent, _end_col(head, col), tail)
+            return text
         if isinstance(e, S.Return):
             return "return " + self.expr(e.value, indent, col + 7, tail)
         if isinstance(e, S.Binary):
@@ -503,7 +548,37 @@ class _Printer:
 
     # ---- patterns
 
-    def pattern(self, p: S.Pattern) -> str:
+    def pattern(self, p: S.Pattern, indent: str = "", col: int = 0, tail: int | None = None) -> str:
+        """A pattern; with `tail` given, one that breaks its items or fields one per line where its
+        one-line form would not fit."""
+        flat = self._pattern_flat(p)
+        if tail is None or _fits(col, flat, tail):
+            return flat
+        inner = indent + INDENT
+        if isinstance(p, S.PTuple):
+            return self.broken_items("(", ")", p.items, indent, self.pattern)
+        if isinstance(p, S.PList):
+            parts = [inner + self.pattern(i, inner, len(inner), 1) + "," for i in p.items]
+            if p.rest is not None:
+                parts.append(f"{inner}..{p.rest},")
+            return "[\n" + "\n".join(parts) + "\n" + indent + "]"
+        if isinstance(p, S.PCtor) and p.form == "positional":
+            name = f"{p.qualifier}.{p.name}" if p.qualifier else p.name
+            return name + self.broken_items("(", ")", p.args, indent, self.pattern)
+        if isinstance(p, S.PCtor) and p.form != "bare" and (p.fields or p.rest):
+            name = f"{p.qualifier}.{p.name}" if p.qualifier else p.name
+            parts = []
+            for f in p.fields:
+                if f.pattern is None:
+                    parts.append(f"{inner}{f.name},")
+                else:
+                    parts.append(f"{inner}{f.name}: {self.pattern(f.pattern, inner, len(inner) + len(f.name) + 2, 1)},")
+            if p.rest:
+                parts.append(inner + "..,")
+            return name + " {\n" + "\n".join(parts) + "\n" + indent + "}"
+        return flat
+
+    def _pattern_flat(self, p: S.Pattern) -> str:
         if isinstance(p, S.PWild):
             return "_"
         if isinstance(p, S.PBind):
@@ -511,20 +586,20 @@ class _Printer:
         if isinstance(p, S.PLit):
             return self.slice(p.span)
         if isinstance(p, S.PTuple):
-            return "(" + ", ".join(self.pattern(i) for i in p.items) + ")"
+            return "(" + ", ".join(self._pattern_flat(i) for i in p.items) + ")"
         if isinstance(p, S.PList):
-            parts = [self.pattern(i) for i in p.items]
+            parts = [self._pattern_flat(i) for i in p.items]
             if p.rest is not None:
                 parts.append(".." + p.rest)
             return "[" + ", ".join(parts) + "]"
         if isinstance(p, S.POr):
-            return " | ".join(self.pattern(a) for a in p.alternatives)
+            return " | ".join(self._pattern_flat(a) for a in p.alternatives)
         name = f"{p.qualifier}.{p.name}" if p.qualifier else p.name
         if p.form == "bare":
             return name
         if p.form == "positional":
-            return name + "(" + ", ".join(self.pattern(a) for a in p.args) + ")"
-        parts = [f.name if f.pattern is None else f"{f.name}: {self.pattern(f.pattern)}" for f in p.fields]
+            return name + "(" + ", ".join(self._pattern_flat(a) for a in p.args) + ")"
+        parts = [f.name if f.pattern is None else f"{f.name}: {self._pattern_flat(f.pattern)}" for f in p.fields]
         if p.rest:
             parts.append("..")
         return name + (" { " + ", ".join(parts) + " }" if parts else " {}")
@@ -566,10 +641,6 @@ def _has_bare_record(e: S.Expr) -> bool:
             stack.append(node.expr)
     return False
 
-
-def _line_span(span: S.Span, lines: list[str]) -> S.Span:
-    """The whole lines a span covers."""
-    return S.Span(span.line, 1, span.end_line, len(lines[span.end_line - 1]) + 1)
 
 
 def _fits(col: int, text: str, tail: int) -> bool:

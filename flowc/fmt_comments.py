@@ -57,10 +57,11 @@ class Comments:
         i = self._first_unplaced(bisect_right(self.keys, (span.line, span.column)))
         return i < len(self.items) and self.keys[i] < (span.end_line, span.end_column)
 
-    def take_lines(self, first: int, last: int) -> None:
-        """Place every comment on lines `first` to `last` (a declaration kept as written holds them)."""
-        i = self._first_unplaced(bisect_left(self.keys, (first, 0)))
-        while i < len(self.items) and self.keys[i][0] <= last:
+    def take_range(self, span: S.Span) -> None:
+        """Place every comment that starts inside `span` (a declaration kept as written holds them)."""
+        end = (span.end_line, span.end_column)
+        i = self._first_unplaced(bisect_left(self.keys, (span.line, span.column)))
+        while i < len(self.items) and self.keys[i] < end:
             self._place(i)
             i = self._first_unplaced(i + 1)
 

@@ -1,6 +1,7 @@
-"""`flow fmt`: over every program of the test corpus, formatting keeps the program identity and
-every comment, and formatting twice changes nothing; the CLI's files, directories, stdin, --check
-and exit codes."""
+"""`flow fmt`: over every program of the test corpus and over generated programs (hypothesis),
+formatting keeps the program identity, the token stream and every comment, formatting twice
+changes nothing, and no line it writes is wider than the limit unless one token is; examples/ and
+the standard library are formatted; the CLI's files, directories, stdin, --check and exit codes."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pygments.token import Comment, String, Whitespace
 
 from flowc import syntax as S
-from flowc.fmt import format_source
+from flowc.fmt import WIDTH, format_source
+from flowc.highlight import FlowLexer
 from flowc.parse import parse
 from tests.casefiles import CASES, all_cases, load_case
+from tests.fuzzgen import grammar_programs, mutated
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,15 +39,107 @@ def corpus() -> list[tuple[str, str]]:
 CORPUS = corpus()
 
 
-@pytest.mark.parametrize("name,text", CORPUS, ids=[c[0] for c in CORPUS])
-def test_formatting_keeps_identity_and_comments_and_is_idempotent(name, text):
-    first = format_source(text, name).text
+def tokens(text: str) -> list[str]:
+    """The tokens a reader sees, without the ones the layout chooses: commas (trailing ones come
+    and go) and parentheses (redundant ones go, needed ones come: the tree comparison checks
+    those). Comments are compared apart, in order."""
+    out: list[str] = []
+    for kind, value in FlowLexer().get_tokens(text):
+        if kind in Whitespace or kind in Comment or kind is String.Doc or value.strip() in {"", ",", "(", ")"}:
+            continue
+        if out and out[-1] == "@":  # `@ x` is the attribute `@x`
+            out[-1] += value
+        else:
+            out.append(value)
+    return out
+
+
+def check_layout(name: str, text: str) -> str:
+    """Formatting `text` keeps the program, its tokens and comments, keeps the width, and is
+    idempotent; returns the formatted text."""
+    formatted = format_source(text, name)
+    first = formatted.text
     assert first is not None
     before, after = parse(text, name), parse(first, name)
-    assert after.ok, after.diagnostics
+    assert after.ok, (first, after.diagnostics)
     assert S.dump(before.module) == S.dump(after.module)
     assert [c.text for c in before.module.comments] == [c.text for c in after.module.comments]
+    assert tokens(first) == tokens(text)
     assert format_source(first, name).text == first
+    assert over_width(first, after.module, set(formatted.kept_lines)) == []
+    return first
+
+
+def over_width(text: str, module: S.Module, kept: set[int]) -> list[str]:
+    """The lines wider than WIDTH that no single token explains. A line may pass the width only
+    when it holds a comment or a text literal that takes more than half of it on its own (the
+    layout never breaks inside a token), or when it belongs to a declaration kept as written."""
+    long_tokens: set[int] = set()
+    for comment in module.comments:
+        long_tokens.add(comment.span.line)
+    for node in S.walk(module):
+        if isinstance(node, (S.Lit, S.Interp)) and (node.span.end_line > node.span.line
+                                                    or node.span.end_column - node.span.column > WIDTH // 2):
+            long_tokens.update(range(node.span.line, node.span.end_line + 1))
+    return [f"{number}: {line}" for number, line in enumerate(text.split("\n"), 1)
+            if len(line) > WIDTH and number not in long_tokens and number not in kept]
+
+
+@pytest.mark.parametrize("name,text", CORPUS, ids=[c[0] for c in CORPUS])
+def test_formatting_keeps_identity_tokens_comments_and_width_and_is_idempotent(name, text):
+    check_layout(name, text)
+
+
+def parsing(strategy):
+    return strategy.filter(lambda text: parse(text, "<generated>").ok)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(parsing(grammar_programs()))
+def test_generated_programs_keep_everything_and_the_width(text):
+    check_layout("<generated>", text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(parsing(mutated()))
+def test_mutated_examples_keep_everything_and_the_width(text):
+    check_layout("<mutated>", text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(["\"some words\"", "name", "other.field", "f(x, y)", "[1, 2, 3]", "(a, b)"]),
+                min_size=2, max_size=40),
+       st.sampled_from(["++", "+", "&&", "*"]), st.integers(0, 3))
+def test_long_operator_chains_break_before_the_operator(operands, op, depth):
+    """`++` chains, sums and conditions of any length, nested in blocks, keep the width."""
+    chain = f" {op} ".join(operands)
+    body = f"let x = {chain}\n    guard {chain} == x else {{ return {chain} }}\n    x"
+    for _ in range(depth):
+        body = f"if {chain} == x {{ {body} }} else {{ {chain} }}"
+    first = check_layout("<chain>", f"flow f(x: Int) -> Int = {{ {body} }}\n")
+    assert max(len(line) for line in first.split("\n")) <= WIDTH
+
+
+def test_a_guard_with_a_long_else_breaks_its_block():
+    text = ('flow f(seen: List<Text>) -> Result<Unit, Text> = {\n'
+            '    guard seen == ["notrun offline", "unknown timeout", "bad garbled", "refused"] else '
+            '{ return Err("saw ${seen}") }\n    Ok(())\n}\n')
+    assert check_layout("<guard>", text) == (
+        'flow f(seen: List<Text>) -> Result<Unit, Text> = {\n'
+        '    guard seen == ["notrun offline", "unknown timeout", "bad garbled", "refused"] else {\n'
+        '        return Err("saw ${seen}")\n    }\n    Ok(())\n}\n')
+
+
+def test_a_long_head_puts_attributes_then_parameters_on_their_own_lines():
+    params = ", ".join(f"argument_{i}: Option<List<Int>>" for i in range(4))
+    first = check_layout("<head>", f"@tool pub flow f({params}) -> Result<Int, Text> !tool\n")
+    assert first == "@tool\npub flow f(\n" + "".join(f"    argument_{i}: Option<List<Int>>,\n" for i in range(4)) + \
+        ") -> Result<Int, Text> !tool\n"
+
+
+def test_the_examples_and_the_standard_library_are_formatted():
+    done = flow("fmt", "--check", "examples", "flowc/std/v1")
+    assert done.returncode == 0, done.stdout
 
 
 def test_the_corpus_is_large():
