@@ -75,8 +75,10 @@ class _Printer:
     def comments_between(self, after_line: int, before: S.Span) -> list[S.Comment]:
         return self.comments.take_between(after_line, before)
 
-    def trailing(self, span: S.Span) -> str:
-        comment = self.comments.take_trailing(span)
+    def trailing(self, span: S.Span, following=None) -> str:
+        """The comment after `span` on its last line, unless the next node (`following`) starts on
+        that line before it: then the comment belongs to that node."""
+        comment = self.comments.take_trailing(span, following.span if following is not None else None)
         return "  " + comment.text if comment is not None else ""
 
     def has_inner_comment(self, span: S.Span) -> bool:
@@ -98,7 +100,14 @@ class _Printer:
                     out.append("")
             elif out:
                 out.append("")
-            out.extend(c.text for c in leading)
+            # Blank lines between comments, and between the comments and the declaration, stay
+            # (one each): a blank line is what detaches a module's doc from the first declaration.
+            for i, c in enumerate(leading):
+                if i and c.span.line > leading[i - 1].span.end_line + 1:
+                    out.append("")
+                out.append(c.text)
+            if leading and item.span.line > leading[-1].span.end_line + 1:
+                out.append("")
             text = self.item(item)
             if self.has_inner_comment(item.span):
                 # A comment the layout had no place for: keep the declaration as written, its
@@ -110,7 +119,7 @@ class _Printer:
                 kept.add(len(out))
                 out.append(text)
             else:
-                out.append(text + self.trailing(item.span))
+                out.append(text + self.trailing(item.span, items[number + 1] if number + 1 < len(items) else None))
             previous = item
             last_line = item.span.end_line
         line = 1
@@ -177,10 +186,10 @@ class _Printer:
             return flat
         lines = [head + " {"]
         last = d.name_span.end_line
-        for member, text in zip(members, parts):
+        for index, (member, text) in enumerate(zip(members, parts)):
             for c in self.comments_between(last, member.span):
                 lines.append(INDENT + c.text)
-            lines.append(INDENT + text + "," + self.trailing(member.span))
+            lines.append(INDENT + text + "," + self.trailing(member.span, _at(members, index + 1)))
             last = member.span.end_line
         lines.append("}")
         return "\n".join(lines)
@@ -241,6 +250,20 @@ class _Printer:
         flat = self.flat(body)
         if not comments and flat is not None and _fits(col, flat, 0):
             return head + " = " + flat
+        if not comments and isinstance(body, S.RecordLit):
+            # A record that does not fit on the next line either opens on the head's line.
+            inner_flat = flat is not None and _fits(len(inner), flat, 0)
+            text = self.broken(body, indent, col, 0)
+            if not inner_flat and col + len(text.split("\n", 1)[0]) <= WIDTH:
+                return head + " = " + text
+        if not comments and isinstance(body, S.Match):
+            # A match body opens on the head's line, as a block does, when `match x {` fits there
+            # whole.
+            text = self.broken(body, indent, col, 0)
+            scrutinee = self.flat(body.scrutinee)
+            if scrutinee is not None and text.startswith(f"match {scrutinee} ") \
+                    and col + len(text.split("\n", 1)[0]) <= WIDTH:
+                return head + " = " + text
         return head + " =\n" + comments + inner + self.expr(body, inner, len(inner), 0)
 
     # ---- types
@@ -294,10 +317,10 @@ class _Printer:
         inner = indent + INDENT
         lines = ["{"]
         last = b.span.line
-        for stmt in b.stmts:
+        for index, stmt in enumerate(b.stmts):
             for c in self.comments_between(last, stmt.span):
                 lines.append(inner + c.text)
-            lines.append(inner + self.stmt(stmt, inner) + self.trailing(stmt.span))
+            lines.append(inner + self.stmt(stmt, inner) + self.trailing(stmt.span, _at(b.stmts, index + 1)))
             last = stmt.span.end_line
         for c in self.comments_between(last, S.Span(b.span.end_line, b.span.end_column, b.span.end_line,
                                                      b.span.end_column)):
@@ -440,15 +463,17 @@ class _Printer:
             scrutinee = self.head(e.scrutinee, indent, col + 6, 2)
             lines = [f"match {scrutinee} {{"]
             last = e.scrutinee.span.end_line
-            for arm in e.arms:
+            for index, arm in enumerate(e.arms):
                 for c in self.comments_between(last, arm.span):
                     lines.append(inner + c.text)
                 start = inner + self.pattern(arm.pattern, inner, len(inner), 4)
                 if arm.guard is not None:
                     start += " if " + self.expr(arm.guard, inner, len(start) + 4, 4)
                 start += " => "
-                body = self.expr(arm.body, inner, _end_col(start, 0), 1)
-                lines.append(f"{start}{body}," + self.trailing(arm.span))
+                body = self.arm_body(arm.body, inner, _end_col(start, 0))
+                if body.startswith("\n"):
+                    start = start.rstrip()
+                lines.append(f"{start}{body}," + self.trailing(arm.span, _at(e.arms, index + 1)))
                 last = arm.span.end_line
             lines.append(indent + "}")
             return "\n".join(lines)
@@ -464,6 +489,9 @@ class _Printer:
                 text += " else " + other
             return text
         if isinstance(e, S.Call):
+            hugged = self.hugged_call(e, indent, col, tail)
+            if hugged is not None:
+                return hugged
             fn = self.postfix_operand_broken(e.fn, indent, col, 1)
             return fn + self.broken_items("(", ")", e.args, indent, self.expr)
         if isinstance(e, S.ListLit):
@@ -485,7 +513,10 @@ class _Printer:
         if isinstance(e, S.Lambda):
             head = self.lambda_head(e) + " = "
             text = head + self.expr(e.body, indent, col + len(head), tail)
-            if e.params and col + len(text.split("\n", 1)[0]) > WIDTH:
+            # The parameters break when the head does not fit, or when a match or a block
+            # opening after it does not.
+            opens = isinstance(e.body, (S.Match, S.Block)) and col + len(text.split("\n", 1)[0]) > WIDTH
+            if e.params and (col + len(head) > WIDTH or opens):
                 head = self.lambda_head(e, indent, col) + " = "
                 text = head + self.expr(e.body, indent, _end_col(head, col), tail)
             return text
@@ -502,6 +533,35 @@ class _Printer:
                 return e.op + "(" + self.expr(e.operand, indent, col + len(e.op) + 1, tail + 1) + ")"
             return e.op + self.expr(e.operand, indent, col + len(e.op), tail)
         return self._flat(e)
+
+    def arm_body(self, body: S.Expr, indent: str, col: int) -> str:
+        """After `=>`; on the next line, indented once, when it fits there in one line and not
+        here, or when it is a text too long for either (it then passes the width by less)."""
+        flat = self.flat(body)
+        further = indent + INDENT
+        if flat is not None and not _fits(col, flat, 1) and len(further) < col \
+                and (_fits(len(further), flat, 1) or isinstance(body, (S.Lit, S.Interp))):
+            return "\n" + further + flat
+        return self.expr(body, indent, col, 1)
+
+    def hugged_call(self, e: S.Call, indent: str, col: int, tail: int) -> str | None:
+        """`f(a, b, flow(x) = match x {` ... `})`: a call whose last argument is a function with a
+        match or block body keeps its other arguments on its line when they fit there."""
+        if not e.args or not isinstance(e.args[-1], S.Lambda) \
+                or not isinstance(e.args[-1].body, (S.Match, S.Block)):
+            return None
+        others = [self.flat(a) for a in e.args[:-1]]
+        fn = self.flat(e.fn)
+        if fn is None or any(o is None for o in others) or self.has_inner_comment(e.span):
+            return None
+        if isinstance(e.fn, (S.Binary, S.Unary, S.Lambda, S.Return, S.If, S.Match)):
+            fn = f"({fn})"
+        prefix = fn + "(" + "".join(o + ", " for o in others)
+        last = self.expr(e.args[-1], indent, col + len(prefix), tail + 1)
+        first_line, _, rest = last.partition("\n")
+        if not rest or not first_line.startswith(self.lambda_head(e.args[-1]) + " = ") or col + len(prefix) + len(first_line) > WIDTH or not rest.endswith(indent + "}"):
+            return None
+        return prefix + last + ")"
 
     def broken_binary(self, e: S.Binary, indent: str, col: int, tail: int) -> str:
         """A chain of one precedence (`a ++ b ++ c`) that does not fit: its first operand where it
@@ -536,10 +596,14 @@ class _Printer:
         return self.operand(e, parens, indent, col, tail)
 
     def broken_items(self, open_: str, close: str, items, indent: str, render) -> str:
-        """Items one per line, each with a trailing comma; `render(item, indent, col, tail)`."""
+        """Items one per line, each with a trailing comma; `render(item, indent, col, tail)`. A
+        lone text that would not fit on a line of its own either stays inside the brackets."""
         if not items:
             return open_ + close
         inner = indent + INDENT
+        if len(items) == 1 and isinstance(items[0], (S.Lit, S.Interp)) \
+                and not _fits(len(inner), self.slice(items[0].span), 1):
+            return open_ + self.slice(items[0].span) + close
         lines = [open_]
         for item in items:
             lines.append(inner + render(item, inner, len(inner), 1) + ",")
@@ -641,6 +705,10 @@ def _has_bare_record(e: S.Expr) -> bool:
             stack.append(node.expr)
     return False
 
+
+
+def _at(items, index: int):
+    return items[index] if index < len(items) else None
 
 
 def _fits(col: int, text: str, tail: int) -> bool:

@@ -44,10 +44,12 @@ class Comments:
             i = self._first_unplaced(i + 1)
         return out
 
-    def take_trailing(self, span: S.Span) -> S.Comment | None:
-        """The unplaced comment on the last line of `span`, after it, now placed."""
+    def take_trailing(self, span: S.Span, before: S.Span | None = None) -> S.Comment | None:
+        """The unplaced comment on the last line of `span`, after it (and before `before`), now
+        placed."""
         i = self._first_unplaced(bisect_left(self.keys, (span.end_line, span.end_column)))
-        if i < len(self.items) and self.keys[i][0] == span.end_line:
+        limit = (before.line, before.column) if before is not None else (span.end_line + 1, 0)
+        if i < len(self.items) and self.keys[i][0] == span.end_line and self.keys[i] < limit:
             self._place(i)
             return self.items[i]
         return None
