@@ -3,9 +3,11 @@
 The formatter prints the parsed tree again. Literals are copied from the source as written (so
 `1_000`, `90s` and a text's escapes stay as the author wrote them), comments are kept, and the
 result parses to the same tree: the program identity never changes (a property test checks this
-over the whole test corpus). Layout: four-space indents; a construct that fits in 100 columns
-stays on one line, otherwise it breaks one element per line with trailing commas; `match` arms
-and blocks with statements always take one line each.
+over the whole test corpus and generated programs). Layout: four-space indents; a construct that
+fits in 100 columns where it stands stays on one line, otherwise it breaks one element per line
+with trailing commas, or before each operator of a chain; `match` arms and blocks with statements
+always take one line each. No line passes 100 columns unless a single token does (docs/fmt.md).
+The printer is linear in the module's size: comments are looked up by position (fmt_comments).
 
 Comments between declarations, statements, match arms, fields and constructors keep their place.
 A declaration with a comment in a position the printer has no slot for (inside an expression) is
