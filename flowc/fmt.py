@@ -196,34 +196,37 @@ class _Printer:
         lines.append("}")
         return "\n".join(lines)
 
-    def field(self, f: S.FieldDecl, indent: str, tail: int) -> str:
+    # field, ctor, fn_head and lambda_head give the one-line form without `tail`/`col`: flowc.doc
+    # shows declarations' signatures with them.
+
+    def field(self, f: S.FieldDecl, indent: str = "", tail: int | None = None) -> str:
         prefix = f"{'pub ' if f.pub else ''}{f.name}: "
         return prefix + self.type(f.type, indent, len(indent) + len(prefix), tail)
 
-    def ctor(self, c: S.CtorDecl, indent: str, tail: int) -> str:
+    def ctor(self, c: S.CtorDecl, indent: str = "", tail: int | None = None) -> str:
         if c.form == "bare":
             return c.name
         if c.form == "positional":
             flat = f"{c.name}(" + ", ".join(self.type(a) for a in c.args) + ")"
-            if _fits(len(indent), flat, tail):
+            if tail is None or _fits(len(indent), flat, tail):
                 return flat
             return c.name + self.broken_items("(", ")", c.args, indent, self.type)
         flat = f"{c.name} {{ " + ", ".join(f"{f.name}: {self.type(f.type)}" for f in c.fields) + " }"
-        if _fits(len(indent), flat, tail):
+        if tail is None or _fits(len(indent), flat, tail):
             return flat
         inner = indent + INDENT
         return f"{c.name} {{\n" + "".join(
             f"{inner}{f.name}: {self.type(f.type, inner, len(inner) + len(f.name) + 2, 1)},\n" for f in c.fields
         ) + indent + "}"
 
-    def fn_head(self, d: S.FnDecl, prefix: str, indent: str, tail: int) -> str:
+    def fn_head(self, d: S.FnDecl, prefix: str = "", indent: str = "", tail: int | None = None) -> str:
         """`flow name<T>(params) -> R !effect` after `prefix`, its parameters one per line when the
         one-line head does not fit."""
         effect = f" !{d.effect}" if d.effect else ""
         start = f"{prefix}flow {d.name}{self.type_params(d.type_params)}("
         params = ", ".join(f"{p.name}: {self.type(p.type)}" for p in d.params)
         flat = f"{start}{params}) -> {self.type(d.ret)}{effect}"
-        if _fits(0, flat, tail):
+        if tail is None or _fits(0, flat, tail):
             return flat
         inner = indent + INDENT
         lines = [start]

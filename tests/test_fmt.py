@@ -39,19 +39,14 @@ def corpus() -> list[tuple[str, str]]:
 CORPUS = corpus()
 
 
-def tokens(text: str) -> list[str]:
-    """The tokens a reader sees, without the ones the layout chooses: commas (trailing ones come
-    and go) and parentheses (redundant ones go, needed ones come: the tree comparison checks
-    those). Comments are compared apart, in order."""
-    out: list[str] = []
-    for kind, value in FlowLexer().get_tokens(text):
-        if kind in Whitespace or kind in Comment or kind is String.Doc or value.strip() in {"", ",", "(", ")"}:
-            continue
-        if out and out[-1] == "@":  # `@ x` is the attribute `@x`
-            out[-1] += value
-        else:
-            out.append(value)
-    return out
+def tokens(text: str) -> str:
+    """The tokens a reader sees, joined, without the ones the layout chooses: commas (trailing
+    ones come and go) and parentheses (redundant ones go, needed ones come: the tree comparison
+    checks those). Comments are compared apart, in order. Joined, because the parser reads some
+    runs the highlighter splits otherwise (`@ x` is `@x`, `pubtype` is `pub type`)."""
+    return "".join(value for kind, value in FlowLexer().get_tokens(text)
+                   if kind not in Whitespace and kind not in Comment and kind is not String.Doc
+                   and value.strip() not in {"", ",", "(", ")"})
 
 
 def check_layout(name: str, text: str) -> str:
