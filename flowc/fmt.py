@@ -550,10 +550,14 @@ class _Printer:
         return self.expr(body, indent, col, 1)
 
     def hugged_call(self, e: S.Call, indent: str, col: int, tail: int) -> str | None:
-        """`f(a, b, flow(x) = match x {` ... `})`: a call whose last argument is a function with a
-        match or block body keeps its other arguments on its line when they fit there."""
-        if not e.args or not isinstance(e.args[-1], S.Lambda) \
-                or not isinstance(e.args[-1].body, (S.Match, S.Block)):
+        """`f(a, b, flow(x) = match x {` ... `})`, `f(a, Name {` ... `})`, `f([` ... `])`: a call
+        whose last argument is a function with a match or block body, a record or a list keeps its
+        other arguments on its line when they fit there."""
+        if not e.args:
+            return None
+        final = e.args[-1]
+        if not (isinstance(final, S.Lambda) and isinstance(final.body, (S.Match, S.Block))
+                or isinstance(final, (S.RecordLit, S.ListLit))):
             return None
         others = [self.flat(a) for a in e.args[:-1]]
         fn = self.flat(e.fn)
@@ -564,7 +568,10 @@ class _Printer:
         prefix = fn + "(" + "".join(o + ", " for o in others)
         last = self.expr(e.args[-1], indent, col + len(prefix), tail + 1)
         first_line, _, rest = last.partition("\n")
-        if not rest or not first_line.startswith(self.lambda_head(e.args[-1]) + " = ") or col + len(prefix) + len(first_line) > WIDTH or not rest.endswith(indent + "}"):
+        close = "]" if isinstance(final, S.ListLit) else "}"
+        opening = self.lambda_head(final) + " = " if isinstance(final, S.Lambda) else ""
+        if not rest or not first_line.startswith(opening) or not rest.endswith(indent + close) \
+                or col + len(prefix) + len(first_line) > WIDTH:
             return None
         return prefix + last + ")"
 
