@@ -311,9 +311,9 @@ class _Printer:
 
     def block(self, b: S.Block, indent: str, col: int, tail: int, force: bool = False) -> str:
         """`{ e }` when the block is one expression that fits (and `force` is off), else one
-        statement per line."""
+        statement per line (an empty block forced apart is `{`, then `}` on a line of its own)."""
         if not b.stmts:
-            return "{}"
+            return "{\n" + indent + "}" if force else "{}"
         if not force and len(b.stmts) == 1 and isinstance(b.stmts[0], S.ExprStmt) \
                 and not self.has_inner_comment(b.span):
             flat = self.flat(b.stmts[0].expr)

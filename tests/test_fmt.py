@@ -24,12 +24,16 @@ from tests.fuzzgen import grammar_programs, mutated
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def repository_flow_files() -> list[Path]:
+    """Every .flow file of the repository (not in a hidden or virtualenv folder)."""
+    return [path for path in sorted(ROOT.rglob("*.flow")) if path.is_file()
+            and not any(part.startswith(".") for part in path.relative_to(ROOT).parts)]
+
+
 def corpus() -> list[tuple[str, str]]:
     out = []
-    for path in sorted(ROOT.glob("examples/*/*.flow")) + sorted(ROOT.glob("flowc/std/v1/*.flow")) \
-            + sorted(ROOT.glob("tests/programs/**/*.flow")):
-        if path.is_file():
-            out.append((str(path.relative_to(ROOT)), path.read_text()))
+    for path in repository_flow_files():
+        out.append((str(path.relative_to(ROOT)), path.read_text()))
     for path in all_cases():
         for name, text in load_case(path).files.items():
             out.append((f"{path.relative_to(CASES)}:{name}", text))
@@ -172,3 +176,11 @@ def test_a_file_that_does_not_parse_exits_2_and_the_others_are_still_formatted(t
     done = flow("fmt", str(tmp_path))
     assert done.returncode == 2
     assert (tmp_path / "good.flow").read_text() == "pub flow g() -> Int = 2\n"
+
+
+def test_an_empty_block_in_a_broken_if_chain_takes_its_own_lines():
+    text = ('flow f(q: Text) -> Int = if q == "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" { 1 } '
+            'else if q == "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" {} else { 3 }\n')
+    assert check_layout("<empty>", text) == (
+        'flow f(q: Text) -> Int =\n    if q == "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" {\n        1\n'
+        '    } else if q == "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" {\n    } else {\n        3\n    }\n')
