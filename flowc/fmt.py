@@ -77,10 +77,11 @@ class _Printer:
     def comments_between(self, after_line: int, before: S.Span) -> list[S.Comment]:
         return self.comments.take_between(after_line, before)
 
-    def trailing(self, span: S.Span, following=None) -> str:
-        """The comment after `span` on its last line, unless the next node (`following`) starts on
-        that line before it: then the comment belongs to that node."""
-        comment = self.comments.take_trailing(span, following.span if following is not None else None)
+    def trailing(self, span: S.Span, following: S.Span | None = None) -> str:
+        """The comment after `span` on its last line, unless what comes next (`following`: the next
+        node, or the closing bracket of the last one's container) starts on that line before it:
+        then the comment belongs further on."""
+        comment = self.comments.take_trailing(span, following)
         return "  " + comment.text if comment is not None else ""
 
     def has_inner_comment(self, span: S.Span) -> bool:
@@ -110,18 +111,20 @@ class _Printer:
                 out.append(c.text)
             if leading and item.span.line > leading[-1].span.end_line + 1:
                 out.append("")
+            self.comments.begin()
             text = self.item(item)
             if self.has_inner_comment(item.span):
                 # A comment the layout had no place for: keep the declaration as written, its
-                # whole lines unless a neighbour shares one. Printing it placed only comments
-                # inside that stretch, and keeping it places all of those.
+                # whole lines unless a neighbour shares one, and place exactly the comments in
+                # that stretch (not those the attempt placed, which may lie outside it).
+                self.comments.undo()
                 span = self.kept_span(item, previous, items[number + 1] if number + 1 < len(items) else None)
                 self.comments.take_range(span)
                 text = "\n".join(line.rstrip() for line in self.slice(span).split("\n"))
                 kept.add(len(out))
                 out.append(text)
             else:
-                out.append(text + self.trailing(item.span, items[number + 1] if number + 1 < len(items) else None))
+                out.append(text + self.trailing(item.span, _next_start(items, number + 1, None)))
             previous = item
             last_line = item.span.end_line
         line = 1
@@ -191,7 +194,7 @@ class _Printer:
         for index, (member, text) in enumerate(zip(members, parts)):
             for c in self.comments_between(last, member.span):
                 lines.append(INDENT + c.text)
-            lines.append(INDENT + text + "," + self.trailing(member.span, _at(members, index + 1)))
+            lines.append(INDENT + text + "," + self.trailing(member.span, _next_start(members, index + 1, _closing(d.span))))
             last = member.span.end_line
         lines.append("}")
         return "\n".join(lines)
@@ -325,7 +328,7 @@ class _Printer:
         for index, stmt in enumerate(b.stmts):
             for c in self.comments_between(last, stmt.span):
                 lines.append(inner + c.text)
-            lines.append(inner + self.stmt(stmt, inner) + self.trailing(stmt.span, _at(b.stmts, index + 1)))
+            lines.append(inner + self.stmt(stmt, inner) + self.trailing(stmt.span, _next_start(b.stmts, index + 1, _closing(b.span))))
             last = stmt.span.end_line
         for c in self.comments_between(last, S.Span(b.span.end_line, b.span.end_column, b.span.end_line,
                                                      b.span.end_column)):
@@ -478,7 +481,7 @@ class _Printer:
                 body = self.arm_body(arm.body, inner, _end_col(start, 0))
                 if body.startswith("\n"):
                     start = start.rstrip()
-                lines.append(f"{start}{body}," + self.trailing(arm.span, _at(e.arms, index + 1)))
+                lines.append(f"{start}{body}," + self.trailing(arm.span, _next_start(e.arms, index + 1, _closing(e.span))))
                 last = arm.span.end_line
             lines.append(indent + "}")
             return "\n".join(lines)
@@ -719,8 +722,13 @@ def _has_bare_record(e: S.Expr) -> bool:
 
 
 
-def _at(items, index: int):
-    return items[index] if index < len(items) else None
+def _next_start(items, index: int, closing: S.Span | None) -> S.Span | None:
+    return items[index].span if index < len(items) else closing
+
+
+def _closing(span: S.Span) -> S.Span:
+    """Where the closing bracket ending `span` starts."""
+    return S.Span(span.end_line, span.end_column - 1, span.end_line, span.end_column)
 
 
 def _fits(col: int, text: str, tail: int) -> bool:

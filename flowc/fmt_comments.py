@@ -21,17 +21,36 @@ class Comments:
         self.keys = [(c.span.line, c.span.column) for c in self.items]
         # _next[i] leads to the first unplaced index >= i; len(items) is the sentinel "none left".
         self._next = list(range(len(self.items) + 1))
+        self._undo: list[tuple[int, int]] | None = None  # (index, old value) since begin()
+
+    def begin(self) -> None:
+        """Start recording placements, so that `undo` can take them back (a declaration the
+        printer gives up on, to keep it as written, must not have placed comments it drops)."""
+        self._undo = []
+
+    def undo(self) -> None:
+        assert self._undo is not None
+        for i, old in reversed(self._undo):
+            self._next[i] = old
+        self._undo = None
+
+    def _set(self, i: int, value: int) -> None:
+        if self._undo is not None:
+            self._undo.append((i, self._next[i]))
+        self._next[i] = value
 
     def _first_unplaced(self, i: int) -> int:
         root = i
         while self._next[root] != root:
             root = self._next[root]
         while self._next[i] != root:  # path compression
-            self._next[i], i = root, self._next[i]
+            following = self._next[i]
+            self._set(i, root)
+            i = following
         return root
 
     def _place(self, i: int) -> None:
-        self._next[i] = i + 1
+        self._set(i, i + 1)
 
     def take_between(self, after_line: int, before: S.Span) -> list[S.Comment]:
         """Unplaced comments on lines after `after_line` that start before `before` starts, now placed."""

@@ -184,3 +184,16 @@ def test_an_empty_block_in_a_broken_if_chain_takes_its_own_lines():
     assert check_layout("<empty>", text) == (
         'flow f(q: Text) -> Int =\n    if q == "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" {\n        1\n'
         '    } else if q == "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" {\n    } else {\n        3\n    }\n')
+
+
+@pytest.mark.parametrize("text", [
+    # A declaration kept as written (a comment inside a type) with the next one on its last line:
+    # the comment after that next one is neither lost nor taken by the kept declaration's field.
+    'type Int { x : Int < Int , flow ( Int ) -> flow ( Int , Int ) // c\n-> Int , > , } use "a" // c\n',
+    'use "a" @ x // c\n// c\ntype Int ',
+    # A comment after a block's `}` stays after it, not inside the block.
+    'flow f() -> Int = {\n  let a = 1\n  a } // after\n',
+], ids=["kept-then-use", "use-then-kept", "after-brace"])
+def test_comments_next_to_a_neighbour_keep_their_place(text):
+    first = check_layout("<comments>", text)
+    assert first.count("//") == text.count("//")
