@@ -1,5 +1,6 @@
 """flowc.fmt_comments answers the printer's questions about comments as a scan over every comment
-would (the formatter's old, quadratic way), for any comments and any sequence of questions."""
+would (the formatter's old, quadratic way), for any comments and any sequence of questions, and
+`undo` takes back exactly what was placed since `begin`."""
 
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ questions = st.lists(st.one_of(
     st.tuples(st.just("trailing"), positions, positions, st.one_of(st.none(), positions)),
     st.tuples(st.just("inside"), positions, positions),
     st.tuples(st.just("range"), positions, positions),
+    st.tuples(st.just("begin")),
+    st.tuples(st.just("undo")),
 ), max_size=30)
 
 
@@ -68,9 +71,17 @@ questions = st.lists(st.one_of(
 def test_the_index_answers_as_a_scan_does(places, asked):
     comments = [S.Comment(f"// {n}", S.Span(line, column, line, column + 4)) for n, (line, column) in enumerate(places)]
     fast, slow = Comments(tuple(comments)), Scan(comments)
+    saved: set[int] | None = None
     for question in asked:
         kind = question[0]
-        if kind == "between":
+        if kind == "begin":
+            fast.begin()
+            saved = set(slow.placed)
+        elif kind == "undo":
+            if saved is not None:
+                fast.undo()
+                slow.placed, saved = saved, None
+        elif kind == "between":
             before = S.Span(*question[2], *question[2])
             assert fast.take_between(question[1], before) == slow.take_between(question[1], before)
         elif kind == "trailing":
