@@ -65,6 +65,11 @@ _HOST_RECORD = (
     "INSERT INTO flow_host (run, i, line) SELECT ok.run, %(i)s, %(line)s FROM ok")
 
 
+# The same, alone in its transaction: the commit's durability set in the statement (as _APPEND).
+_HOST_RECORD_ALONE = _HOST_RECORD.replace(
+    " RETURNING run)", " AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run)")
+
+
 def _failed(problem: BaseException, what: str, fact_n: int | None = None) -> StorageError:
     return StorageError(f"{what}: the database failed: {_reason(problem)}", fact_n, component="postgresql")
 
@@ -563,8 +568,14 @@ class PostgresRunLog(RunLog):
                     self._index_refs(fact)
             if not durable and self.durability == "fsync":
                 self._synced = False
-            elif now - self._times_recorded >= TIMES_EVERY_MS:
-                self._record_times()
+            else:
+                # A synchronous commit waits for the log to be flushed up to it, so past every
+                # asynchronous commit before it (a Reply, times): all of them are durable now,
+                # and a sync() until the next unsynced write would flush the log again for nothing
+                # (it did, once per recorded call, before this).
+                self._synced = True
+                if now - self._times_recorded >= TIMES_EVERY_MS:
+                    self._record_times()
             return facts
 
     def _record_times(self) -> None:
@@ -656,12 +667,21 @@ class PostgresRunLog(RunLog):
             line, head = chain_record(record, head)
             ready = ready_after(record)
             lines.append((line[:-1], ready is KEEP, None if ready is KEEP else ready))
+        commit = "on" if durable and self.durability == "fsync" else "off"
         try:
+            if len(lines) == 1 and also is None:
+                # One record (a `times`, a timer, a decision): one statement, its own transaction,
+                # its commit set inside it (one round trip, where BEGIN, SET LOCAL, the insert and
+                # COMMIT were four).
+                line, keep, ready = lines[0]
+                cur = self._conn.execute(_HOST_RECORD_ALONE, dict(
+                    self._fence_args(), i=count + 1, line=line, keep=keep, ready=ready, commit=commit))
+                if cur.rowcount != 1:
+                    raise _Lost
+                self._host_head, self._host_count = head, count + 1
+                return
             with self._conn.transaction():
-                if durable:
-                    self._local_commit(self._conn)
-                else:
-                    self._conn.execute("SET LOCAL synchronous_commit = off")
+                self._conn.execute("SELECT set_config('synchronous_commit', %s, true)", (commit,))
                 for i, (line, keep, ready) in enumerate(lines, count + 1):
                     cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line, keep=keep,
                                                                 ready=ready))
