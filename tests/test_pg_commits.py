@@ -58,6 +58,30 @@ def test_a_synced_append_makes_the_unsynced_reply_before_it_durable(pg_url):
     store.close()
 
 
+def test_a_synced_append_carries_the_times_of_the_facts_before_it(pg_url):
+    """The Call's own time, and the unsynced Reply's before it, are committed with the Call (one
+    statement): another reader sees them without any sync() or close, and the host records'
+    chain stays whole."""
+    store = PostgresStore(pg_url, lease_seconds=600)
+    run = f"times-{next(_runs)}"
+    log = store.create(run, START)
+    try:
+        log.append("Call", call(1))
+        log.append("Reply", reply(1), sync=False)
+        log.append("Call", call(2))
+        written = log.fact_times()
+        seen = store.open(run, for_append=False)  # verifies the facts and the host records' chain
+        assert [f["kind"] for f in seen.facts()] == ["Start", "Call", "Reply", "Call"]
+        assert {n: seen.fact_times()[n] for n in (2, 3, 4)} == {n: written[n] for n in (2, 3, 4)}
+        log.append("Reply", reply(2), sync=False)
+        assert 5 not in store.open(run, for_append=False).fact_times()  # an unsynced fact's time waits
+        log.sync()
+        assert 5 in store.open(run, for_append=False).fact_times()
+    finally:
+        log.close()
+    store.close()
+
+
 @pytest.fixture(scope="module")
 def flushing_cluster():
     try:

@@ -9,9 +9,9 @@ The tables are postgres_schema's (docs/trace.md, section 14).
 
 Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
 run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
-facts and their values only if it did, all or nothing, durable at commit (`synchronous_commit`
-on; `sync=False` commits without waiting for the flush, which the next synced write or `sync()`
-waits for). Only the lease holder appends: opening for appending takes the lease (RunBusy while
+facts, their values and (when synced) the `times` of the facts not yet timed only if it did, all
+or nothing, durable at commit (`synchronous_commit` on; `sync=False` commits without waiting for
+the flush, which the next synced write or `sync()` waits for: a recorded call is one WAL flush). Only the lease holder appends: opening for appending takes the lease (RunBusy while
 another holds it), a thread renews it, and an append after it was lost inserts nothing and
 raises StorageError("lease lost"). A database that goes away makes every call a StorageError.
 
@@ -54,7 +54,9 @@ _APPEND = (
     "ready_at = CASE WHEN %(ended)s THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
     + " AND last_n = %(prev_n)s AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run), "
     "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
-    "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING) "
+    "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING), "
+    "t AS (INSERT INTO flow_host (run, i, line) SELECT ok.run, %(times_i)s, %(times_line)s::bytea FROM ok "
+    "WHERE %(times_line)s::bytea IS NOT NULL) "
     "INSERT INTO flow_facts (run, n, line) SELECT ok.run, f.n, f.line FROM ok, "
     "unnest(%(ns)s::bigint[], %(lines)s::bytea[]) AS f(n, line)")
 
@@ -546,21 +548,37 @@ class PostgresRunLog(RunLog):
                 raise self._lease_lost(facts[0]["n"])
             new = {hex_: data for hex_, data in blobs.items() if hex_ not in self._known_values}
             durable = sync and self.durability == "fsync"
+            now = time.time_ns() // 1_000_000
+            times_from = self._times_from if self._times else facts[0]["n"]
+            times_at = self._times + [now] * len(facts)
+            times_line = host_head = None
+            if durable:
+                # A durable append carries the `times` record of every fact not yet timed, its
+                # own included, in its own transaction: the times are durable exactly when the
+                # facts are, and the host's sync before it waits has nothing left to write (it
+                # was a statement of its own per recorded call).
+                line, host_head = chain_record({"kind": "times", "from": times_from, "at": times_at},
+                                               self._host_head)
+                times_line = line[:-1]
             try:
                 # The commit waits for the flush unless the fact need not be durable yet: set
                 # for this statement's own transaction, so it costs no round trip.
                 cur = self._conn.execute(_APPEND, dict(
                     self._fence_args(), commit="on" if durable else "off", last=n, head=prev, ended=ended,
                     prev_n=last["n"], hexes=list(new),
-                    blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines))
+                    blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines,
+                    times_i=self._host_count + 1, times_line=times_line))
             except psycopg.Error as problem:
                 raise _failed(problem, "cannot append", facts[0]["n"]) from problem
             if cur.rowcount != len(facts):
                 raise self._lease_lost(facts[0]["n"])
-            now = time.time_ns() // 1_000_000
-            if not self._times:
-                self._times_from = facts[0]["n"]
-            self._times.extend([now] * len(facts))
+            if times_line is not None:
+                self._host_head, self._host_count = host_head, self._host_count + 1
+                self._times, self._times_recorded = [], now
+                for offset, ms in enumerate(times_at):
+                    self._known_times[times_from + offset] = ms
+            else:
+                self._times_from, self._times = times_from, times_at
             self._facts.extend(facts)
             self._known_values.update(new)
             if blobs:
@@ -574,8 +592,8 @@ class PostgresRunLog(RunLog):
                 # and a sync() until the next unsynced write would flush the log again for nothing
                 # (it did, once per recorded call, before this).
                 self._synced = True
-                if now - self._times_recorded >= TIMES_EVERY_MS:
-                    self._record_times()
+                if self._times and now - self._times_recorded >= TIMES_EVERY_MS:
+                    self._record_times()  # durability "none": no append carries them
             return facts
 
     def _record_times(self) -> None:
