@@ -119,19 +119,9 @@ if rounds:
         many, one = timed(n), timed(1)
         per.append((many - one) / (n - 1))
     print(json.dumps({"us": statistics.median(per) * 1e6}))
-else:  # counted: the server's counters around a workflow of n steps and one of 1 step
-    sys.path.insert(0, sys.argv[4])
-    from scripts.bench.pg_calls import server_counters
-
-    url, log = sys.argv[1], sys.argv[5]
-    def counted(count):
-        before = server_counters(url, log)
-        steps(count)
-        time.sleep(0.6)
-        after = server_counters(url, log)
-        return {k: after[k] - before[k] for k in after}
-    many, one = counted(n), counted(1)
-    print(json.dumps({k: (many[k] - one[k]) / (n - 1) for k in many}))
+else:  # counted: one workflow of n steps, the counters read around this process (its exit reports them)
+    steps(n)
+    print(json.dumps({}))
 DBOS.destroy()
 """
 
@@ -313,11 +303,24 @@ def dbos_step(python: str, cluster: Cluster, n: int, rounds: int, directory: Pat
 
     figures = dbos(str(n), str(rounds))
     if count_steps:
+        from scripts.bench.pg_calls import per_call, server_counters
+
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             conn.execute("ALTER DATABASE flowbench_dbos SET log_statement = 'all'")
-        figures.update(dbos(str(count_steps), "0", str(ROOT), cluster.log))
-        with psycopg.connect(cluster.url, autocommit=True) as conn:
-            conn.execute("ALTER DATABASE flowbench_dbos RESET log_statement")
+
+        def counted(steps: int) -> dict:
+            # around the whole process, as for `flow run`: a backend reports its counters at exit
+            before = server_counters(url, cluster.log)
+            dbos(str(steps), "0")
+            time.sleep(0.6)
+            after = server_counters(url, cluster.log)
+            return {name: after[name] - before[name] for name in after}
+
+        try:
+            figures.update(per_call(counted(count_steps), counted(1), count_steps))
+        finally:
+            with psycopg.connect(cluster.url, autocommit=True) as conn:
+                conn.execute("ALTER DATABASE flowbench_dbos RESET log_statement")
     return figures
 
 
