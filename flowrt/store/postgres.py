@@ -9,9 +9,9 @@ The tables are postgres_schema's (docs/trace.md, section 14).
 
 Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
 run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
-facts and their values only if it did, all or nothing, durable at commit (`synchronous_commit`
-on; `sync=False` commits without waiting for the flush, which the next synced write or `sync()`
-waits for). Only the lease holder appends: opening for appending takes the lease (RunBusy while
+facts, their values and (when synced) the `times` of the facts not yet timed only if it did, all
+or nothing, durable at commit (`synchronous_commit` on; `sync=False` commits without waiting for
+the flush, which the next synced write or `sync()` waits for: a recorded call is one WAL flush). Only the lease holder appends: opening for appending takes the lease (RunBusy while
 another holds it), a thread renews it, and an append after it was lost inserts nothing and
 raises StorageError("lease lost"). A database that goes away makes every call a StorageError.
 
@@ -55,7 +55,9 @@ _APPEND = (
     "ready_at = CASE WHEN %(ended)s THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
     + " AND last_n = %(prev_n)s AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run), "
     "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
-    "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING) "
+    "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING), "
+    "t AS (INSERT INTO flow_host (run, i, line) SELECT ok.run, %(times_i)s, %(times_line)s::bytea FROM ok "
+    "WHERE %(times_line)s::bytea IS NOT NULL) "
     "INSERT INTO flow_facts (run, n, line) SELECT ok.run, f.n, f.line FROM ok, "
     "unnest(%(ns)s::bigint[], %(lines)s::bytea[]) AS f(n, line)")
 
@@ -64,6 +66,11 @@ _HOST_RECORD = (
     "WITH ok AS (UPDATE flow_runs SET ready_at = CASE WHEN %(keep)s THEN ready_at "
     "ELSE %(ready)s::timestamptz END WHERE " + leases.FENCE + " RETURNING run) "
     "INSERT INTO flow_host (run, i, line) SELECT ok.run, %(i)s, %(line)s FROM ok")
+
+
+# The same, alone in its transaction: the commit's durability set in the statement (as _APPEND).
+_HOST_RECORD_ALONE = _HOST_RECORD.replace(
+    " RETURNING run)", " AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run)")
 
 
 def _failed(problem: BaseException, what: str, fact_n: int | None = None) -> StorageError:
@@ -542,21 +549,37 @@ class PostgresRunLog(RunLog):
                 raise self._lease_lost(facts[0]["n"])
             new = {hex_: data for hex_, data in blobs.items() if hex_ not in self._known_values}
             durable = sync and self.durability == "fsync"
+            now = time.time_ns() // 1_000_000
+            times_from = self._times_from if self._times else facts[0]["n"]
+            times_at = self._times + [now] * len(facts)
+            times_line = host_head = None
+            if durable:
+                # A durable append carries the `times` record of every fact not yet timed, its
+                # own included, in its own transaction: the times are durable exactly when the
+                # facts are, and the host's sync before it waits has nothing left to write (it
+                # was a statement of its own per recorded call).
+                line, host_head = chain_record({"kind": "times", "from": times_from, "at": times_at},
+                                               self._host_head)
+                times_line = line[:-1]
             try:
                 # The commit waits for the flush unless the fact need not be durable yet: set
                 # for this statement's own transaction, so it costs no round trip.
                 cur = self._conn.execute(_APPEND, dict(
                     self._fence_args(), commit="on" if durable else "off", last=n, head=prev, ended=ended,
                     prev_n=last["n"], hexes=list(new),
-                    blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines))
+                    blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines,
+                    times_i=self._host_count + 1, times_line=times_line))
             except psycopg.Error as problem:
                 raise _failed(problem, "cannot append", facts[0]["n"]) from problem
             if cur.rowcount != len(facts):
                 raise self._lease_lost(facts[0]["n"])
-            now = time.time_ns() // 1_000_000
-            if not self._times:
-                self._times_from = facts[0]["n"]
-            self._times.extend([now] * len(facts))
+            if times_line is not None:
+                self._host_head, self._host_count = host_head, self._host_count + 1
+                self._times, self._times_recorded = [], now
+                for offset, ms in enumerate(times_at):
+                    self._known_times[times_from + offset] = ms
+            else:
+                self._times_from, self._times = times_from, times_at
             self._facts.extend(facts)
             self._known_values.update(new)
             if blobs:
@@ -564,8 +587,14 @@ class PostgresRunLog(RunLog):
                     self._index_refs(fact)
             if not durable and self.durability == "fsync":
                 self._synced = False
-            elif now - self._times_recorded >= TIMES_EVERY_MS:
-                self._record_times()
+            else:
+                # A synchronous commit waits for the log to be flushed up to it, so past every
+                # asynchronous commit before it (a Reply, times): all of them are durable now,
+                # and a sync() until the next unsynced write would flush the log again for nothing
+                # (it did, once per recorded call, before this).
+                self._synced = True
+                if self._times and now - self._times_recorded >= TIMES_EVERY_MS:
+                    self._record_times()  # durability "none": no append carries them
             return facts
 
     def _record_times(self) -> None:
@@ -660,12 +689,21 @@ class PostgresRunLog(RunLog):
             line, head = chain_record(record, head)
             ready = ready_after(record)
             lines.append((line[:-1], ready is KEEP, None if ready is KEEP else ready))
+        commit = "on" if durable and self.durability == "fsync" else "off"
         try:
+            if len(lines) == 1 and also is None:
+                # One record (a `times`, a timer, a decision): one statement, its own transaction,
+                # its commit set inside it (one round trip, where BEGIN, SET LOCAL, the insert and
+                # COMMIT were four).
+                line, keep, ready = lines[0]
+                cur = self._conn.execute(_HOST_RECORD_ALONE, dict(
+                    self._fence_args(), i=count + 1, line=line, keep=keep, ready=ready, commit=commit))
+                if cur.rowcount != 1:
+                    raise _Lost
+                self._host_head, self._host_count = head, count + 1
+                return
             with self._conn.transaction():
-                if durable:
-                    self._local_commit(self._conn)
-                else:
-                    self._conn.execute("SET LOCAL synchronous_commit = off")
+                self._conn.execute("SELECT set_config('synchronous_commit', %s, true)", (commit,))
                 for i, (line, keep, ready) in enumerate(lines, count + 1):
                     cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line, keep=keep,
                                                                 ready=ready))

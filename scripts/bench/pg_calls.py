@@ -1,4 +1,5 @@
-"""A recorded call on PostgreSQL beside the run directory, through `flow run --store URL`.
+"""A recorded call on PostgreSQL beside the run directory and beside a DBOS step, through `flow run
+--store URL`, with what each costs the server.
 
 1,000 sequential calls of a trivial Tool (a Python Tool process bound in flow.toml, answering
 its argument) in one `flow run`, against a run directory and against a PostgreSQL cluster
@@ -7,12 +8,21 @@ production). Per-call cost is the steady state: (run of N calls - run of 1 call)
 start-up (checking, binding, the sandbox child, connecting) is left out. Runs alternate between
 the stores so both see the same machine; medians of `--runs`.
 
-    python scripts/bench/pg_calls.py [--calls 1000] [--runs 3]
+Counted per call, the same steady-state way, from the server's own statistics: WAL flushes
+(`pg_stat_wal.wal_sync`: the fsyncs a call costs), WAL records, committed transactions
+(`pg_stat_database.xact_commit`), and statements (the server's log with `log_statement=all`, in
+runs of their own so that logging does not slow the timed ones): each statement is one round
+trip, as psycopg sends them. With `--dbos` (a virtual environment of DBOS Transact, made on first
+use as scripts/bench/workers.py makes it), a workflow of `@DBOS.step`s on the same server is
+timed and counted the same way, in the same run.
+
+    python scripts/bench/pg_calls.py [--calls 1000] [--runs 3] [--dbos]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -24,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.pg_cluster import Cluster  # noqa: E402
+import psycopg  # noqa: E402
 
 PROGRAM = """
 @tool pub flow echo(n: Int) -> Int
@@ -40,6 +50,23 @@ if __name__ == "__main__":
     serve({"echo.echo": lambda n: n}, declared_in="echo.flow")
 """
 
+#: the server's counters a call costs; `statements` is counted from the server's log
+COUNTERS = ("wal_sync", "wal_records", "xact_commit", "statements")
+
+
+def server_counters(url: str, log: str | None = None) -> dict[str, int]:
+    """The cluster's WAL counters and the database's commits now (this query's own commit is
+    read-only and flushes nothing), and with `log`, the statements the server has logged."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        sync, records = conn.execute("SELECT wal_sync, wal_records FROM pg_stat_wal").fetchone()
+        # pg_stat_database is updated when a backend reports, at the latest when it exits
+        commits = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
+    counted = {"wal_sync": sync, "wal_records": records, "xact_commit": commits}
+    if log is not None:
+        with open(log, errors="replace") as handle:
+            counted["statements"] = sum(1 for line in handle if "LOG:  statement: " in line or "LOG:  execute " in line)
+    return counted
+
 
 def flow_run(directory: str, location: str, calls: int) -> float:
     start = time.perf_counter()
@@ -52,11 +79,48 @@ def flow_run(directory: str, location: str, calls: int) -> float:
     return elapsed
 
 
+def counted_run(directory: str, url: str, calls: int, log: str | None) -> dict[str, int]:
+    before = server_counters(url, log)
+    flow_run(directory, url, calls)
+    time.sleep(0.6)  # the statistics collector's report of the run's backends (PGSTAT_MIN_INTERVAL)
+    after = server_counters(url, log)
+    return {name: after[name] - before[name] for name in after}
+
+
+def per_call(many: dict[str, int], one: dict[str, int], calls: int) -> dict[str, float]:
+    return {name: (many[name] - one[name]) / (calls - 1) for name in many}
+
+
+def flow_counts(cluster, directory: str, calls: int) -> dict[str, float]:
+    """WAL, commits and statements per recorded call (steady state), the statements counted in
+    runs of their own with every statement logged."""
+    url = cluster.url
+    wal = per_call(counted_run(directory, url, calls, None), counted_run(directory, url, 1, None), calls)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER DATABASE flow SET log_statement = 'all'")
+    try:
+        logged = per_call(counted_run(directory, url, calls, cluster.log), counted_run(directory, url, 1, cluster.log),
+                          calls)
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER DATABASE flow RESET log_statement")
+    return {**wal, "statements": logged["statements"]}
+
+
+def describe(counts: dict[str, float]) -> str:
+    return ", ".join(f"{name} {counts[name]:.2f}" for name in COUNTERS if name in counts)
+
+
 def main() -> None:
-    options = argparse.ArgumentParser()
+    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--calls", type=int, default=1000)
     options.add_argument("--runs", type=int, default=3)
+    options.add_argument("--count-calls", type=int, default=300, help="calls in the counted runs")
+    options.add_argument("--dbos", action="store_true", help="also a DBOS step on the same server")
+    options.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "flow-bench" / "dbos-pg")
     args = options.parse_args()
+    from tests.pg_cluster import Cluster  # here: the DBOS environment imports this module without pytest
+
     cluster = Cluster(fsync=True)
     try:
         from flowrt.store.postgres_schema import init_schema
@@ -75,11 +139,25 @@ def main() -> None:
                     many = flow_run(directory, location, args.calls)
                     one = flow_run(directory, location, 1)
                     steady[name].append((many - one) / (args.calls - 1))
-            per_call = {name: statistics.median(times) for name, times in steady.items()}
-            for name, seconds in per_call.items():
+            dbos = None
+            if args.dbos:
+                from scripts.bench.workers import dbos_python, dbos_step
+
+                dbos = dbos_step(dbos_python(args.venv), cluster, args.calls, args.runs, Path(directory),
+                                 count_steps=args.count_calls)
+            medians = {name: statistics.median(times) for name, times in steady.items()}
+            for name, seconds in medians.items():
                 print(f"recorded call, {name:10}: {seconds * 1e6:8.0f} µs per call (steady state, "
                       f"median of {args.runs} runs of {args.calls} calls)")
-            print(f"postgresql / directory: {per_call['postgresql'] / per_call['directory']:.2f}x")
+            print(f"postgresql / directory: {medians['postgresql'] / medians['directory']:.2f}x")
+            counts = flow_counts(cluster, directory, args.count_calls)
+            print(f"per recorded call on postgresql: {describe(counts)}")
+            if dbos is not None:
+                print(f"DBOS step, same server: {dbos['us']:8.0f} µs per step (median of {args.runs} runs of "
+                      f"{args.calls} steps); per step: {describe(dbos)}")
+                print(f"dbos / flow: {dbos['us'] / (medians['postgresql'] * 1e6):.2f}x (above 1: Flow is cheaper)")
+            print(json.dumps({"flow_us": medians["postgresql"] * 1e6, "directory_us": medians["directory"] * 1e6,
+                              "flow": counts, "dbos": dbos}))
     finally:
         cluster.stop()
 

@@ -113,11 +113,15 @@ def timed(count: int) -> float:
 
 n, rounds = int(sys.argv[2]), int(sys.argv[3])
 timed(1)
-per = []
-for _ in range(rounds):
-    many, one = timed(n), timed(1)
-    per.append((many - one) / (n - 1))
-print(json.dumps({"us": statistics.median(per) * 1e6}))
+if rounds:
+    per = []
+    for _ in range(rounds):
+        many, one = timed(n), timed(1)
+        per.append((many - one) / (n - 1))
+    print(json.dumps({"us": statistics.median(per) * 1e6}))
+else:  # counted: one workflow of n steps, the counters read around this process (its exit reports them)
+    steps(n)
+    print(json.dumps({}))
 DBOS.destroy()
 """
 
@@ -279,17 +283,45 @@ def dbos_python(venv: Path) -> str:
     return str(python)
 
 
-def dbos_step(python: str, cluster: Cluster, n: int, rounds: int, directory: Path) -> float:
+def dbos_step(python: str, cluster: Cluster, n: int, rounds: int, directory: Path, *,
+              count_steps: int = 0) -> dict:
+    """A DBOS step's steady-state cost in µs (`us`) on `cluster`; with `count_steps`, also the
+    server's counters per step (scripts/bench/pg_calls.py's: WAL flushes and records, commits,
+    statements) over workflows of that many steps, every statement logged for those only."""
     with psycopg.connect(cluster.url, autocommit=True) as conn:
         conn.execute("CREATE DATABASE flowbench_dbos")
     url = f"postgresql://postgres@/flowbench_dbos?host={cluster.dir}"
     script = directory / "dbos_steps.py"
     script.write_text(DBOS_STEPS)
-    done = subprocess.run([python, str(script), url, str(n), str(rounds)], capture_output=True, text=True,
-                          timeout=3600, cwd=directory)
-    if done.returncode != 0:
-        raise SystemExit(f"DBOS failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["us"]
+
+    def dbos(*argv: str) -> dict:
+        done = subprocess.run([python, str(script), url, *argv], capture_output=True, text=True,
+                              timeout=3600, cwd=directory)
+        if done.returncode != 0:
+            raise SystemExit(f"DBOS failed:\n{done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    figures = dbos(str(n), str(rounds))
+    if count_steps:
+        from scripts.bench.pg_calls import per_call, server_counters
+
+        with psycopg.connect(cluster.url, autocommit=True) as conn:
+            conn.execute("ALTER DATABASE flowbench_dbos SET log_statement = 'all'")
+
+        def counted(steps: int) -> dict:
+            # around the whole process, as for `flow run`: a backend reports its counters at exit
+            before = server_counters(url, cluster.log)
+            dbos(str(steps), "0")
+            time.sleep(0.6)
+            after = server_counters(url, cluster.log)
+            return {name: after[name] - before[name] for name in after}
+
+        try:
+            figures.update(per_call(counted(count_steps), counted(1), count_steps))
+        finally:
+            with psycopg.connect(cluster.url, autocommit=True) as conn:
+                conn.execute("ALTER DATABASE flowbench_dbos RESET log_statement")
+    return figures
 
 
 def kills(url: str, directory: Path, log: Path, count: int, steps: int) -> dict:
@@ -362,7 +394,7 @@ def main() -> None:
             print(f"2. a recorded call on PostgreSQL beside a DBOS step on the same server "
                   f"(steady state, runs of {args.call_n}, median of {args.rounds})")
             flow_us = flow_recorded_call(url, directory, args.call_n, args.rounds)
-            dbos_us = dbos_step(dbos_python(args.venv), cluster, args.call_n, args.rounds, directory)
+            dbos_us = dbos_step(dbos_python(args.venv), cluster, args.call_n, args.rounds, directory)["us"]
             print(f"   flow recorded call: {flow_us:8.0f} µs; dbos step: {dbos_us:8.0f} µs; "
                   f"dbos / flow: {dbos_us / flow_us:.2f}x")
             print(f"3. SIGKILL of a worker mid-run, {args.kills} times (runs of 4 steps, each a call and a 1 s sleep)")
