@@ -83,11 +83,18 @@ class RunWatch:
         return self._give(now, final or self.done)
 
     def _read(self) -> list[dict]:
-        run = self.run
         if not self.started:
+            # What the run held when it was opened, then what landed since: a run that went on
+            # between the open and this first read (a quick one, followed for the last time) is
+            # read to where it is now, not to where it was.
             self.started = True
-            return run.facts()
-        new = run.refresh()
+            first = list(self.run.facts())
+            last_n = first[-1]["n"] if first else 0
+            return first + [f for f in self._read_on() if f["n"] > last_n]
+        return self._read_on()
+
+    def _read_on(self) -> list[dict]:
+        new = self.run.refresh()
         if new is None:
             new = self._reopen()
         return new

@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
 import shutil
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -33,6 +36,9 @@ def on_terminal(args: list[str], env: dict | None = None) -> tuple[int, str, byt
     """Run `flow ARGS` with stderr on a pty (stdout a pipe): (exit code, stdout, what the
     terminal got)."""
     master, slave = os.openpty()
+    # Wide enough for the whole line: it is cut to the terminal's width, and a pty's default
+    # size is whatever the machine gives (the text this test reads must not depend on it).
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 250, 0, 0))
     process = subprocess.Popen([sys.executable, "-m", "flowrt.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=slave, stdin=subprocess.DEVNULL,
                                env={**os.environ, "TERM": "xterm", **(env or {})})
