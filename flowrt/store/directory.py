@@ -644,7 +644,7 @@ class RunStore(RunLog):
 
     def host_records(self) -> list[dict]:
         """Every complete host record, in order (a torn last line is left out)."""
-        return read_host(self.path)[1].records
+        return read_host(self.path, with_times=False)[1].records
 
     def appender_active(self) -> bool | None:
         """Whether another open file description holds the appender's lock (a shared-lock probe)."""

@@ -110,15 +110,15 @@ def _unsynced_with(line: bytes, start: int, pos: int) -> bool:
 
 def _take_times(obj: dict, times: dict[int, int], line_no: int) -> None:
     first, at = obj.get("from"), obj.get("at")
-    if type(first) is not int or first < 1 or not isinstance(at, list) or not at \
-            or any(type(ms) is not int or ms < 0 for ms in at):
+    # (checked and taken in C: a run's host.jsonl holds a time per fact, read at every open)
+    if type(first) is not int or first < 1 or type(at) is not list or not at \
+            or set(map(type, at)) != {int} or min(at) < 0:
         raise StorageError(f"line {line_no}: a times record lacks from or at", component=HOST)
-    for offset, ms in enumerate(at):
-        times[first + offset] = ms
+    times.update(zip(range(first, first + len(at)), at))
 
 
 def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, line_no: int = 0,
-                durable: dict | None = None) -> _Host:
+                durable: dict | None = None, with_times: bool = True) -> _Host:
     """Host records: canonical JSON objects with a text `kind`, one a line, chained as facts are
     (`prev`, `hash`); a torn last line is ignored (and reported). Raises StorageError for any
     other damage. Records written before host records were chained (no `prev` nor `hash`) are
@@ -167,8 +167,10 @@ def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, 
                 raise StorageError(f"line {line_no}: a durable record lacks facts or head", component=HOST)
             durable = obj
         elif obj["kind"] == "times":
-            # (read into `times`, not listed: one a sync would swamp the records that say things)
-            _take_times(obj, times, line_no)
+            # (read into `times`, not listed: one a sync would swamp the records that say things;
+            # a caller that wants the records only skips them: their hashes are checked anyway)
+            if with_times:
+                _take_times(obj, times, line_no)
             pos = newline + 1
             times_last = True
             continue
@@ -181,15 +183,16 @@ def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, 
 
 
 
-def read_host(run_path: str) -> tuple[bytes, _Host]:
-    """host.jsonl of the run directory at `run_path`, as bytes and as read (empty when absent)."""
+def read_host(run_path: str, *, with_times: bool = True) -> tuple[bytes, _Host]:
+    """host.jsonl of the run directory at `run_path`, as bytes and as read (empty when absent);
+    without `with_times`, the `times` records are chained and hashed but not read into times."""
     try:
         data = _read_file(os.path.join(run_path, HOST))
     except FileNotFoundError:
         data = b""
     except OSError as problem:
         raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
-    return data, _parse_host(data)
+    return data, _parse_host(data, with_times=with_times)
 
 
 def holes_and_limit(records: list[dict], facts: list[dict], component: str) -> tuple[dict[tuple[int, str], str], int | None]:
