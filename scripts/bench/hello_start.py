@@ -51,6 +51,7 @@ def main() -> None:
     options.add_argument("--runs", type=int, default=15)
     options.add_argument("trees", nargs="*", default=[str(ROOT)])
     args = options.parse_args()
+    load_before = os.getloadavg()[0]  # the figures mean little when the machine is busy: say how busy
     with tempfile.TemporaryDirectory() as directory:
         base = Path(directory)
         hello = str(base / "hello.flow")
@@ -84,6 +85,7 @@ def main() -> None:
             print(f"{tree:40s} {mode:7s} median {statistics.median(times) * 1000:6.0f} ms  "
                   f"(min {times[0] * 1000:.0f}, max {times[-1] * 1000:.0f}, n={len(times)})")
         print(f"python -c pass: median {statistics.median(python) * 1000:.0f} ms")
+        print(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
 
 
 if __name__ == "__main__":
