@@ -150,6 +150,58 @@ class _StderrTail(threading.Thread):
             return self._buffer.decode("utf-8", "replace")
 
 
+class StartingChild:
+    """A child being started on a thread of its own (`Child.start_soon`).
+
+    `subprocess.Popen` returns only once the child has exec'd, and between its fork and exec the
+    child makes its network namespace: 7-11 ms in which the host could only wait (docs/impl.md,
+    start-up). The thread waits for that instead, while the caller imports and checks.
+
+    The thread lives until the child is reaped: the parent-death signal (`PR_SET_PDEATHSIG`)
+    follows the thread that forked, not the process, so a thread that ended as soon as the child
+    had started would kill it. It is a daemon thread: a host that exits takes it, and so the
+    child, with it."""
+
+    def __init__(self, cls: type, main_module: str, limits: Limits):
+        # From the calling thread (the main one), which alone may set the SIGTERM handler that
+        # kills the children: the starting thread cannot.
+        launch._take_responsibility()
+        self._started = threading.Event()
+        self._reaped = threading.Event()
+        self._child: Child | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, args=(cls, main_module, limits),
+                                        name="sandbox-start", daemon=True)
+        self._thread.start()
+
+    def _start(self, cls: type, main_module: str, limits: Limits) -> None:
+        try:
+            child = cls.start(main_module, limits)
+            child._on_reaped = self._reaped.set
+            self._child = child
+        except BaseException as problem:  # noqa: BLE001 - handed to whoever waits for the child
+            self._error = problem
+            return
+        finally:
+            self._started.set()
+        self._reaped.wait()  # bounded by the child's life: set when it is reaped (see the class)
+
+    def child(self) -> Child:
+        """The started child; raises what starting it raised. Waits for as long as a fork and
+        exec take (Popen either returns or raises)."""
+        self._started.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._child is not None
+        return self._child
+
+    def kill(self) -> None:
+        """Kill the child once it has started (a start that failed left nothing to kill)."""
+        self._started.wait()
+        if self._child is not None:
+            self._child.kill()
+
+
 class Child:
     """A running sandbox child. Create with `Child.start()`; use as a context manager."""
 
@@ -188,6 +240,7 @@ class Child:
         self._stderr.start()
         self._died: ChildDied | None = None
         self._closed = False
+        self._on_reaped: Callable[[], None] | None = None  # set by `StartingChild`
         self._eof = False
         self._spin = channel.Spin()  # polling before sleeping, as the child's Receiver does
         #: called when `recv` has waited on the child for IDLE_BEFORE_SLEEP and goes on waiting
@@ -212,6 +265,12 @@ class Child:
         if argv_tail is None:
             launch.compile_for_child()  # while the child's interpreter starts; it reads them on its next start
         return child
+
+    @classmethod
+    def start_soon(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS) -> StartingChild:
+        """`start()` on a thread of its own, so that the caller goes on while the child is forked
+        and exec'd (`StartingChild.child()` waits for it)."""
+        return StartingChild(cls, main_module, limits)
 
     # -- talking -----------------------------------------------------------------------------
 
@@ -590,6 +649,8 @@ class Child:
             except OSError:
                 pass
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._on_reaped is not None:
+            self._on_reaped()
 
     def __enter__(self) -> Child:
         return self

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import flowrt.sandbox_launch as launch
-from flowrt.sandbox_process import Child
+from flowrt.sandbox_process import Child, ChildTimeout
 from flowrt.cli import plain_run
 from flowdata.policy import CHILD_PACKAGES, CHILD_PYTHON_FLAGS
 
@@ -262,11 +262,11 @@ WATCHED = textwrap.dedent("""
     import atexit, runpy, sys
     import flowrt.sandbox_process
     started = []
-    original = flowrt.sandbox_process.Child.start.__func__
-    def start(cls, *args, **kwargs):
+    original = flowrt.sandbox_process.Child.start_soon.__func__
+    def start_soon(cls, *args, **kwargs):
         started.append(sorted(m for m in ("flowrt.run", "flowc.frontend", "click") if m in sys.modules))
         return original(cls, *args, **kwargs)
-    flowrt.sandbox_process.Child.start = classmethod(start)
+    flowrt.sandbox_process.Child.start_soon = classmethod(start_soon)
     atexit.register(lambda: sys.stderr.write(repr((started, "click" in sys.modules)) + "\\n"))
     sys.argv = ["flow"] + sys.argv[1:]
     runpy.run_module("flowrt.cli", run_name="__main__")
@@ -299,3 +299,33 @@ def test_run_takes_a_child_already_started(tmp_path, monkeypatch):
     child = Child.start()
     outcome = run(str(tmp_path / "missing.flow"), runs_dir=str(tmp_path / "runs"), child=child)
     assert outcome.exit_code == 2 and child._closed  # refused: the child is killed, nothing recorded
+
+
+def test_a_child_started_on_a_thread_outlives_its_start_and_is_let_go_when_reaped():
+    # The parent-death signal follows the thread that forked: the starting thread must live as
+    # long as the child, and end once it is reaped.
+    starting = Child.start_soon()
+    child = starting.child()
+    try:
+        # Alive and waiting for its program (a child the signal had killed would be ChildDied).
+        with pytest.raises(ChildTimeout):
+            child.recv(timeout=2)
+        assert not child._exited() and starting._thread.is_alive()
+    finally:
+        child.kill()
+    starting._thread.join(timeout=10)
+    assert not starting._thread.is_alive()
+    assert child.returncode is not None
+
+
+def test_a_child_whose_start_fails_raises_where_it_is_awaited(monkeypatch):
+    def refused(*args, **kwargs):
+        raise OSError("no fork here")
+
+    monkeypatch.setattr(Child, "start", classmethod(refused))
+    starting = Child.start_soon()
+    with pytest.raises(OSError, match="no fork here"):
+        starting.child()
+    starting.kill()  # nothing was started: nothing to kill, and no wait
+    starting._thread.join(timeout=10)
+    assert not starting._thread.is_alive()

@@ -42,10 +42,13 @@ def sandbox_child_of(host: subprocess.Popen, timeout: float = 20.0) -> int:
     """The pid of the host's sandbox child, once it has started and is computing."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            children = Path(f"/proc/{host.pid}/task/{host.pid}/children").read_text().split()
-        except FileNotFoundError:
-            children = []
+        # Any of the host's threads may have forked it (`flow run` starts it on a thread).
+        children = []
+        for task in Path(f"/proc/{host.pid}/task").glob("*"):
+            try:
+                children += (task / "children").read_text().split()
+            except FileNotFoundError:
+                continue
         for pid in map(int, children):
             try:
                 if b"sandbox.child" in Path(f"/proc/{pid}/cmdline").read_bytes():

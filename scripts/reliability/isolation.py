@@ -109,12 +109,14 @@ def orphan_trial(work: Path, index: int) -> str | None:
     try:
         deadline = time.monotonic() + 60
         while pid is None and time.monotonic() < deadline:
-            try:
-                for candidate in Path(f"/proc/{host.pid}/task/{host.pid}/children").read_text().split():
-                    if b"sandbox.child" in Path(f"/proc/{candidate}/cmdline").read_bytes():
-                        pid = int(candidate)
-            except FileNotFoundError:
-                pass
+            # Any of the host's threads may have forked it (`flow run` starts it on a thread).
+            for task in Path(f"/proc/{host.pid}/task").glob("*"):
+                try:
+                    for candidate in (task / "children").read_text().split():
+                        if b"sandbox.child" in Path(f"/proc/{candidate}/cmdline").read_bytes():
+                            pid = int(candidate)
+                except FileNotFoundError:
+                    pass
             time.sleep(0.05)
         if pid is None:
             return f"trial {index}: no sandbox child seen"
