@@ -213,16 +213,29 @@ def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, work
     before = ended_count(url)
     # Held back until every worker is up (start-up is not what is measured), then let go at once.
     rows(url, "UPDATE flow_runs SET ready_at = 'infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
+    used_before = children_cpu()
     hosts = [start_worker(url, directory, "--concurrency", "4", cached=cached) for _ in range(workers)]
     rows(url, "UPDATE flow_runs SET ready_at = '-infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
     start = time.perf_counter()
     wait_until(lambda: ended_count(url) - before >= runs, f"{workers} workers to drive {runs} runs")
     elapsed = time.perf_counter() - start
     outs = [stop_worker(host) for host in hosts]
+    # The workers' CPU with their sandbox children and Tool processes (each reaped by its worker,
+    # each worker by this process), start-up included: what a run costs, whatever else loads the machine.
+    cpu_ms = (children_cpu() - used_before) / runs * 1e3
     driven = sum(out.count(": drove (queued): completed") for out in outs)
     checks = check_runs(url, ids, expected, log, dict.fromkeys(names, calls), one_claim=True)
     checks["drive lines"] = driven
-    return {"workers": workers, "runs per second": runs / elapsed, "seconds": elapsed, **checks}
+    return {"workers": workers, "runs per second": runs / elapsed, "seconds": elapsed,
+            "CPU ms a run": round(cpu_ms, 1), **checks}
+
+
+def children_cpu() -> float:
+    """CPU seconds (user and system) of this process's reaped children and theirs."""
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def claims_alone(url: str, runs: int, claimers: int) -> dict:
