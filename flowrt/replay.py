@@ -24,10 +24,12 @@ are served by. Split apart, each command would have to reach into the driver's s
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import json
 import posixpath
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,12 +80,49 @@ class _Incomplete(Exception):
 # ---- re-forming the recorded program -----------------------------------------------------------
 
 
+#: programs re-formed in this process, by what determines them (`_program_key`), newest last: a
+#: worker resumes many runs of one program, and each would otherwise check it again
+_RECORDED_PROGRAMS: collections.OrderedDict[tuple, Compiled] = collections.OrderedDict()
+_RECORDED_PROGRAMS_KEPT = 32
+_RECORDED_PROGRAMS_LOCK = threading.Lock()
+
+
+def _program_key(start: dict) -> tuple:
+    """What a recorded program's compile is a function of: its identity (content-addressed), the
+    hash of each stored module source, the pins, and the compiler's own digest. Compiling is
+    pure, so equal keys give equal programs."""
+    from flowc.emit import compiler_digest
+
+    modules = tuple((m["module"], m["hash"]) for m in start.get("modules", []))
+    pins = tuple((p["repo"], p.get("commit")) for p in start.get("pins", []))
+    return start["program"], start["entry"]["module"], modules, pins, compiler_digest()
+
+
 def recorded_program(store: RunLog) -> tuple[Compiled, dict]:
-    """Check the program exactly as the history's Start recorded it, from its stored sources."""
+    """Check the program exactly as the history's Start recorded it, from its stored sources.
+    Kept in the process by `_program_key`; the sources are still read (and so checked against
+    their hashes) on every call, so a damaged store is found whether or not the program is kept."""
     start = store.fact(1)
     texts: dict[str, str] = {}
     for module in start.get("modules", []):
         texts[module["module"]] = store.source(module["hash"])
+    key = _program_key(start)
+    with _RECORDED_PROGRAMS_LOCK:
+        kept = _RECORDED_PROGRAMS.get(key)
+        if kept is not None:
+            _RECORDED_PROGRAMS.move_to_end(key)
+            return kept, start
+    compiled = _compile_recorded(start, texts)
+    with _RECORDED_PROGRAMS_LOCK:
+        _RECORDED_PROGRAMS[key] = compiled
+        while len(_RECORDED_PROGRAMS) > _RECORDED_PROGRAMS_KEPT:
+            _RECORDED_PROGRAMS.popitem(last=False)
+    return compiled, start
+
+
+def _compile_recorded(start: dict, texts: dict[str, str]) -> Compiled:
+    """Compile the recorded sources `texts` (by module identity) as Start recorded them; only a
+    program that checks and forms Start's identity is returned (and so ever kept)."""
     root = start["entry"]["module"]
     manifest = _recorded_manifest(start.get("pins", []))
 
@@ -109,7 +148,7 @@ def recorded_program(store: RunLog) -> tuple[Compiled, dict]:
     if compiled.identity != start["program"]:
         raise StorageError(f"the recorded sources form program {compiled.identity}, but Start names "
                            f"{start['program']}", 1)
-    return compiled, start
+    return compiled
 
 
 def _recorded_manifest(pins: list) -> str | None:

@@ -22,6 +22,7 @@ Also printed: the claim alone (`FOR UPDATE SKIP LOCKED` and the lease, no drive)
 once over RUNS claimable runs, to tell the queue's cost from the drives'.
 
     python scripts/bench/workers.py [--runs 1000] [--calls 20] [--kills 20] [--quick]
+                                    [--compare-cache] [--throughput-only]
 """
 
 from __future__ import annotations
@@ -138,8 +139,16 @@ def ended_count(url: str) -> int:
     return rows(url, "SELECT count(*) FROM flow_runs WHERE ready_at IS NULL AND owner IS NULL")[0][0]
 
 
-def start_worker(url: str, directory: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
-    host = subprocess.Popen([sys.executable, "-m", "flowrt.cli", "worker", "--store", url, "--allow", "--poll", "0.2",
+#: `flow worker` with the in-process cache of recorded programs turned off (flowrt/replay.py
+#: `_RECORDED_PROGRAMS_KEPT`), for the before/after figures: the knob lives here, not in `flow`
+UNCACHED_WORKER = ("import sys, flowrt.replay, flowrt.cli; flowrt.replay._RECORDED_PROGRAMS_KEPT = 0; "
+                   "sys.argv[0] = 'flow'; flowrt.cli.main()")
+
+
+def start_worker(url: str, directory: Path, *extra: str, env: dict | None = None,
+                 cached: bool = True) -> subprocess.Popen:
+    flow = ["-m", "flowrt.cli"] if cached else ["-c", UNCACHED_WORKER]
+    host = subprocess.Popen([sys.executable, *flow, "worker", "--store", url, "--allow", "--poll", "0.2",
                              *extra], cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     line = host.stderr.readline()
@@ -196,23 +205,37 @@ def check_runs(url: str, ids: list[str], expected: dict[str, int], log: Path, ca
             "calls missing": len(missing), "claimed more than once": len(claimed_again)}
 
 
-def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, workers: int, tag: str) -> dict:
+def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, workers: int, tag: str,
+               cached: bool = True) -> dict:
     names = [f"{tag}{i}" for i in range(runs)]
     ids = queue(url, directory, "main", [{"name": name, "n": calls} for name in names])
     expected = {run: calls * (calls + 1) // 2 for run in ids}
     before = ended_count(url)
     # Held back until every worker is up (start-up is not what is measured), then let go at once.
     rows(url, "UPDATE flow_runs SET ready_at = 'infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
-    hosts = [start_worker(url, directory, "--concurrency", "4") for _ in range(workers)]
+    used_before = children_cpu()
+    hosts = [start_worker(url, directory, "--concurrency", "4", cached=cached) for _ in range(workers)]
     rows(url, "UPDATE flow_runs SET ready_at = '-infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
     start = time.perf_counter()
     wait_until(lambda: ended_count(url) - before >= runs, f"{workers} workers to drive {runs} runs")
     elapsed = time.perf_counter() - start
     outs = [stop_worker(host) for host in hosts]
+    # The workers' CPU with their sandbox children and Tool processes (each reaped by its worker,
+    # each worker by this process), start-up included: what a run costs, whatever else loads the machine.
+    cpu_ms = (children_cpu() - used_before) / runs * 1e3
     driven = sum(out.count(": drove (queued): completed") for out in outs)
     checks = check_runs(url, ids, expected, log, dict.fromkeys(names, calls), one_claim=True)
     checks["drive lines"] = driven
-    return {"workers": workers, "runs per second": runs / elapsed, "seconds": elapsed, **checks}
+    return {"workers": workers, "runs per second": runs / elapsed, "seconds": elapsed,
+            "CPU ms a run": round(cpu_ms, 1), **checks}
+
+
+def children_cpu() -> float:
+    """CPU seconds (user and system) of this process's reaped children and theirs."""
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def claims_alone(url: str, runs: int, claimers: int) -> dict:
@@ -367,9 +390,12 @@ def main() -> None:
     options.add_argument("--rounds", type=int, default=3)
     options.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "flow-bench" / "dbos-pg")
     options.add_argument("--quick", action="store_true", help="Fewer runs and calls, 5 kills.")
+    options.add_argument("--compare-cache", action="store_true",
+                         help="Part 1 also with workers that keep no recorded programs (before/after).")
+    options.add_argument("--throughput-only", action="store_true", help="Part 1 only.")
     args = options.parse_args()
     if args.quick:
-        args.runs, args.kills, args.call_n, args.rounds = 40, 5, 200, 1
+        args.runs, args.kills, args.call_n, args.rounds = (40 if args.runs == 1000 else args.runs), 5, 200, 1
     cluster = Cluster(fsync=True)
     try:
         from flowrt.store.postgres_schema import init_schema
@@ -384,10 +410,17 @@ def main() -> None:
             (directory / "flow.toml").write_text('[tools]\n"bench" = { python = "bench_tool.py" }\n')
             print(f"1. {args.runs} runs of {args.calls} calls, queued, then driven by N workers (--concurrency 4 each)")
             for workers in (1, 2, 4):
-                figures = throughput(url, directory, log, args.runs, args.calls, workers, f"w{workers}-")
-                print(f"   {workers} worker(s): {figures['runs per second']:.1f} runs/s ({figures['seconds']:.1f} s); "
-                      + ", ".join(f"{k}: {v}" for k, v in figures.items()
-                                  if k not in ("workers", "runs per second", "seconds")))
+                # Before (no cache of recorded programs) and after, one beside the other.
+                for cached in ((False, True) if args.compare_cache else (True,)):
+                    tag = f"w{workers}{'' if cached else 'u'}-"
+                    figures = throughput(url, directory, log, args.runs, args.calls, workers, tag, cached=cached)
+                    label = "" if not args.compare_cache else " (programs kept)" if cached else " (no cache)"
+                    print(f"   {workers} worker(s){label}: {figures['runs per second']:.1f} runs/s "
+                          f"({figures['seconds']:.1f} s); " + ", ".join(
+                              f"{k}: {v}" for k, v in figures.items() if k not in ("workers", "runs per second",
+                                                                                   "seconds")))
+            if args.throughput_only:
+                return
             claimed = claims_alone(url, args.runs, 4)
             print(f"   the claim alone, 4 claimers over {args.runs} runs: {claimed['claims per second']:.0f} claims/s, "
                   f"{claimed['claimed']} runs claimed, {claimed['claimed twice']} twice")
