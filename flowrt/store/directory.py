@@ -40,12 +40,10 @@ from flowrt.store.discovery import scan_runs
 from flowrt.store.durable import _fsync_dir, _pwrite_all, _read_file, _strerror, _write_all
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import (
-    _HASH_RE,
     _VALUE_REFS,
     DATA_VERSION,
     INLINE_LIMIT,
     TIMES_EVERY_MS,
-    VALUE_FIELDS,
     _now,
     valid_run_id,
 )
@@ -61,6 +59,7 @@ from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
 from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
+from flowrt.store.refs import index_refs, verify_referenced
 
 #: How long opening for appending waits for the lock before the run counts as busy: a reader
 #: probing whether the run has an appender (`flowrt.store.probe.appender_holds`) holds a shared
@@ -627,16 +626,7 @@ class RunStore(RunLog):
         first that is missing or damaged. For a caller that will read none of them but must not
         report a damaged record as sound (resume of a run that has ended)."""
         self.verify()
-        for hex_, users in sorted(self._refs.items()):
-            live = sorted(user for user in users if user not in self._holes)
-            if live:
-                self.value(*live[0])
-        modules = self._facts[0].get("modules") if self._facts and self._facts[0]["n"] == 1 else None
-        for module in modules if isinstance(modules, list) else ():
-            hash_ = module.get("hash") if isinstance(module, dict) else None
-            if not isinstance(hash_, str) or not _HASH_RE.match(hash_):
-                raise StorageError("Start names a module source that is not sha256:<hex>", 1, component=HISTORY)
-            self.source(hash_)
+        verify_referenced(self, self._refs, self._holes, self._facts, HISTORY)
 
     def source(self, hash: str) -> str:
         """A stored module source, checked against its hash."""
@@ -844,10 +834,7 @@ class RunStore(RunLog):
         return times
 
     def _index_refs(self, fact: dict) -> None:
-        for field in VALUE_FIELDS[fact["kind"]]:
-            ref = fact.get(field + "_ref")
-            if ref is not None:
-                self._refs.setdefault(ref[len("sha256:"):], set()).add((fact["n"], field))
+        index_refs(self._refs, fact)
 
     def _write_history(self, data: bytes, fact_n: int) -> None:
         """Write whole lines (or nothing: a failed write is cut back off); not synced here."""

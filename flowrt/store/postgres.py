@@ -39,7 +39,8 @@ from flowrt.store.host_records import check_host_record
 from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
-from flowrt.store.postgres_verify import index_refs, parse_host_rows, verify_rows
+from flowrt.store.postgres_verify import parse_host_rows, verify_rows
+from flowrt.store.refs import index_refs, verify_referenced
 
 CONNECT_SECONDS = 10.0  # bound on waiting for a connection (the database away: StorageError)
 #: connections a process may hold: each RunLog open for appending holds one until it closes (a
@@ -475,16 +476,7 @@ class PostgresRunLog(RunLog):
             raise StorageError("the source is not UTF-8", component=component) from None
 
     def verify_files(self) -> None:
-        for hex_, users in sorted(self._refs.items()):
-            live = sorted(user for user in users if user not in self._holes)
-            if live:
-                self.value(*live[0])
-        modules = self._facts[0].get("modules") if self._facts and self._facts[0]["n"] == 1 else None
-        for module in modules if isinstance(modules, list) else ():
-            hash_ = module.get("hash") if isinstance(module, dict) else None
-            if not isinstance(hash_, str) or not _HASH_RE.match(hash_):
-                raise StorageError("Start names a module source that is not sha256:<hex>", 1, component=_HISTORY)
-            self.source(hash_)
+        verify_referenced(self, self._refs, self._holes, self._facts, _HISTORY)
 
     def host_records(self) -> list[dict]:
         try:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from flowrt.store.canonical import loads_canonical
 from flowrt.store.errors import StorageError
-from flowrt.store.format import _HASH_RE, _VALUE_REFS
+from flowrt.store.format import _HASH_RE
 from flowrt.store.host_records import _Host, _parse_host, holes_and_limit
 from flowrt.store.reading import _HistoryReader
+from flowrt.store.refs import index_refs
 
 FACTS = "flow_facts"
 HOST = "flow_host"
@@ -62,13 +63,6 @@ def verify_rows(run_id: str, run: tuple, rows: list, host_rows: list, present: s
             raise StorageError("the value is missing and is not a recorded hole", min(live)[0],
                                component=f"flow_values/{hex_}")
     return Verified(facts, holes, refs, host.head, recorded_limit, archived, dict(host.times))
-
-
-def index_refs(refs: dict[str, set[tuple[int, str]]], fact: dict) -> None:
-    for field, ref_name in _VALUE_REFS[fact["kind"]]:
-        ref = fact.get(ref_name)
-        if ref is not None:
-            refs.setdefault(ref[len("sha256:"):], set()).add((fact["n"], field))
 
 
 def parse_anchor(data: bytes | None) -> dict | None:
