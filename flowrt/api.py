@@ -21,7 +21,6 @@ import concurrent.futures
 import functools
 import inspect
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -583,22 +582,13 @@ def _check_watch(after: Any, poll: Any, timeout: Any) -> None:
 
 
 async def _watch_async(host: Host, run_id: str, after: int, poll: float, timeout: float | None) -> AsyncIterator[dict]:
-    """`flowrt.watch.follow` on the loop: each read on a worker thread, each wait an asyncio sleep."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    """`flowrt.watch.follow_async` of the run (an absent run is refused at the first step)."""
+    from flowrt.watch import follow_async
+
     watch = await asyncio.to_thread(host._watch_of, run_id, after)
     try:
-        while True:
-            for row in await asyncio.to_thread(watch.step):
-                yield row
-            if watch.done:
-                return
-            wait = poll
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"run {run_id} did not end, pause or halt within {timeout} s")
-                wait = min(poll, left)
-            await asyncio.sleep(wait)
+        async for row in follow_async(watch, poll=poll, timeout=timeout):
+            yield row
     finally:
         watch.close()
 

@@ -200,24 +200,31 @@ def watch_run(location: str, run_id: str, *, poll: float = 0.05, timeout: float 
         watch.close()
 
 
+async def follow_async(watch: RunWatch, *, poll: float = 0.05, timeout: float | None = None) -> AsyncIterator[dict]:
+    """`follow` on the loop: each read on a worker thread, each wait an asyncio sleep."""
+    _check(poll, timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        for row in await asyncio.to_thread(watch.step):
+            yield row
+        if watch.done:
+            return
+        wait = poll
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _timed_out(watch.run_id, timeout)
+            wait = min(poll, left)
+        await asyncio.sleep(wait)
+
+
 async def watch_run_async(location: str, run_id: str, *, poll: float = 0.05,
                           timeout: float | None = None) -> AsyncIterator[dict]:
     """`watch_run` as an async iterator: the reads run on a worker thread, the waits on the loop."""
     _check(poll, timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
     watch = await asyncio.to_thread(RunWatch, location, run_id)
     try:
-        while True:
-            for row in await asyncio.to_thread(watch.step):
-                yield row
-            if watch.done:
-                return
-            wait = poll
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise _timed_out(run_id, timeout)
-                wait = min(poll, left)
-            await asyncio.sleep(wait)
+        async for row in follow_async(watch, poll=poll, timeout=timeout):
+            yield row
     finally:
         watch.close()
