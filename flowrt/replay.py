@@ -231,12 +231,13 @@ class ReplayDriver(Driver):
         self.live = live
         self.recorded_open: dict[str, dict] = {}
         if self.checkpoint is not None:
-            # Tasks parked in the checkpoint wait again on their calls: those calls are open.
+            # Tasks parked in the checkpoint wait again on their calls: those calls are open. A
+            # task carried with the reply it finished on waits on nothing.
             function = self.checkpoint["function"]
             fn = prepared.compiled.functions[f"{function['module']}.{function['name']}"]
             arguments = self.value(self.checkpoint, "arguments")
             for p in fn.params:
-                if p.task:
+                if p.task and "reply" not in arguments[p.name]:
                     parked = arguments[p.name]
                     self.recorded_open[parked["call"]] = {"tool": parked["tool"], "arguments": parked["arguments"],
                                                           "types": parked.get("types")}

@@ -6,7 +6,9 @@ every other live task is parked on its only Tool call and carried in those argum
 checkpoint holds them: their call, constructor and data). Whether it is taken follows from the
 record while replaying (a Checkpoint is next) and from the policy where the run is live (`every`,
 `off`, or every Nth place); the host checks the same. A resume or a replay from a checkpoint
-starts from the function and its arguments alone, the parked tasks waiting again on their calls.
+starts from the function and its arguments alone, the parked tasks waiting again on their calls;
+a parked task whose reply had arrived, and that finished on it, is carried with that reply (and
+its rank in the order such tasks finished) and finishes on it again.
 """
 
 from __future__ import annotations
@@ -57,20 +59,30 @@ class Checkpoints:
         if live and any(not _parked(t) for t in live):
             return None
         carried: set = set()
+        finished: dict = {}  # task -> its record, for tasks that finished on their reply
         arguments = {}
         try:
             for (name, encode), v in zip(plan[1], args):
                 if encode is None:  # a task parameter
-                    if type(v) is not TaskHandle or v.task not in live:
+                    if type(v) is not TaskHandle:
                         return None
-                    carried.add(v.task)
-                    arguments[name] = _parked_record(v.task)
+                    task = v.task
+                    if task in live:
+                        carried.add(task)
+                        arguments[name] = _parked_record(task)
+                    elif _finished_on_reply(task):
+                        arguments[name] = finished[task] = dict(_parked_record(task), reply=task.reply)
+                    else:
+                        return None
                 else:
                     arguments[name] = encode(v)
         except Exception:
             return None
         if carried != live:
             return None
+        # Their order of finishing, which task.first decides by, is part of the state.
+        for rank, task in enumerate(sorted(finished, key=lambda t: t.finished_at), 1):
+            finished[task]["finished"] = rank
         taken = self.record.take_checkpoint()
         if taken is None:
             taken = self.live_place_taken()
@@ -112,6 +124,13 @@ def _parked(task: Task) -> bool:
         and task.waiting[0] == "call" and task.calls == 1
 
 
+def _finished_on_reply(task: Task) -> bool:
+    """A parkable task that made its one call and finished on the reply (its constructor's data
+    computed): a checkpoint carries it by its call and that reply."""
+    return task.park is not None and task.state == "finished" and task.calls == 1 and task.reply is not None \
+        and task.last_call is not None
+
+
 def _parked_record(task: Task) -> dict:
     ctor = [task.park[0], task.park[1]] if task.park else None
     return dict(task.last_call, ctor=ctor)
@@ -141,5 +160,8 @@ def _parked_task(record: dict, owner: Task, tools: dict) -> tuple[Task, R.ToolDe
     if record.get("types"):
         task.last_call["types"] = record["types"]
     task.open_calls = [record["call"]]
+    if "reply" in record:  # it had finished on this reply: `Scheduler.resume_at` finishes it again
+        task.reply = record["reply"]
+        task.finished_at = record.get("finished", 0)
     params = tuple(p["name"] for p in tools.get(record["tool"], {}).get("params", []))
     return task, R.ToolDesc(record["tool"], params)

@@ -64,11 +64,23 @@ class Scheduler:
     def resume_at(self, n: int, parked: list) -> None:
         """Run from the run's nth checkpoint, the tasks it carried (`checkpoints.restore`)
         waiting again on their calls, owned by the root."""
+        finished = []
         for task, desc in parked:
             self.tasks[task.id] = task
             # A generic Tool's reply decodes at the type arguments its parked call recorded.
             types = tuple(R.rt_type(t["term"], t["defs"]) for t in (task.last_call or {}).get("types", ()))
             self.by_call[task.open_calls[0]] = (task, desc, types)
+            if task.reply is not None:
+                finished.append(task)
+        # Tasks that had finished on their reply when the checkpoint was taken finish again on it,
+        # in the order they finished then (task.first picks by that order), before anything runs.
+        for task in sorted(finished, key=lambda t: t.finished_at):
+            outcome, task.reply = task.reply, None
+            self.admit(task.open_calls[0], outcome)
+            if type(task.resume_with) is Throw:
+                continue  # it no longer decodes (a fork onto another program): it faults as it runs
+            self.ready.remove(task)
+            self.step(task)
         root = self.root
         for task in self.tasks.values():
             task.owner_frame = root.frames[0]
@@ -146,6 +158,8 @@ class Scheduler:
     def admit(self, call_id: str, outcome) -> None:
         task, desc, type_args = self.by_call.pop(call_id)
         task.open_calls.remove(call_id)
+        if task.park is not None:
+            task.reply = outcome
         try:
             value = self.codec.decode_reply(desc, outcome, type_args)
         except R.Fault as fault:

@@ -12,7 +12,7 @@ class Task:
     """A task: its generator, its place in the id tree, what it waits on."""
 
     __slots__ = ("id", "gen", "calls", "spawns", "state", "waiting", "result", "owner", "resume_with",
-                 "open_calls", "finished_at", "frames", "owner_frame", "park", "last_call")
+                 "open_calls", "finished_at", "frames", "owner_frame", "park", "last_call", "reply")
 
     def __init__(self, task_id: str, gen, owner: "Task | None") -> None:
         self.id = task_id
@@ -34,6 +34,10 @@ class Task:
         #: as (type identity, name, function), or () for the bare reply; None: not parkable
         self.park = None
         self.last_call: dict | None = None
+        #: a parkable task's reply as the wire carried it, once admitted: a checkpoint carries a
+        #: task that finished on it by its call and this outcome (the history seed: a parked task
+        #: counts whether or not its reply has arrived)
+        self.reply = None
 
 
 class Throw:

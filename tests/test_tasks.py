@@ -200,11 +200,6 @@ def test_a_loop_passing_a_pending_read_checkpoints_every_round_and_resumes(tmp_p
     assert "ended in Unknown" in forked.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known deviation from the history seed (003: a parked task 'counts whether or not its reply has "
-    "arrived'): once the parked call's reply is in, the child declines every later checkpoint. A fix "
-    "is not the child's alone: resume from such a checkpoint must deliver the reply recorded before it "
-    "(today the host would settle that call Unknown), and archive must keep it"))
 def test_a_parked_task_whose_reply_arrived_still_lets_checkpoints_be_taken(tmp_path):
     feed = Path(__file__).resolve().parent / "programs" / "feed" / "main.flow"
     host = flowrt.Host({"main.next": lambda: "hello", "main.tick": lambda n: n}, runs_dir=str(tmp_path),
@@ -214,3 +209,91 @@ def test_a_parked_task_whose_reply_arrived_still_lets_checkpoints_be_taken(tmp_p
     facts = RunStore.open(str(tmp_path), outcome.run_id, for_append=False).facts()
     reply = next(f["n"] for f in facts if f["kind"] == "Reply" and f["call"] == "root/1#1")
     assert any(f["kind"] == "Checkpoint" and f["n"] > reply for f in facts)
+
+
+def test_a_checkpoint_carries_a_parked_task_with_the_reply_it_finished_on(tmp_path):
+    """History seed 003: a parked task 'counts whether or not its reply has arrived ... on resume it
+    waits on that call again, or is finished if the reply is recorded'. The run pauses after the
+    task finished; its early facts, the Reply among them, are archived; the resume finishes the
+    task on the reply the checkpoint carries, and replay agrees."""
+    program = Path(__file__).resolve().parent / "programs" / "feedask" / "main.flow"
+    host = flowrt.Host({"main.next": lambda: "hello", "main.tick": lambda n: n, "main.ask": lambda round: flowrt.PENDING},
+                       runs_dir=str(tmp_path), durability="none")
+    paused = host.run(str(program), {"rounds": 6})
+    assert paused.status == "paused", paused
+    store = RunStore.open(str(tmp_path), paused.run_id, for_append=False)
+    facts = store.facts()
+    reply = next(f["n"] for f in facts if f["kind"] == "Reply" and f["call"] == "root/1#1")
+    carried = [store.value(f, "arguments")["pending"] for f in facts if f["kind"] == "Checkpoint" and f["n"] > reply]
+    assert carried and carried[-1] == {"call": "root/1#1", "tool": "main.next", "arguments": {},
+                                       "ctor": ["main.Msg", "Received"], "reply": {"Ok": "hello"}, "finished": 1}
+    archived = subprocess.run([sys.executable, "-m", "flowrt.cli", "archive", paused.run_id, "--runs", str(tmp_path),
+                               "--json"], capture_output=True, text=True, timeout=120)
+    assert archived.returncode == 0, archived.stderr
+    assert json.loads(archived.stdout)["archived"] > 0
+    assert not any(f["kind"] == "Reply" and f["call"] == "root/1#1"
+                   for f in RunStore.open(str(tmp_path), paused.run_id, for_append=False).facts())
+    [question] = paused.pending
+    done = host.resume(paused.run_id, call=question.call, reply=7)
+    # 6 + 5 + 4 + 3 ticked, 7 answered, 1 ticked, then 1000 + len("hello")
+    assert done.status == "completed" and done.output == 6 + 5 + 4 + 3 + 7 + 1 + 1005, done
+    assert host.replay(paused.run_id).verdict == "Matched"
+    resumed = RunStore.open(str(tmp_path), paused.run_id, for_append=False).facts()
+    assert not any(f["kind"] == "Call" and f["call"] == "root/1#1" for f in resumed)
+
+
+def test_task_first_keeps_the_order_carried_tasks_finished_in(tmp_path):
+    """Two parked tasks both finished before the checkpoint: task.first after the resume picks the
+    one that finished first then, not the one restored first."""
+    program = tmp_path / "race.flow"
+    program.write_text(RACE)
+    runs = tmp_path / "runs"
+    host = flowrt.Host({"race.slow": _slow_slow, "race.fast": lambda: "fast", "race.tick": _slow_tick,
+                        "race.ask": lambda round: flowrt.PENDING}, runs_dir=str(runs), durability="none")
+    paused = host.run(str(program), {"rounds": 4})
+    assert paused.status == "paused", paused
+    store = RunStore.open(str(runs), paused.run_id, for_append=False)
+    last = [store.value(f, "arguments") for f in store.facts() if f["kind"] == "Checkpoint"][-1]
+    assert {last["a"]["finished"], last["b"]["finished"]} == {1, 2}
+    first = "a" if last["a"]["finished"] == 1 else "b"
+    done = host.resume(paused.run_id, call=paused.pending[0].call, reply=0)
+    assert done.status == "completed" and done.output == last[first]["reply"]["Ok"], (done, last)
+    assert host.replay(paused.run_id).verdict == "Matched"
+
+
+def _slow_slow() -> str:
+    time.sleep(0.05)
+    return "slow"
+
+
+def _slow_tick(n: int) -> int:
+    time.sleep(0.1)  # by the last checkpoint both tasks have their replies
+    return n
+
+
+RACE = """
+use "std@v1/task"
+
+pub type Got { Got(Text) }
+
+@tool pub flow slow() -> Text
+@tool pub flow fast() -> Text
+@tool pub flow tick(n: Int) -> Int
+@tool pub flow ask(round: Int) -> Int
+
+pub flow main(rounds: Int) -> Text !tool =
+    loop(task.spawn(flow() = Got(slow())), task.spawn(flow() = Got(fast())), rounds, 0)
+
+flow loop(a: Task<Got>, b: Task<Got>, rounds: Int, seen: Int) -> Text !tool =
+    if rounds == 0 {
+        match task.first([a, b]) {
+            (_, Got(text)) => text,
+        }
+    } else if rounds == 1 {
+        loop(a, b, rounds - 1, seen + ask(rounds))
+    } else {
+        loop(a, b, rounds - 1, seen + tick(rounds) + sleepy(rounds))
+    }
+
+flow sleepy(n: Int) -> Int !tool = tick(n)
+"""
