@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import orjson
-import pytest
 
 import flowrt
 from flowrt.store import RunStore
