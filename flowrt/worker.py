@@ -47,6 +47,7 @@ from flowrt import timers
 from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
+from flowrt.tool_processes import ToolProcesses
 
 #: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
 #: left as a crashed run, which the next worker recovers)
@@ -138,6 +139,9 @@ class Worker:
         self.stuck: dict[str, tuple[str | None, int | None]] = {}
         self.changed = threading.Event()  # a drive ended, or a stop was asked for
         self.stopping: int | None = None  # the signal that asked the worker to stop
+        #: flow.toml's Tool processes, each lent to one run at a time and kept for the next
+        #: (flowrt/tool_processes.py): a short run's cost is mostly a process's start
+        self.processes = ToolProcesses(idle_per_command=concurrency)
 
     # -- the loop
 
@@ -171,6 +175,7 @@ class Worker:
                 self.changed.wait(wait)
             return self.let_go()
         finally:
+            self.processes.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
@@ -296,7 +301,7 @@ class Worker:
         head = log.head
         try:
             outcome = resume_claimed(log, self.runs, allow=self.allow, halt=stop, park_after=self.park_after,
-                                     manifest=self.manifest)
+                                     manifest=self.manifest, processes=self.processes)
             if outcome.exit_code == 5 and self.database:
                 self.stuck[run_id] = (head, timers.now_ns() + int(max(STORAGE_RETRY_SECONDS, self.poll) * 1e9))
             elif outcome.exit_code in (2, 5):
