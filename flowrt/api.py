@@ -110,8 +110,8 @@ class Host:
     def queue(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
               allow: bool | None = None) -> str:
         """Record a run's Start and queue it for a worker (`flow worker`), as `flow run
-        --detach` does, without driving it: its run id. Checked and bound as any run (a refusal
-        is raised here, nothing recorded). The flow.toml commands bound to check their Tools are
+        --detach` does, without driving it: its run id. Checked and bound as any run, its Tools
+        from flow.toml (a refusal is raised here, nothing recorded). The flow.toml commands bound to check their Tools are
         kept by this host for the next `queue` (`close` ends them), so queueing many runs starts
         each command once."""
         from flowrt.run import run
@@ -121,8 +121,9 @@ class Host:
             if self._processes is None:
                 self._processes = ToolProcesses()
             processes = self._processes
+        # Bound from flow.toml only, as the worker that drives it binds it.
         outcome = run(path, entry=entry, input_text=_input_text(input), runs_dir=self.location,
-                      python_tools=dict(self.tools), allow=self.allow if allow is None else allow,
+                      allow=self.allow if allow is None else allow,
                       durability=self.durability, telemetry=self.telemetry, detach=True, processes=processes)
         if outcome.exit_code == 2:
             raise refused_from(outcome.diagnostics, outcome.sources, outcome.message)
