@@ -21,6 +21,11 @@ run it drives is let go of (sleeping, when it waits only on timers; else halted 
 - **queued** (a `queued` host decision: `flow run --detach`, `flow resume --detach`): driven
   from where its record stands, the reply `flow resume --detach` admitted already in it.
 
+The worker keeps the flow.toml Tool processes its runs start (`ToolProcesses`): each is lent to
+one run at a time and handed to the next run that binds the same command, unless it died, broke
+the protocol, stalled or had a call out when its run let go (docs/cli.md, "Tool processes a
+worker keeps"; `reuse = false` on a Tool's entry opts out).
+
 Two workers on one store never drive one run at once: a run is driven only once it is
 *claimed* (`claim_due`, the one place the stores differ), and what is due is decided again from
 the claimed record, since another host may have driven it between the look and the claim. On
