@@ -217,3 +217,18 @@ def test_an_edited_script_gets_a_new_process(program):
 def test_a_command_that_cannot_start_is_a_bind_error(tmp_path):
     with ToolProcesses() as keeper, pytest.raises(BindError):
         keeper.checkout([str(tmp_path / "no-such-command")], str(tmp_path))
+
+
+def test_on_postgresql_runs_queued_through_the_api_share_one_tool_process_per_worker_slot(program, pg_url):
+    directory = program()
+    with flowrt.Host(runs=pg_url, allow=True) as host:
+        ids = [host.queue(str(directory / "p.flow"), {"die": False}) for _ in range(4)]
+    queued = len(starts(directory))
+    assert queued == 1
+    done = flow("worker", "--store", pg_url, "--once", "--allow", "--concurrency", "1", cwd=directory)
+    assert done.returncode == 0, done.stderr
+    started = starts(directory)[queued:]
+    assert len(started) == 1 and done.stdout.count(": drove (queued): completed") == 4, done.stdout
+    for run_id in ids:
+        replay = flow("replay", run_id, "--store", pg_url, "--json", cwd=directory)
+        assert json.loads(replay.stdout)["verdict"] == "Matched", replay.stdout + replay.stderr
