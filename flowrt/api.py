@@ -84,6 +84,7 @@ class Host:
         self.telemetry = telemetry
         self._live: dict[str, threading.Event] = {}  # run id -> halt, for the runs this host drives
         self._lock = threading.Lock()
+        self._processes = None  # the Tool processes `queue` keeps (flowrt/tool_processes.py)
 
     @property
     def runs_dir(self) -> str:
@@ -105,6 +106,45 @@ class Host:
         if not detach:
             return self.run(path, input, entry=entry, allow=allow)
         return self._detached(lambda halt, on_start: self._run(path, input, entry, allow, self.tools, halt, on_start))
+
+    def queue(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
+              allow: bool | None = None) -> str:
+        """Record a run's Start and queue it for a worker (`flow worker`), as `flow run
+        --detach` does, without driving it: its run id. Checked and bound as any run, its Tools
+        from flow.toml (a refusal is raised here, nothing recorded). The flow.toml commands bound to check their Tools are
+        kept by this host for the next `queue` (`close` ends them), so queueing many runs starts
+        each command once."""
+        from flowrt.run import run
+        from flowrt.tool_processes import ToolProcesses
+
+        with self._lock:
+            if self._processes is None:
+                self._processes = ToolProcesses()
+            processes = self._processes
+        # Bound from flow.toml only, as the worker that drives it binds it.
+        outcome = run(path, entry=entry, input_text=_input_text(input), runs_dir=self.location,
+                      allow=self.allow if allow is None else allow,
+                      durability=self.durability, telemetry=self.telemetry, detach=True, processes=processes)
+        if outcome.exit_code == 2:
+            raise refused_from(outcome.diagnostics, outcome.sources, outcome.message)
+        if not outcome.queued:
+            from flowrt.store import StorageError
+
+            raise StorageError(outcome.message or f"the run was not queued (exit {outcome.exit_code})")
+        return outcome.run_id
+
+    def close(self) -> None:
+        """End the Tool processes this host keeps (those `queue` started); the host stays usable."""
+        with self._lock:
+            processes, self._processes = self._processes, None
+        if processes is not None:
+            processes.close()
+
+    def __enter__(self) -> "Host":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _detached(self, drive: Callable[[threading.Event, Callable], RunResult]) -> RunHandle:
         halt = threading.Event()

@@ -18,10 +18,12 @@ from flowrt.refusal import _text_or_empty, refuse
 @dataclass
 class RunHost:
     """What the host's `std@v1/runner` needs to know of a run to start nested ones beside it:
-    where its runs are stored, and how durably (its bindings and approval are bind's own)."""
+    where its runs are stored, and how durably (its bindings and approval are bind's own); and
+    the Tool processes a long-lived host keeps across runs (flowrt/tool_processes.py), if any."""
 
     runs_dir: str = ".flow/runs"
     durability: str = "fsync"
+    processes: object = None  # a ToolProcesses, or None: each run starts its own
 
 
 def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: dict, *, allow: bool, ask,
@@ -120,9 +122,13 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
                              entry_at(entry.key), sources)
             if approvals is not None:
                 approvals.append(decision.host_record())
-            implementation = B.CommandTools(list(entry.command), manifest_dir, shown)
+            keeper = host.processes if host is not None and entry.reuse else None
             try:
-                implementation.start()
+                if keeper is not None:
+                    implementation = keeper.checkout(list(entry.command), manifest_dir, shown)
+                else:
+                    implementation = B.CommandTools(list(entry.command), manifest_dir, shown)
+                    implementation.start()
             except B.BindError as problem:
                 for c in [*commands.values(), *servers.values()]:
                     c.close()
@@ -139,6 +145,12 @@ def bind(compiled: Compiled, path: str, tools: dict[str, dict], python_tools: di
                          entry_at(entry.key), sources)
         out[identity] = implementation
     return out
+
+
+def close_bound(implementations: dict) -> None:
+    """Let go of a run's implementations (a kept Tool process goes back to its keeper)."""
+    for implementation in set(implementations.values()):
+        implementation.close()
 
 
 def signature_mismatch(fn, description: dict) -> str | None:

@@ -331,6 +331,11 @@ class CommandTools(Implementation):
         self.described_event = threading.Event()
         self.stderr_tail = bytearray()
         self.stderr_done = threading.Event()
+        #: the `flowrt.tool_processes.ToolProcesses` that lent it to a run (closing it gives it
+        #: back), the stamp of its command's files then, and whether a run holds it now
+        self.keeper = None
+        self.keeper_key: tuple | None = None
+        self.lent = False
 
     def start(self) -> None:
         try:
@@ -564,6 +569,12 @@ class CommandTools(Implementation):
     def close(self) -> None:
         if self.process is None:
             return
+        if self.keeper is not None:
+            if not self.lent:
+                return  # idle with its keeper, which closes it
+            if self.keeper.give_back(self):
+                return  # kept for a later run of the same host
+            self.keeper = None
         with self.lock:
             if self.gone is None:
                 self.gone = "the implementation was closed"
@@ -597,6 +608,9 @@ class ManifestEntry:
     mcp_url: str | None = None
     #: a model binding's table (flowrt/model_tools.py), resolved against the environment when bound
     model: Mapping[str, Any] | None = None
+    #: `reuse = false`: a host that keeps Tool processes across runs (flowrt/tool_processes.py)
+    #: starts this command afresh for each run
+    reuse: bool = True
 
 
 def read_manifest(path: str) -> dict[str, ManifestEntry]:
@@ -666,10 +680,13 @@ def read_manifest(path: str) -> dict[str, ManifestEntry]:
         pending = spec.get("pending", False)
         if not isinstance(pending, bool):
             raise BindError(f"{path}: tools.{key}.pending must be true or false", key=key)
+        reuse = spec.get("reuse", True)
+        if not isinstance(reuse, bool):
+            raise BindError(f"{path}: tools.{key}.reuse must be true or false", key=key)
         if command is None and not pending:
             raise BindError(f"{path}: tools.{key} names no implementation: give it python = \"tools/x.py\", "
                             "command = [...], mcp = [...], mcp_url = \"...\", model = \"...\" or pending = true", key=key)
-        out[key] = ManifestEntry(key, tuple(command) if command else None, pending, shown)
+        out[key] = ManifestEntry(key, tuple(command) if command else None, pending, shown, reuse=reuse)
     return out
 
 

@@ -747,9 +747,11 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
 def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, reply_text: str | None = None,
                    resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False,
                    ask=None, durability: str = "fsync", halt=None, park_after: float | None = None,
-                   manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None) -> RunOutcome:
+                   manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None,
+                   processes=None) -> RunOutcome:
     """`resume` of a run already opened for appending (`store`, which this closes): what a
-    worker calls once it holds the run (flowrt/worker.py), and `flow resume` after opening it."""
+    worker calls once it holds the run (flowrt/worker.py), and `flow resume` after opening it.
+    `processes`: the Tool processes the worker keeps across runs (flowrt/tool_processes.py)."""
     run_id = store.run_id
     try:
         if store.ended:
@@ -776,7 +778,8 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
             manifest = _manifest_path(store)
         try:
             prepared = prepared_from_history(store, bind_tools=True, python_tools=python_tools, allow=allow,
-                                             ask=ask, path_for_manifest=manifest, host=RunHost(runs_dir, durability))
+                                             ask=ask, path_for_manifest=manifest,
+                                             host=RunHost(runs_dir, durability, processes))
         except Refused as refused:
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
         except _Incomplete as incomplete:

@@ -32,7 +32,7 @@ from flowc.files import read_text
 from flowrt.store import RunLog, open_store, StorageError
 from flowdata.bigint import IntOverLimit
 from flowdata.codec import TermError
-from flowrt.bind import RunHost, bind
+from flowrt.bind import RunHost, bind, close_bound
 from flowrt.refusal import INPUT, Refused, _line_of, refuse
 from flowrt.tool_types import Typed, ToolTypes
 from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
@@ -392,8 +392,7 @@ class Driver:
         finally:
             self.child.kill()
             self.record_sandbox()
-            for implementation in set(self.prepared.implementations.values()):
-                implementation.close()
+            close_bound(self.prepared.implementations)
 
     def record_sandbox(self) -> None:
         """A `sandbox` host record: which isolation layers the child ran under, and which were
@@ -701,7 +700,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         checkpoints: str = "every", inline_limit: int | None = None, child=None,
         halt: threading.Event | None = None, on_start=None, read=read_text, run_id: str | None = None,
         outer: dict | None = None, manifest_dir: str | None = None, jail: str | None = None,
-        park_after: float | None = None, telemetry=None, detach: bool = False) -> RunOutcome:
+        park_after: float | None = None, telemetry=None, detach: bool = False, processes=None) -> RunOutcome:
     """Run a program live. Never raises for bad input: refusals come back as exit code 2.
 
     `child`: a sandbox child already started (`Child.start()`) and not yet spoken to, which the
@@ -716,7 +715,8 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     checked, bound and with its input decoded as always, the run is recorded (Start) and queued
     for a worker (a `queued` host decision) instead of driven here: exit 0, `queued`.
     `telemetry`: a TracerProvider or Tracer for host-side spans, False for none; None reads the
-    environment (flowrt/telemetry.py, docs/telemetry.md)."""
+    environment (flowrt/telemetry.py, docs/telemetry.md). `processes`: the Tool processes a
+    long-lived host keeps across runs (flowrt/tool_processes.py)."""
     if child is None and detach:
         child = _NO_CHILD  # a queued run is driven elsewhere: nothing to start here
     elif child is None:
@@ -726,7 +726,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         child = Child.start()
     try:
         prepared = prepare(path, entry, input_text, python_tools=python_tools, allow=allow, ask=ask, read=read,
-                           host=RunHost(runs_dir, durability), manifest_dir=manifest_dir, jail=jail)
+                           host=RunHost(runs_dir, durability, processes), manifest_dir=manifest_dir, jail=jail)
     except Refused as refused:
         child.kill()
         return RunOutcome(2, diagnostics=refused.diagnostics, sources=refused.sources)
@@ -735,6 +735,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         raise
     if halt is not None and halt.is_set():
         child.kill()
+        close_bound(prepared.implementations)
         return RunOutcome(130, message="halted before the run started")
     run_id = run_id or new_run_id()
     fields, sources = start_fields(prepared)
@@ -745,6 +746,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         store = open_store(runs_dir).create(run_id, fields, sources=sources, durability=durability, **extra)
     except StorageError as problem:
         child.kill()
+        close_bound(prepared.implementations)
         return RunOutcome(5, message=f"storage failure: {problem}")
     origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
     # One write and one sync for all of them (they are durable before the first Call goes out).
@@ -756,10 +758,12 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     except StorageError as problem:
         store.close()
         child.kill()
+        close_bound(prepared.implementations)
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     crash_after(1)
-    if detach:
+    if detach:  # bound only to check the Tools: they serve the worker's drive, not this process
         child.kill()
+        close_bound(prepared.implementations)
         store.close()
         return RunOutcome(0, run_id, queued=True)
     driver = Driver(prepared, store, run_id, child, checkpoints)

@@ -21,6 +21,11 @@ run it drives is let go of (sleeping, when it waits only on timers; else halted 
 - **queued** (a `queued` host decision: `flow run --detach`, `flow resume --detach`): driven
   from where its record stands, the reply `flow resume --detach` admitted already in it.
 
+The worker keeps the flow.toml Tool processes its runs start (`ToolProcesses`): each is lent to
+one run at a time and handed to the next run that binds the same command, unless it died, broke
+the protocol, stalled or had a call out when its run let go (docs/cli.md, "Tool processes a
+worker keeps"; `reuse = false` on a Tool's entry opts out).
+
 Two workers on one store never drive one run at once: a run is driven only once it is
 *claimed* (`claim_due`, the one place the stores differ), and what is due is decided again from
 the claimed record, since another host may have driven it between the look and the claim. On
@@ -47,6 +52,7 @@ from flowrt import timers
 from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
+from flowrt.tool_processes import ToolProcesses
 
 #: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
 #: left as a crashed run, which the next worker recovers)
@@ -138,6 +144,9 @@ class Worker:
         self.stuck: dict[str, tuple[str | None, int | None]] = {}
         self.changed = threading.Event()  # a drive ended, or a stop was asked for
         self.stopping: int | None = None  # the signal that asked the worker to stop
+        #: flow.toml's Tool processes, each lent to one run at a time and kept for the next
+        #: (flowrt/tool_processes.py): a short run's cost is mostly a process's start
+        self.processes = ToolProcesses(idle_per_command=concurrency)
 
     # -- the loop
 
@@ -171,6 +180,7 @@ class Worker:
                 self.changed.wait(wait)
             return self.let_go()
         finally:
+            self.processes.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
@@ -296,7 +306,7 @@ class Worker:
         head = log.head
         try:
             outcome = resume_claimed(log, self.runs, allow=self.allow, halt=stop, park_after=self.park_after,
-                                     manifest=self.manifest)
+                                     manifest=self.manifest, processes=self.processes)
             if outcome.exit_code == 5 and self.database:
                 self.stuck[run_id] = (head, timers.now_ns() + int(max(STORAGE_RETRY_SECONDS, self.poll) * 1e9))
             elif outcome.exit_code in (2, 5):

@@ -70,6 +70,7 @@ import os
 from flowrt.toolkit import serve
 
 LOG = {log!r}
+STARTS = {starts!r}
 
 
 def mark(name, n):
@@ -83,6 +84,8 @@ def mark(name, n):
 
 
 if __name__ == "__main__":
+    with open(STARTS, "a") as starts:  # one line a process: how many the hosts started
+        starts.write(f"{{os.getpid()}}\\n")
     serve({{"bench.mark": mark}}, declared_in="bench.flow")
 """
 
@@ -166,18 +169,13 @@ def stop_worker(host: subprocess.Popen) -> str:
 
 
 def queue(url: str, directory: Path, entry: str, inputs: list[dict]) -> list[str]:
-    """Queue runs as `flow run --detach` does (its code, in this process: a process each would
+    """Queue runs through the public API in this process (`flowrt.Host.queue`, what `flow run
+    --detach` does, its Tool process kept from one run to the next: a process each would
     measure Python's start-up, not the queue)."""
-    from flowrt.run import run
+    import flowrt
 
-    ids = []
-    for given in inputs:
-        outcome = run(str(directory / "bench.flow"), entry=entry, input_text=json.dumps(given), runs_dir=url,
-                      allow=True, detach=True)
-        if outcome.exit_code != 0 or not outcome.queued:
-            raise SystemExit(f"queueing failed: {outcome.exit_code} {outcome.message} {outcome.diagnostics}")
-        ids.append(outcome.run_id)
-    return ids
+    with flowrt.Host(runs=url, allow=True) as host:
+        return [host.queue(str(directory / "bench.flow"), given, entry=entry) for given in inputs]
 
 
 def wait_until(condition, what: str) -> None:
@@ -208,12 +206,16 @@ def check_runs(url: str, ids: list[str], expected: dict[str, int], log: Path, ca
 def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, workers: int, tag: str,
                cached: bool = True) -> dict:
     names = [f"{tag}{i}" for i in range(runs)]
+    began = time.perf_counter()
     ids = queue(url, directory, "main", [{"name": name, "n": calls} for name in names])
+    queue_ms = (time.perf_counter() - began) / runs * 1e3
+    starts_log = directory / "starts.log"
     expected = {run: calls * (calls + 1) // 2 for run in ids}
     before = ended_count(url)
     # Held back until every worker is up (start-up is not what is measured), then let go at once.
     rows(url, "UPDATE flow_runs SET ready_at = 'infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
     used_before = children_cpu()
+    starts_before = len(starts_log.read_text().splitlines()) if starts_log.exists() else 0
     hosts = [start_worker(url, directory, "--concurrency", "4", cached=cached) for _ in range(workers)]
     rows(url, "UPDATE flow_runs SET ready_at = '-infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
     start = time.perf_counter()
@@ -226,8 +228,10 @@ def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, work
     driven = sum(out.count(": drove (queued): completed") for out in outs)
     checks = check_runs(url, ids, expected, log, dict.fromkeys(names, calls), one_claim=True)
     checks["drive lines"] = driven
+    checks["Tool processes started"] = len(starts_log.read_text().splitlines()) - starts_before
     return {"workers": workers, "runs per second": runs / elapsed, "seconds": elapsed,
-            "CPU ms a run": round(cpu_ms, 1), **checks}
+            "CPU ms a run": round(cpu_ms, 1), "queue ms a run": round(queue_ms, 1),
+            "load average": " ".join(f"{x:.1f}" for x in os.getloadavg()), **checks}
 
 
 def children_cpu() -> float:
@@ -406,7 +410,7 @@ def main() -> None:
             directory = Path(scratch)
             log = directory / "calls.log"
             (directory / "bench.flow").write_text(PROGRAM)
-            (directory / "bench_tool.py").write_text(TOOL.format(log=str(log)))
+            (directory / "bench_tool.py").write_text(TOOL.format(log=str(log), starts=str(directory / "starts.log")))
             (directory / "flow.toml").write_text('[tools]\n"bench" = { python = "bench_tool.py" }\n')
             print(f"1. {args.runs} runs of {args.calls} calls, queued, then driven by N workers (--concurrency 4 each)")
             for workers in (1, 2, 4):
