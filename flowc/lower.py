@@ -36,6 +36,7 @@ from typing import Any
 from flowc import syntax as S
 from flowc import types as T
 from flowc.check import CallFact, Facts, Local
+from flowc.inline_lists import inline_list_call
 from flowc.loops import carry_records, iterate_lists, sequential_rounds, walk_lists
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
 from flowc.runtypes import TYPED_INTRINSICS, mentions, runtime_typed
@@ -226,6 +227,17 @@ class _ModuleLowerer:
                 candidate = f"{base}{n}"
         ctx.used.add(candidate)
         ctx.names[id(local)] = candidate
+        return candidate
+
+    def fresh(self, base: str) -> str:
+        """A name for a value the lowering itself introduces, unused in the function so far."""
+        ctx = self.fn
+        assert ctx is not None
+        candidate, n = base, 1
+        while candidate in ctx.used or candidate in self.module_names:
+            n += 1
+            candidate = f"{base}_{n}"
+        ctx.used.add(candidate)
         return candidate
 
     def temp(self) -> str:
@@ -720,6 +732,10 @@ class _ModuleLowerer:
             return stmts, ast.Call(self.ctor_value(info, ctor), values, [])
         if fact.kind == "direct":
             fn: FnInfo = fact.target
+            if fn.intrinsic and not (self.effect_is_tool(fact.effect) or fn.sig.effect == T.TOOL):
+                inlined = inline_list_call(self, fn.identity, e)
+                if inlined is not None:
+                    return inlined
             stmts, values = self.args(e.args)
             if fn.tool:
                 return self.yielding(stmts, self.tool_call(fn, fact, values), e.span)
