@@ -7,16 +7,18 @@ function is a pure lambda written right there, its body is lowered in place inst
 loop every list walk compiles to:
 
     shapes_items, shapes_at, shapes_end = rt_cursor(shapes)
-    mapped = []
-    mapped_append = mapped.append
+    map_out = []
+    map_out_append = map_out.append
+    p_x = p[0]
+    p_y = p[1]
     for s in rt_items_from(shapes_items, shapes_at):
         rt_step()
         if s[0] == 'Circle':
-            ...
-            t1 = Point((p[0] + radius, p[1]))
+            radius = s[1]
+            t1 = Point((p_x + radius, p_y))
         ...
-        mapped_append(t1)
-    return rt_list(mapped)
+        map_out_append(t1)
+    return rt_list(map_out)
 
 The meaning stays: the list is evaluated before the loop, as before the call; items are visited
 in order, each once; an evaluation step is counted per item, as the lambda's call counted it; a
@@ -24,7 +26,8 @@ fault inside the body carries the body's own Flow span. The lambda's parameter a
 body binds are fresh names of the enclosing function (lower.py binds every local under its own
 name), and the names the lambda captured are the enclosing function's own, read where they were
 captured. `filter` keeps the item when the body is true; `fold` carries its accumulator in the
-lambda's first parameter.
+lambda's first parameter. The fields the body reads of a value bound outside the loop (`p.x` of
+a captured record) are read once, before it (`_hoist_field_reads`).
 
 Only a body that ends where it is lowered qualifies: a Flow `return`, a `?` or a `guard` leaves
 its function, which in place would be the enclosing one, so such a lambda keeps the call (as do a
@@ -88,7 +91,7 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
         body.append(_at(ast.Assign([_store(acc)], value_of_item), at_body))
         value: ast.expr = _load(acc)
     else:
-        out = low.fresh("kept" if identity == "std@v1/list.filter" else "mapped")
+        out = low.fresh("filter_out" if identity == "std@v1/list.filter" else "map_out")
         append = low.fresh(f"{out}_append")
         stmts.append(_at(ast.Assign([_store(out)], ast.List([], ast.Load())), span))
         stmts.append(_at(ast.Assign([_store(append)], ast.Attribute(_load(out), "append", ast.Load())), span))
@@ -99,8 +102,48 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
         value = _call("rt_list", [_load(out)])
     if not all(_stays_in_place(stmt) for stmt in body):
         return None
+    stmts.extend(_at(stmt, span) for stmt in _hoist_field_reads(low, body, item))
     stmts.append(_at(ast.For(_store(item), _call("rt_items_from", [_load(items), _load(at)]), body, []), span))
     return stmts, value
+
+
+def _hoist_field_reads(low, body: list[ast.stmt], item: str) -> list[ast.Assign]:
+    """Read once, before the loop, the fields the body reads of a value bound outside it (a
+    captured record: `p.x` in every round). A field read cannot fault and a record never changes,
+    so reading it early is unobservable; an item of a tuple subclass is read by CPython's generic
+    path, so each read saved is worth having. The reads, rewritten in `body`, become locals."""
+    stored = {item}
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stored.add(node.id)
+            elif isinstance(node, ast.FunctionDef):
+                stored.add(node.name)
+            elif isinstance(node, ast.NamedExpr):
+                stored.add(node.target.id)  # type: ignore[union-attr]
+    hoisted: dict[tuple[str, int], str] = {}
+    reads: list[ast.Assign] = []
+
+    class Hoist(ast.NodeTransformer):
+        def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+            node.args = self.visit(node.args)  # its defaults are read in the loop; its body is its own
+            return node
+
+        def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+            field = getattr(node, "flow_field", None)
+            value, index = node.value, node.slice
+            if field is None or not isinstance(value, ast.Name) or value.id in stored \
+                    or not isinstance(index, ast.Constant):
+                return self.generic_visit(node)
+            key = (value.id, index.value)
+            if key not in hoisted:
+                hoisted[key] = low.fresh(f"{value.id}_{field}")
+                reads.append(ast.Assign([_store(hoisted[key])], ast.Subscript(_load(value.id), ast.Constant(index.value),
+                                                                            ast.Load())))
+            return _load(hoisted[key])
+
+    body[:] = [Hoist().visit(stmt) for stmt in body]
+    return reads
 
 
 def _ends_in_place(body: S.Expr) -> bool:

@@ -716,7 +716,9 @@ class _ModuleLowerer:
         ref = self.facts.refs.get(id(e))
         if ref is not None and ref[0] == "field":
             stmts, obj = self.expr(e.obj)
-            return stmts, _index(obj, ref[1])
+            read = _index(obj, ref[1])
+            read.flow_field = e.name  # type: ignore[attr-defined]  # cannot fault: inline_lists may hoist it
+            return stmts, read
         return [], self.ref_value(e)
 
     def x_Call(self, e: S.Call) -> tuple[list[ast.stmt], ast.expr]:
@@ -931,7 +933,9 @@ class _ModuleLowerer:
                 items.append(given[name])
             else:
                 assert base_value is not None
-                items.append(_index(base_value, i))
+                read = _index(base_value, i)
+                read.flow_field = name  # type: ignore[attr-defined]  # as a field read (x_Member)
+                items.append(read)
         if ctor is not None:
             return stmts, ast.Call(self.ctor_value(info, ctor), items, [])
         built = ast.Call(self.type_value(info), [_tuple(items)], [])

@@ -135,6 +135,9 @@ def test_written_out_where_it_should_be_and_not_elsewhere(both):
     for name in ("checked", "by_name", "by_value"):
         assert "i_list_map(" in written[name] and "for " not in written[name], name
     assert written["checked"] == called["checked"]
+    # The captured point's fields are read once, before the loop, not per item.
+    loop = written["points"].split("for s in ", 1)
+    assert "p_x = p[0]" in loop[0] and "p_y = p[1]" in loop[0] and "p[" not in loop[1]
 
 
 SHAPES = st.lists(st.one_of(
