@@ -75,6 +75,13 @@ pub flow checked(xs: List<Int>) -> List<Result<Int, Text>> = list.map(xs, flow(x
 
 pub flow positive(x: Int) -> Result<Int, Text> = if x > 0 { Ok(x) } else { Err("not positive") }
 
+/// Not written out: the body leaves with `return` and with `guard`.
+pub flow clipped(xs: List<Int>) -> List<Int> = list.map(xs, flow(x: Int) -> Int = {
+    let y = if x > 10 { return 10 } else { x }
+    guard y > -10 else { return -10 }
+    y
+})
+
 /// Not written out: a named function and a function value.
 pub flow by_name(xs: List<Int>) -> List<Result<Int, Text>> = list.map(xs, positive)
 pub flow by_value(xs: List<Int>, f: flow(Int) -> Int) -> List<Int> = list.map(xs, f)
@@ -132,9 +139,9 @@ def test_written_out_where_it_should_be_and_not_elsewhere(both):
     for name in WRITTEN_OUT:
         assert not CALLS.search(written[name]) and "for " in written[name], name
         assert CALLS.search(called[name]) and "for " not in called[name], name
-    for name in ("checked", "by_name", "by_value"):
+    for name in ("checked", "clipped", "by_name", "by_value"):
         assert "i_list_map(" in written[name] and "for " not in written[name], name
-    assert written["checked"] == called["checked"]
+    assert written["checked"] == called["checked"] and written["clipped"] == called["clipped"]
     # The captured point's fields are read once, before the loop, not per item.
     loop = written["points"].split("for s in ", 1)
     assert "p_x = p[0]" in loop[0] and "p_y = p[1]" in loop[0] and "p[" not in loop[1]
@@ -173,6 +180,7 @@ def test_map_filter_fold_mean_what_the_intrinsics_mean(both, xs, d, floor):
     _same(both, "tail_doubled", xs)
     _same(both, "thunks", xs)
     _same(both, "checked", xs)
+    assert _same(both, "clipped", xs) == ("value", tuple(max(-10, min(10, x)) for x in xs))
     _same(both, "by_name", xs)
 
 
@@ -217,3 +225,24 @@ def test_a_fault_in_a_written_out_body_names_the_lambda_line(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [2, 3]
+
+
+TOOL_PROGRAM = """
+use "std@v1/list"
+
+@tool pub flow lookup(key: Text) -> Int
+
+pub flow looked_up(keys: List<Text>) -> List<Int> !tool = list.map(keys, flow(k: Text) = lookup(k) + 1)
+pub flow lengths(keys: List<Text>) -> List<Int> !tool = {
+    let first = lookup("first")
+    list.map(keys, flow(k: Text) = if k == "" { first } else { 1 })
+}
+"""
+
+
+def test_a_lambda_that_calls_tools_keeps_the_call():
+    """A Tool call yields to the scheduler from inside the intrinsic's loop (`i_list_map_t`); a
+    pure lambda in a Tool-capable function is still written out."""
+    functions = _functions(compile_program({"main.flow": TOOL_PROGRAM}, "main.flow").source)
+    assert "i_list_map_t(" in functions["looked_up"] and "for " not in functions["looked_up"]
+    assert "for k in rt_items_from(" in functions["lengths"] and not CALLS.search(functions["lengths"])
