@@ -73,6 +73,8 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
     stmts, values = low.args(e.args[:-1])
     span = e.span
     base = values[0].id if isinstance(values[0], ast.Name) else "xs"
+    if low.reserved(f"{base}_"):  # a list named `i` or `k`: not `i_items`
+        base = "xs"
     items, at, end = (low.fresh(f"{base}_{part}") for part in ("items", "at", "end"))
     stmts.append(_at(ast.Assign([ast.Tuple([_store(items), _store(at), _store(end)], ast.Store())],
                                 _call("rt_cursor", [values[0]])), span))

@@ -232,13 +232,17 @@ class _ModuleLowerer:
     def fresh(self, base: str) -> str:
         """A name for a value the lowering itself introduces, unused in the function so far."""
         ctx = self.fn
-        assert ctx is not None
+        assert ctx is not None and not self.reserved(base)
         candidate, n = base, 1
         while candidate in ctx.used or candidate in self.module_names:
             n += 1
             candidate = f"{base}_{n}"
         ctx.used.add(candidate)
         return candidate
+
+    def reserved(self, name: str) -> bool:
+        """Does `name` start with a prefix the runtime or the lowering keeps for its own names?"""
+        return name.startswith(_RESERVED_PREFIXES)
 
     def temp(self) -> str:
         ctx = self.fn

@@ -67,6 +67,11 @@ pub flow tail_doubled(xs: List<Int>) -> List<Int> = match xs {
     [_, ..rest] => list.map(rest, flow(x: Int) = x + x),
 }
 
+/// Lists named like the runtime's prefixes (`i_`, `k_`, `m_`): the loop's names stay clear of them.
+pub flow prefixed(i: List<Int>, k: List<Int>, m: List<Int>) -> Int =
+    list.fold(i, 0, flow(a: Int, x: Int) = a + x) + list.length(list.filter(k, flow(x: Int) = x > 0))
+        + list.length(list.map(m, flow(x: Int) = x))
+
 /// Not written out: the body leaves with `?` (it returns the Err from the lambda, not the caller).
 pub flow checked(xs: List<Int>) -> List<Result<Int, Text>> = list.map(xs, flow(x: Int) -> Result<Int, Text> = {
     let y = positive(x)?
@@ -87,7 +92,7 @@ pub flow by_name(xs: List<Int>) -> List<Result<Int, Text>> = list.map(xs, positi
 pub flow by_value(xs: List<Int>, f: flow(Int) -> Int) -> List<Int> = list.map(xs, f)
 """
 
-WRITTEN_OUT = ("points", "quotients", "evens_over", "signed_sum", "scaled", "thunks", "shifted", "tail_doubled")
+WRITTEN_OUT = ("prefixed", "points", "quotients", "evens_over", "signed_sum", "scaled", "thunks", "shifted", "tail_doubled")
 
 
 def _compile(inlined: bool):
@@ -180,6 +185,7 @@ def test_map_filter_fold_mean_what_the_intrinsics_mean(both, xs, d, floor):
     _same(both, "tail_doubled", xs)
     _same(both, "thunks", xs)
     _same(both, "checked", xs)
+    assert _same(both, "prefixed", xs, xs, xs) == ("value", sum(xs) + len([x for x in xs if x > 0]) + len(xs))
     assert _same(both, "clipped", xs) == ("value", tuple(max(-10, min(10, x)) for x in xs))
     _same(both, "by_name", xs)
 
