@@ -67,6 +67,13 @@ pub flow tail_doubled(xs: List<Int>) -> List<Int> = match xs {
     [_, ..rest] => list.map(rest, flow(x: Int) = x + x),
 }
 
+/// Inside a self-recursive loop: the captured record changes every round, its fields are read
+/// again before each round's list loop.
+pub flow walk(xs: List<Int>, p: Point, n: Int, acc: Int) -> Int = if n == 0 { acc + p.x + p.y } else {
+    let ys = list.map(xs, flow(x: Int) = p.x * x + p.y)
+    walk(xs, Point { x: p.x + 1, ..p }, n - 1, acc + list.fold(ys, 0, flow(a: Int, y: Int) = a + y))
+}
+
 /// Lists named like the runtime's prefixes (`i_`, `k_`, `m_`): the loop's names stay clear of them.
 pub flow prefixed(i: List<Int>, k: List<Int>, m: List<Int>) -> Int =
     list.fold(i, 0, flow(a: Int, x: Int) = a + x) + list.length(list.filter(k, flow(x: Int) = x > 0))
@@ -92,7 +99,7 @@ pub flow by_name(xs: List<Int>) -> List<Result<Int, Text>> = list.map(xs, positi
 pub flow by_value(xs: List<Int>, f: flow(Int) -> Int) -> List<Int> = list.map(xs, f)
 """
 
-WRITTEN_OUT = ("prefixed", "points", "quotients", "evens_over", "signed_sum", "scaled", "thunks", "shifted", "tail_doubled")
+WRITTEN_OUT = ("walk", "prefixed", "points", "quotients", "evens_over", "signed_sum", "scaled", "thunks", "shifted", "tail_doubled")
 
 
 def _compile(inlined: bool):
@@ -185,6 +192,10 @@ def test_map_filter_fold_mean_what_the_intrinsics_mean(both, xs, d, floor):
     _same(both, "tail_doubled", xs)
     _same(both, "thunks", xs)
     _same(both, "checked", xs)
+    point = V.record_type("main.Point", ("x", "y"))
+    px, n = d, abs(floor) % 4
+    expected = sum(sum((px + k) * x + 5 for x in xs) for k in range(n)) + px + n + 5
+    assert _same(both, "walk", xs, point((px, 5)), n, 0) == ("value", expected)
     assert _same(both, "prefixed", xs, xs, xs) == ("value", sum(xs) + len([x for x in xs if x > 0]) + len(xs))
     assert _same(both, "clipped", xs) == ("value", tuple(max(-10, min(10, x)) for x in xs))
     _same(both, "by_name", xs)
