@@ -134,7 +134,8 @@ def _Comments(comments: dict[str, str]):
 # `flow run` keeps what it generated, by program identity and a digest of the compiler's own
 # source, and a later run of the same program skips lowering and libcst altogether.
 
-_COMPILER_FILES = ("lower.py", "loops.py", "emit.py", "check.py", "resolve.py", "typeterms.py", "types.py")
+_COMPILER_FILES = ("lower.py", "loops.py", "inline_lists.py", "emit.py", "check.py", "resolve.py", "typeterms.py",
+                   "types.py")
 _compiler_digest: str | None = None
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from flowc import syntax as S
 from flowc import types as T
 from flowc.check import CallFact, Facts, Local
+from flowc.inline_lists import inline_list_call
 from flowc.loops import carry_records, iterate_lists, sequential_rounds, walk_lists
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
 from flowc.runtypes import TYPED_INTRINSICS, mentions, runtime_typed
@@ -227,6 +228,21 @@ class _ModuleLowerer:
         ctx.used.add(candidate)
         ctx.names[id(local)] = candidate
         return candidate
+
+    def fresh(self, base: str) -> str:
+        """A name for a value the lowering itself introduces, unused in the function so far."""
+        ctx = self.fn
+        assert ctx is not None and not self.reserved(base)
+        candidate, n = base, 1
+        while candidate in ctx.used or candidate in self.module_names:
+            n += 1
+            candidate = f"{base}_{n}"
+        ctx.used.add(candidate)
+        return candidate
+
+    def reserved(self, name: str) -> bool:
+        """Does `name` start with a prefix the runtime or the lowering keeps for its own names?"""
+        return name.startswith(_RESERVED_PREFIXES)
 
     def temp(self) -> str:
         ctx = self.fn
@@ -704,7 +720,9 @@ class _ModuleLowerer:
         ref = self.facts.refs.get(id(e))
         if ref is not None and ref[0] == "field":
             stmts, obj = self.expr(e.obj)
-            return stmts, _index(obj, ref[1])
+            read = _index(obj, ref[1])
+            read.flow_field = e.name  # type: ignore[attr-defined]  # cannot fault: inline_lists may hoist it
+            return stmts, read
         return [], self.ref_value(e)
 
     def x_Call(self, e: S.Call) -> tuple[list[ast.stmt], ast.expr]:
@@ -720,6 +738,10 @@ class _ModuleLowerer:
             return stmts, ast.Call(self.ctor_value(info, ctor), values, [])
         if fact.kind == "direct":
             fn: FnInfo = fact.target
+            if fn.intrinsic and not (self.effect_is_tool(fact.effect) or fn.sig.effect == T.TOOL):
+                inlined = inline_list_call(self, fn.identity, e)
+                if inlined is not None:
+                    return inlined
             stmts, values = self.args(e.args)
             if fn.tool:
                 return self.yielding(stmts, self.tool_call(fn, fact, values), e.span)
@@ -915,7 +937,9 @@ class _ModuleLowerer:
                 items.append(given[name])
             else:
                 assert base_value is not None
-                items.append(_index(base_value, i))
+                read = _index(base_value, i)
+                read.flow_field = name  # type: ignore[attr-defined]  # as a field read (x_Member)
+                items.append(read)
         if ctor is not None:
             return stmts, ast.Call(self.ctor_value(info, ctor), items, [])
         built = ast.Call(self.type_value(info), [_tuple(items)], [])

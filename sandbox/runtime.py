@@ -142,6 +142,11 @@ def rt_items_from(items: tuple, at: int):
     return items if at == 0 else _islice(items, at, None)
 
 
+#: A Flow list from the Python list a `list.map` or `list.filter` written out as a loop filled
+#: (flowc/inline_lists.py); the list never escapes the loop's function.
+rt_list = tuple
+
+
 def rt_ctor(cls, tag: str):
     """A constructor: the value itself for a bare one, else a function building the value."""
     form, names, _ = cls.flow_ctors[tag]
