@@ -180,3 +180,20 @@ def _module(path: Path) -> str:
 
 def _display(path: Path) -> str:
     return f"std@v1/{_module(path)}.flow"
+
+
+def test_the_compiler_digest_covers_every_compiler_module(tmp_path, monkeypatch):
+    """A change to any module of flowc (here exhaust.py, which a hand-kept list once left out)
+    gives generated code another cache key."""
+    import shutil
+
+    from flowc import emit
+
+    copy = tmp_path / "flowc"
+    shutil.copytree(Path(emit.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(emit, "__file__", str(copy / "emit.py"))
+    monkeypatch.setattr(emit, "_compiler_digest", None)
+    before = emit.compiler_digest()
+    (copy / "exhaust.py").write_text((copy / "exhaust.py").read_text() + "\n# changed\n")
+    monkeypatch.setattr(emit, "_compiler_digest", None)
+    assert emit.compiler_digest() != before
