@@ -1088,7 +1088,6 @@ class RunStore(RunLog):
             if latest is None or latest <= 1:
                 return 0
             kept, size, checkpoints = write_archive(self.path, facts, latest, self.archived_checkpoints)
-            self._mark_host()
             history = os.path.join(self.path, HISTORY)
             # Append to the new file from now on (the old descriptor names the replaced one).
             old = self._fd
@@ -1100,15 +1099,19 @@ class RunStore(RunLog):
             self._facts = kept
             self._size = self._reserved_end = size
             self.archived_checkpoints = checkpoints
+            self._mark_host()
             return latest - 1
 
     def _mark_host(self) -> None:
         """Verify host.jsonl as written so far and record the mark later opens verify from
         (`flowrt.store.host_mark`); synced first, so that no crash can leave less than it covers."""
+        if self._host_dirty or not self._host_size:
+            return  # (bytes of a failed write past the records: without a mark, opens read it whole)
         self._sync_host()
-        data, host = read_host(self.path, with_times=False)
+        data, _ = read_host(self.path, parse=False)
+        host = _parse_host(data[:self._host_size], with_times=False)
         if host.head != self._host_head or host.valid_len != self._host_size:
-            raise StorageError("cannot archive: host.jsonl is not what this store wrote", component=HOST)
+            raise StorageError("host.jsonl is not what this store wrote", component=HOST)
         write_host_mark(self.path, data, host)
 
     def redact(self, n: int, field: str | None = None) -> list[dict]:

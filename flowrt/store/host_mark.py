@@ -1,5 +1,5 @@
 """The host-record mark: what `flow archive` verified of host.jsonl, so that later opens verify
-only what follows it (docs/trace.md section 8).
+only what follows it (docs/trace.md section 10, "Archive: the host-record mark").
 
 A run's host.jsonl holds a `times` record for about every 50 ms of appends, so it grows with the
 run as the history does; archive moves facts aside, but host records stay where they are (their
@@ -7,13 +7,14 @@ chain runs through them). Verifying that chain on every open made a resume after
 facts cost more than one after 1,000. At archive, the store verifies host.jsonl up to its end and
 writes archive/host-mark.json: `{"head", "last", "lines", "offset", "records", "spans"}`: the
 byte offset of the end of the last line it covers, the hash of that line's record and where that
-line begins, the number of lines, where the lines that are not `times` records are (`[start, end]`
-byte offsets) and the SHA-256 of those lines joined. An open then reads those lines alone and
-checks them against `records`, checks that the line at `last` is the record whose hash is `head`,
-and reads and verifies the chain from `offset` on: what it reads no longer grows with the `times`
-records before the mark. So every record that says anything (pauses, halts, holes, durable marks, the inline limit) is
-still verified on every open; only the `times` records before the mark are not, until the times
-are read (`RunLog.fact_times`, which reads host.jsonl whole) or the run is exported.
+line begins, the number of lines, where the lines that are not `times` records are (`[start,
+end]` byte offsets), and the SHA-256 of the number of lines and those lines. An open then reads
+those lines alone and checks them against `records`, checks that the line at `last` is the record
+whose hash is `head`, and reads and verifies the chain from `offset` on: what it reads no longer
+grows with the `times` records before the mark. So every record that says anything (pauses,
+halts, holes, durable marks, the inline limit) is still verified on every open; only the `times`
+records before the mark are not, until the times are read (`RunLog.fact_times`, which reads
+host.jsonl whole) or the run is exported.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def _record_hash(line: bytes) -> str | None:
     return claimed
 
 
+def _records_digest(lines: int, records: list[bytes]) -> str:
+    """What the mark's `records` is: the SHA-256 of the number of lines (so that it too is
+    verified) and the records' lines."""
+    return "sha256:" + hashlib.sha256(b"%d\n" % lines + b"".join(records)).hexdigest()
+
+
 def write_host_mark(run_path: str, data: bytes, host: _Host) -> None:
     """Record the mark for `data`, host.jsonl's first `host.valid_len` bytes as verified (`host`:
     `_parse_host` of them), durable when this returns. Nothing when its last record is not chained
@@ -82,7 +89,7 @@ def write_host_mark(run_path: str, data: bytes, host: _Host) -> None:
         return
     spans, lines = _record_spans(covered)
     mark = {"head": host.head, "last": last, "lines": lines, "offset": len(covered),
-            "records": "sha256:" + hashlib.sha256(b"".join(covered[a:b] for a, b in spans)).hexdigest(),
+            "records": _records_digest(lines, [covered[a:b] for a, b in spans]),
             "spans": spans}
     path = os.path.join(run_path, HOST_MARK)
     temporary = path + ".new"
@@ -176,7 +183,7 @@ def read_host_from_mark(run_path: str, *, with_times: bool = True) -> tuple[byte
     if _record_hash(last[:-1]) != mark["head"]:
         raise StorageError("the host record at the archive's mark is not the one it verified",
                            component=HOST_MARK)
-    if "sha256:" + hashlib.sha256(b"".join(records)).hexdigest() != mark["records"]:
+    if _records_digest(mark["lines"], records) != mark["records"]:
         raise StorageError("the host records before the archive's mark are not the ones it verified",
                            component=HOST_MARK)
     # The records before the mark, each whole and canonical (their chain was verified by the

@@ -1,7 +1,8 @@
 """Resume cost does not depend on the history before the latest checkpoint: runs with about 1,000
 and about 100,000 facts before it (then a pending call), archived, are resumed with a reply; the
-median resume times and their ratio. The same runs resumed without archiving show what reading
-the whole history costs.
+median resume times and the median of their ratios, paired (each round resumes both sizes, in
+alternating order, one after the other). The same runs resumed without archiving show what
+reading the whole history costs.
 
     python scripts/bench/resume_cost.py [--small 1000] [--big 100000] [--runs 3]
 """
@@ -47,22 +48,21 @@ def make_run(directory: str, facts: int) -> tuple[str, str]:
     return runs, outcome.run_id
 
 
-def time_resume(runs: str, run_id: str, archived: bool, repeats: int) -> float:
-    times = []
-    for i in range(repeats):
-        copy = f"{runs}-copy{i}-{archived}"
-        shutil.copytree(runs, copy)
-        if archived:
-            store = RunStore.open(copy, run_id, for_append=True, durability="none")
-            store.archive()
-            store.close()
-        start = time.perf_counter()
-        outcome = resume(copy, run_id, call=_pending(copy, run_id), reply_text='{"Ok": "yes"}', python_tools=TOOLS,
-                         durability="none")
-        times.append(time.perf_counter() - start)
-        assert outcome.exit_code == 0, outcome
-        shutil.rmtree(copy)
-    return statistics.median(times)
+def time_resume(runs: str, run_id: str, archived: bool, copy: str) -> float:
+    """One resume of a fresh copy of the run (archived first when `archived`), in seconds."""
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(runs, copy)
+    if archived:
+        store = RunStore.open(copy, run_id, for_append=True, durability="none")
+        store.archive()
+        store.close()
+    call = _pending(copy, run_id)
+    start = time.perf_counter()
+    outcome = resume(copy, run_id, call=call, reply_text='{"Ok": "yes"}', python_tools=TOOLS, durability="none")
+    elapsed = time.perf_counter() - start
+    assert outcome.exit_code == 0, outcome
+    shutil.rmtree(copy)
+    return elapsed
 
 
 def _pending(runs: str, run_id: str) -> str:
@@ -82,18 +82,32 @@ def main() -> None:
     options.add_argument("--runs", type=int, default=3)
     args = options.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        results = {}
-        for size in (args.small, args.big):
-            runs, run_id = make_run(directory, size)
+        made = {size: make_run(directory, size) for size in (args.small, args.big)}
+        facts = {}
+        for size, (runs, run_id) in made.items():
             with open(os.path.join(runs, run_id, "history.jsonl")) as handle:
-                facts = sum(1 for _ in handle)
-            results[size] = (facts, time_resume(runs, run_id, True, args.runs),
-                             time_resume(runs, run_id, False, args.runs))
-        for size, (facts, archived, whole) in results.items():
-            print(f"{facts:7d} facts before the checkpoint: resume {archived * 1000:7.0f} ms archived, "
-                  f"{whole * 1000:7.0f} ms unarchived")
-        small, big = results[args.small], results[args.big]
-        print(f"ratio big/small, archived: {big[1] / small[1]:.2f}  (unarchived: {big[2] / small[2]:.2f})")
+                facts[size] = sum(1 for _ in handle)
+        copy = os.path.join(directory, "copy")
+        time_resume(*made[args.small], True, copy)  # (not counted: the first resume of a process warms it)
+        # Paired: each round resumes both sizes, one after the other, so that load on the machine
+        # falls on both alike; the ratio is the median of the rounds' ratios.
+        timed: dict[tuple[int, bool], list[float]] = {(size, archived): [] for size in made
+                                                      for archived in (True, False)}
+        for round_ in range(args.runs):
+            for archived in (True, False):
+                order = (args.small, args.big) if round_ % 2 == 0 else (args.big, args.small)
+                for size in order:
+                    timed[(size, archived)].append(time_resume(*made[size], archived, copy))
+        for size in made:
+            print(f"{facts[size]:7d} facts before the checkpoint: resume "
+                  f"{statistics.median(timed[(size, True)]) * 1000:7.0f} ms archived, "
+                  f"{statistics.median(timed[(size, False)]) * 1000:7.0f} ms unarchived (medians of {args.runs})")
+
+        def ratio(archived: bool) -> float:
+            return statistics.median(big / small for big, small in zip(timed[(args.big, archived)],
+                                                                        timed[(args.small, archived)]))
+        print(f"ratio big/small, archived: {ratio(True):.2f}  (unarchived: {ratio(False):.2f}); "
+              f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
