@@ -35,18 +35,20 @@ def flow(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def archived_run(root: str, run: str = "r") -> None:
-    """A run whose host.jsonl holds, before the mark, several `times` records among records that
-    say things; archived; then more facts and records after the mark."""
-    s = RunStore.create(root, run, START, durability="fsync")
-    for i in range(3):
+def archived_run(root: str, run: str = "r", *, rounds: int = 3, durability: str = "fsync") -> None:
+    """A run whose host.jsonl holds, before the mark, `times` records (one or more a round) among
+    records that say things; archived; then more facts and records after the mark."""
+    s = RunStore.create(root, run, START, durability=durability)
+    for i in range(rounds):
         s.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {}})
-        s.host_record({"kind": "paused", "head": s.head, "pending": [f"c{i}"]})
+        if i < 3:
+            s.host_record({"kind": "paused", "head": s.head, "pending": [f"c{i}"]})
         s.close()
-        s = RunStore.open(root, run, for_append=True)
+        s = RunStore.open(root, run, for_append=True, durability=durability)
         s.append("Reply", {"call": f"c{i}", "outcome": {"Ok": i}})
         s.append("Checkpoint", CHECKPOINT)
-        s.host_record(LOOKALIKE)
+        if i < 3:
+            s.host_record(LOOKALIKE)
     assert s.archive() > 0
     s.append("Call", {"call": "c9", "tool": "m.t", "arguments": {}})
     s.host_record({"kind": "paused", "head": s.head, "pending": ["c9"]})
@@ -79,9 +81,49 @@ def test_an_open_after_the_mark_reads_what_a_whole_read_does(tmp_path):
     # The spans are the lines that say things: none of them a `times` record, all of them found.
     data = (tmp_path / "r" / "host.jsonl").read_bytes()
     lines = b"".join(data[a:b] for a, b in mark["spans"]).split(b"\n")[:-1]
-    assert all(json.loads(line)["kind"] != "times" for line in lines)
-    assert len(lines) == sum(1 for line in data[:mark["offset"]].split(b"\n")[:-1]
-                             if json.loads(line)["kind"] != "times")
+    # (a `times` record on the first line has a null `prev`: it is taken too, and read as times)
+    first = data[:data.index(b"\n")]
+    assert all(json.loads(line)["kind"] != "times" for line in lines if line != first)
+    assert len(lines) == sum(1 for i, line in enumerate(data[:mark["offset"]].split(b"\n")[:-1])
+                             if json.loads(line)["kind"] != "times" or i == 0)
+
+
+def test_what_an_open_reads_does_not_grow_with_the_times_records_before_the_mark(tmp_path, monkeypatch):
+    """The resume cost's guard (scripts/bench/resume_cost.py measures it): an open of an archived
+    run reads the same bytes of host.jsonl whether 3 or 60 rounds of `times` records precede the
+    mark, and never reads host.jsonl whole."""
+    import flowrt.store.directory as directory
+    import flowrt.store.host_mark as host_mark
+
+    read = []
+    pread = host_mark._pread
+
+    def counting(fd, start, end):
+        read.append(end - start)
+        return pread(fd, start, end)
+
+    counted = {}
+    for rounds in (3, 60):
+        root = str(tmp_path / str(rounds))
+        archived_run(root, rounds=rounds, durability="none")
+        counted[rounds] = (tmp_path / str(rounds) / "r" / "host.jsonl").stat().st_size
+        monkeypatch.setattr(host_mark, "_pread", counting)
+        monkeypatch.setattr(host_mark, "read_host", _refuse_whole_read)
+        monkeypatch.setattr(directory, "read_host", _refuse_whole_read)
+        read.clear()
+        for for_append in (False, True, False):
+            s = RunStore.open(root, "r", for_append=for_append, durability="none")
+            s.host_records()
+            s.close()
+        counted[rounds] = (counted[rounds], sum(read))
+        monkeypatch.undo()
+    (small_file, small_read), (big_file, big_read) = counted[3], counted[60]
+    # (the same records, but the later ones name facts with more digits: bytes, not records)
+    assert big_file - small_file > 10_000 and abs(big_read - small_read) < 64
+
+
+def _refuse_whole_read(*args, **kwargs):
+    raise AssertionError("host.jsonl read whole by an open of an archived run")
 
 
 def test_a_second_archive_moves_the_mark_on(tmp_path):
@@ -109,7 +151,8 @@ def _write_lines(path: Path, lines: list[bytes]) -> None:
 
 
 def _before_mark(run: Path, kind: str) -> int:
-    """The index of the first line of `kind` before the mark."""
+    """The index of the first line of `kind` before the mark, but for the first line (a `times`
+    record there has a null `prev`, and is read as a record that says something)."""
     offset = json.loads((run / HOST_MARK).read_text())["offset"]
     lines = _lines(run / "host.jsonl")
     pos = 0
@@ -117,7 +160,7 @@ def _before_mark(run: Path, kind: str) -> int:
         pos += len(line) + 1
         if pos > offset:
             break
-        if json.loads(line)["kind"] == kind:
+        if json.loads(line)["kind"] == kind and index > 0:
             return index
     raise AssertionError(f"no {kind} record before the mark")
 
@@ -125,7 +168,7 @@ def _before_mark(run: Path, kind: str) -> int:
 def alter_paused(run: Path) -> None:
     lines = _lines(run / "host.jsonl")
     index = _before_mark(run, "paused")
-    lines[index] = lines[index].replace(b'"pending":["c0"]', b'"pending":["c7"]')
+    lines[index] = lines[index].replace(b'"pending":["c', b'"pending":["d')
     _write_lines(run / "host.jsonl", lines)
 
 
@@ -280,3 +323,31 @@ def test_flow_resume_after_flow_archive_and_a_damaged_record_before_its_mark(tmp
     (tmp_path / "runs" / run_id / "host.jsonl").write_bytes(saved)
     done = flow("resume", run_id, "--runs", "runs", "--call", call, "--reply", '{"Ok": "c"}', cwd=tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout) == "c", done.stdout + done.stderr
+
+
+def test_a_resume_of_an_archived_run_never_reads_host_jsonl_whole(tmp_path, monkeypatch):
+    import flowrt
+    import flowrt.store.directory as directory
+    import flowrt.store.host_mark as host_mark
+    from flowrt.replay import open_calls, resume
+    from flowrt.run import run
+
+    program = tmp_path / "prog.flow"
+    program.write_text(
+        "@tool pub flow echo(n: Int) -> Int\n@tool pub flow ask(question: Text) -> Text\n\n"
+        "pub flow main(n: Int) -> Text !tool = loop(n)\n\n"
+        'flow loop(n: Int) -> Text !tool = if n == 0 { ask("done?") } else { loop(n - 1 + 0 * echo(n)) }\n')
+    tools = {"prog.echo": lambda n: n, "prog.ask": lambda question: flowrt.PENDING}
+    runs = str(tmp_path / "runs")
+    paused = run(str(program), input_text='{"n": 20}', runs_dir=runs, python_tools=tools, durability="none")
+    assert paused.exit_code == 3, paused
+    store = RunStore.open(runs, paused.run_id, for_append=True, durability="none")
+    assert store.archive() > 0
+    [call] = open_calls(store)
+    store.close()
+    monkeypatch.setattr(host_mark, "read_host", _refuse_whole_read)
+    monkeypatch.setattr(directory, "read_host", _refuse_whole_read)
+    done = resume(runs, paused.run_id, call=call, reply_text='{"Ok": "yes"}', python_tools=tools, durability="none")
+    assert done.exit_code == 0, done
+    monkeypatch.undo()
+    assert RunStore.open(runs, paused.run_id, for_append=False).ended
