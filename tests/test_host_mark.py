@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from flowrt.store import RunStore, StorageError, canonical_bytes
 from flowrt.store.chain import chain_record
-from flowrt.store.host_mark import HOST_MARK, _record_spans
+from flowrt.store.host_mark import _record_spans
 from flowrt.store.host_records import read_host
+from flowrt.store.layout import HOST_MARK
 
 ROOT = Path(__file__).resolve().parents[1]
 START = {"program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "m", "function": "main"},

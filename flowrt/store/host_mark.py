@@ -28,9 +28,8 @@ from flowrt.store.durable import _fsync_dir, _read_file, _strerror, _write_all
 from flowrt.store.errors import StorageError, TornTail
 from flowrt.store.format import _HASH_RE
 from flowrt.store.host_records import _Host, _parse_host, read_host
-from flowrt.store.layout import HOST
+from flowrt.store.layout import HOST, HOST_MARK
 
-HOST_MARK = "archive/host-mark.json"
 
 #: A `times` record's line: canonical JSON sorts its keys, so it begins with `at` (a list) and ends
 #: with `kind` and `prev`; a string cannot hold the closing quotes unescaped, and a nested object
