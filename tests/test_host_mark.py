@@ -248,16 +248,29 @@ def test_damage_after_the_mark_is_found_by_the_chain(tmp_path):
         RunStore.open(str(tmp_path), "r", for_append=False)
 
 
-def test_a_damaged_times_record_before_the_mark_is_damage_when_times_are_read(tmp_path):
+@pytest.mark.parametrize("which", ["first", "last"])
+@pytest.mark.parametrize("damage", ["a digit", "a NUL"])
+def test_a_damaged_times_record_before_the_mark_is_damage_when_times_are_read(tmp_path, which, damage):
+    """Also a NUL in the last `times` records before the mark, which a whole read may take for a
+    torn last write: the archive synced and verified them, so they cannot be one."""
     archived_run(str(tmp_path))
-    lines = _lines(tmp_path / "r" / "host.jsonl")
-    index = _before_mark(tmp_path / "r", "times")
-    lines[index] = lines[index].replace(b'"at":[1', b'"at":[2', 1)  # (the same length: the offsets hold)
-    _write_lines(tmp_path / "r" / "host.jsonl", lines)
-    reader = RunStore.open(str(tmp_path), "r", for_append=False)  # (the records that say things are sound)
-    assert [r["kind"] for r in reader.host_records()].count("paused") == 4
-    with pytest.raises(StorageError, match="hash"):
-        reader.fact_times()
+    run = tmp_path / "r"
+    lines = _lines(run / "host.jsonl")
+    offset = json.loads((run / HOST_MARK).read_text())["offset"]
+    ends = [sum(len(line) + 1 for line in lines[:i + 1]) for i in range(len(lines))]
+    # (before the line at the mark, which every open checks against its hash)
+    times = [i for i, line in enumerate(lines) if i > 0 and ends[i] < offset and json.loads(line)["kind"] == "times"]
+    index = times[0] if which == "first" else times[-1]
+    # (the same length: the offsets hold)
+    lines[index] = lines[index].replace(b'"at":[1', b'"at":[2' if damage == "a digit" else b'"at":[\0', 1)
+    _write_lines(run / "host.jsonl", lines)
+    for for_append in (False, True):
+        store = RunStore.open(str(tmp_path), "r", for_append=for_append)  # (the records that say things are sound)
+        assert [r["kind"] for r in store.host_records()].count("paused") == 4
+        with pytest.raises(StorageError):
+            store.fact_times()
+        store.close()
+    assert _lines(run / "host.jsonl")[:index + 1] == lines[:index + 1]  # (nothing cut)
 
 
 def _chained_lines(records: list[dict]) -> bytes:

@@ -155,9 +155,10 @@ class RunStore(RunLog):
         #: right after Start, then find no unsynced times before them, see `_write_host`)
         self._times_recorded = time.time_ns() // 1_000_000
         self._known_times: dict[int, int] = {}
-        #: whether host.jsonl's `times` records have all been read into _known_times (an open
-        #: that verified from the archive's mark on skips those before it, `flowrt.store.host_mark`)
-        self._times_complete = True
+        #: 0 when host.jsonl's `times` records have all been read into _known_times; otherwise
+        #: where the archive's mark is (an open that verified from it on skipped the `times`
+        #: records before it, `flowrt.store.host_mark`)
+        self._times_marked = 0
         #: what `refresh` last saw of the files (`_stat_run`)
         self._seen: tuple | None = None
         self._holes: dict[tuple[int, str], str] = {}
@@ -375,7 +376,7 @@ class RunStore(RunLog):
 
     def _read_host(self) -> tuple[bytes, _Host]:
         """host.jsonl as read, and the bytes of its torn last line (b"" when none)."""
-        torn, host, self._times_complete = read_host_from_mark(self.path)
+        torn, host, self._times_marked = read_host_from_mark(self.path)
         return torn, host
 
     def _verified(self, reader: "_HistoryReader", anchor: dict | None, host: tuple[bytes, _Host],
@@ -834,12 +835,15 @@ class RunStore(RunLog):
         """Fact n -> the Unix time in milliseconds at which this store accepted it, for the facts
         whose time is known (recorded in host.jsonl, or written by this RunLog)."""
         self.verify()
-        if not self._times_complete:
+        if self._times_marked:
             # (the times before the archive's mark, read and verified now: the open skipped them)
-            earlier = read_host(self.path)[1].times
-            earlier.update(self._known_times)
-            self._known_times = earlier
-            self._times_complete = True
+            whole = read_host(self.path)[1]
+            if whole.valid_len < self._times_marked:
+                # What the archive synced and verified cannot be a torn tail: damage.
+                raise StorageError("a times record before the archive's mark is damaged", component=HOST)
+            whole.times.update(self._known_times)
+            self._known_times = whole.times
+            self._times_marked = 0
         times = dict(self._known_times)
         for offset, ms in enumerate(self._times):
             times[self._times_from + offset] = ms

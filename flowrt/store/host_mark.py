@@ -152,15 +152,16 @@ def _pread(fd: int, start: int, end: int) -> bytes:
     return data
 
 
-def read_host_from_mark(run_path: str, *, with_times: bool = True) -> tuple[bytes, _Host, bool]:
+def read_host_from_mark(run_path: str, *, with_times: bool = True) -> tuple[bytes, _Host, int]:
     """host.jsonl of the run directory at `run_path` as read (`read_host`), verified from the
     archive's mark on when there is one; the bytes of its torn last line (b"" when none); and
-    whether its `times` are all read (False: those before the mark are not). StorageError when the
+    where the mark is (0 when there is none: every `times` record was read; otherwise those
+    before it were not). StorageError when the
     records before the mark, or the line at it, are not what the mark says."""
     mark = _read_mark(run_path)
     if mark is None:
         data, host = read_host(run_path, with_times=with_times)
-        return data[host.valid_len:], host, True
+        return data[host.valid_len:], host, 0
     offset = mark["offset"]
     try:
         fd = os.open(os.path.join(run_path, HOST), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -207,4 +208,4 @@ def read_host_from_mark(run_path: str, *, with_times: bool = True) -> tuple[byte
         host.torn = TornTail(host.torn.offset + offset, host.torn.length)
     if host.lines == mark["lines"]:
         host.times_last = _TIMES_LINE.match(last, 0, len(last) - 1) is not None
-    return torn, host, False
+    return torn, host, offset
