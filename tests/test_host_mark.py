@@ -365,3 +365,21 @@ def test_a_resume_of_an_archived_run_never_reads_host_jsonl_whole(tmp_path, monk
     assert done.exit_code == 0, done
     monkeypatch.undo()
     assert RunStore.open(runs, paused.run_id, for_append=False).ended
+
+
+def test_flow_export_of_an_archived_run_copies_host_jsonl_whole_and_no_mark(tmp_path):
+    archived_run(str(tmp_path / "runs"))
+    done = flow("export", "r", "--runs", str(tmp_path / "runs"), "--to", str(tmp_path / "copy"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "copy" / "r" / "host.jsonl").read_bytes() == (tmp_path / "runs" / "r" / "host.jsonl").read_bytes()
+    assert not (tmp_path / "copy" / "r" / HOST_MARK).exists()  # (read whole there, as before marks)
+    copy = RunStore.open(str(tmp_path / "copy"), "r", for_append=False)
+    assert copy.host_records() == whole(str(tmp_path / "runs"), "r")[0]
+    assert copy.fact_times() == whole(str(tmp_path / "runs"), "r")[1]
+    # A damaged times record before the mark fails the export (it reads host.jsonl whole).
+    lines = _lines(tmp_path / "runs" / "r" / "host.jsonl")
+    index = _before_mark(tmp_path / "runs" / "r", "times")
+    lines[index] = lines[index].replace(b'"at":[1', b'"at":[2', 1)
+    _write_lines(tmp_path / "runs" / "r" / "host.jsonl", lines)
+    damaged = flow("export", "r", "--runs", str(tmp_path / "runs"), "--to", str(tmp_path / "again"))
+    assert damaged.returncode == 5, damaged.stderr
