@@ -55,6 +55,7 @@ from flowrt.store.host_records import (
     holes_and_limit,
     read_host,
 )
+from flowrt.store.host_mark import read_host_from_mark, write_host_mark
 from flowrt.store.interface import RunLog, Store
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
@@ -154,6 +155,10 @@ class RunStore(RunLog):
         #: right after Start, then find no unsynced times before them, see `_write_host`)
         self._times_recorded = time.time_ns() // 1_000_000
         self._known_times: dict[int, int] = {}
+        #: 0 when host.jsonl's `times` records have all been read into _known_times; otherwise
+        #: where the archive's mark is (an open that verified from it on skipped the `times`
+        #: records before it, `flowrt.store.host_mark`)
+        self._times_marked = 0
         #: what `refresh` last saw of the files (`_stat_run`)
         self._seen: tuple | None = None
         self._holes: dict[tuple[int, str], str] = {}
@@ -370,7 +375,9 @@ class RunStore(RunLog):
         self._verified(reader, anchor, host, explicit_limit)
 
     def _read_host(self) -> tuple[bytes, _Host]:
-        return read_host(self.path)
+        """host.jsonl as read, and the bytes of its torn last line (b"" when none)."""
+        torn, host, self._times_marked = read_host_from_mark(self.path)
+        return torn, host
 
     def _verified(self, reader: "_HistoryReader", anchor: dict | None, host: tuple[bytes, _Host],
                   explicit_limit: int | None) -> None:
@@ -383,7 +390,7 @@ class RunStore(RunLog):
             self.archived_checkpoints = int(anchor.get("checkpoints", 0))
         if not parsed.facts:
             raise StorageError("the run has no Start (it never started)", component=HISTORY)
-        host_data, parsed_host = host
+        host_torn_bytes, parsed_host = host
         records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
         self._host_head = parsed_host.head
         self._host_lines = parsed_host.lines
@@ -434,7 +441,7 @@ class RunStore(RunLog):
                                    component=HOST) from problem
             self._write_host({"kind": "truncated", "component": HOST, "at": _now(),
                               "offset": host_torn.offset, "bytes": host_torn.length,
-                              "sha256": _sha256_hex(host_data[host_torn.offset:])})
+                              "sha256": _sha256_hex(host_torn_bytes)})
         if parsed.torn is not None:
             try:
                 os.ftruncate(self._fd, parsed.valid_len)
@@ -634,7 +641,7 @@ class RunStore(RunLog):
 
     def host_records(self) -> list[dict]:
         """Every complete host record, in order (a torn last line is left out)."""
-        return read_host(self.path, with_times=False)[1].records
+        return read_host_from_mark(self.path, with_times=False)[1].records
 
     def appender_active(self) -> bool | None:
         """Whether another open file description holds the appender's lock (a shared-lock probe)."""
@@ -828,6 +835,15 @@ class RunStore(RunLog):
         """Fact n -> the Unix time in milliseconds at which this store accepted it, for the facts
         whose time is known (recorded in host.jsonl, or written by this RunLog)."""
         self.verify()
+        if self._times_marked:
+            # (the times before the archive's mark, read and verified now: the open skipped them)
+            whole = read_host(self.path)[1]
+            if whole.valid_len < self._times_marked:
+                # What the archive synced and verified cannot be a torn tail: damage.
+                raise StorageError("a times record before the archive's mark is damaged", component=HOST)
+            whole.times.update(self._known_times)
+            self._known_times = whole.times
+            self._times_marked = 0
         times = dict(self._known_times)
         for offset, ms in enumerate(self._times):
             times[self._times_from + offset] = ms
@@ -1087,7 +1103,20 @@ class RunStore(RunLog):
             self._facts = kept
             self._size = self._reserved_end = size
             self.archived_checkpoints = checkpoints
+            self._mark_host()
             return latest - 1
+
+    def _mark_host(self) -> None:
+        """Verify host.jsonl as written so far and record the mark later opens verify from
+        (`flowrt.store.host_mark`); synced first, so that no crash can leave less than it covers."""
+        if self._host_dirty or not self._host_size:
+            return  # (bytes of a failed write past the records: without a mark, opens read it whole)
+        self._sync_host()
+        data, _ = read_host(self.path, parse=False)
+        host = _parse_host(data[:self._host_size], with_times=False)
+        if host.head != self._host_head or host.valid_len != self._host_size:
+            raise StorageError("host.jsonl is not what this store wrote", component=HOST)
+        write_host_mark(self.path, data, host)
 
     def redact(self, n: int, field: str | None = None) -> list[dict]:
         """Make the stored value of `field` of fact `n` (every value field of the fact when

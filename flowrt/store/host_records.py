@@ -183,16 +183,17 @@ def _parse_host(data: bytes, *, head: str | None = None, chained: bool = False, 
 
 
 
-def read_host(run_path: str, *, with_times: bool = True) -> tuple[bytes, _Host]:
+def read_host(run_path: str, *, with_times: bool = True, parse: bool = True) -> tuple[bytes, _Host | None]:
     """host.jsonl of the run directory at `run_path`, as bytes and as read (empty when absent);
-    without `with_times`, the `times` records are chained and hashed but not read into times."""
+    without `with_times`, the `times` records are chained and hashed but not read into times;
+    without `parse`, only the bytes (and None)."""
     try:
         data = _read_file(os.path.join(run_path, HOST))
     except FileNotFoundError:
         data = b""
     except OSError as problem:
         raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
-    return data, _parse_host(data, with_times=with_times)
+    return data, _parse_host(data, with_times=with_times) if parse else None
 
 
 def holes_and_limit(records: list[dict], facts: list[dict], component: str) -> tuple[dict[tuple[int, str], str], int | None]:

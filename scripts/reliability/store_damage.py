@@ -197,6 +197,72 @@ def _host(work: Path) -> dict:
             "detail": "expected a storage failure, except in the last write (its records), which may read as torn"}
 
 
+def _times_lines_before(data: bytes, end: int) -> list[tuple[int, int]]:
+    """Where the `times` records among host.jsonl's lines before byte `end` are."""
+    spans, pos = [], 0
+    for line in data[:end].splitlines(keepends=True):
+        if json.loads(line)["kind"] == "times":
+            spans.append((pos, pos + len(line)))
+        pos += len(line)
+    return spans
+
+
+def _archived_host(work: Path, quick: bool) -> list[dict]:
+    """host.jsonl and the archive's host-record mark of an archived run, damaged at every offset:
+    an open verifies host.jsonl from the mark on, and before it only the records that are not
+    `times` (flowrt/store/host_mark.py), so damage must be a storage failure everywhere but in a
+    `times` record before the mark; there, the run must read with the same host records and a
+    storage failure when its times are read. Nothing is ever cut from what the mark covers."""
+    closed, run_id = _runs_of(work, "closed")
+    runs = work / "archived"
+    shutil.copytree(closed, runs)
+    assert _flow(["archive", run_id, "--runs", str(runs)], work) == 0
+    run_dir = runs / run_id
+    mark_path = run_dir / "archive" / "host-mark.json"
+    saved = {name: (run_dir / name).read_bytes() for name in ("history.jsonl", "host.jsonl", "archive/host-mark.json")}
+    mark = json.loads(saved["archive/host-mark.json"])
+    original = saved["host.jsonl"]
+    records = RunStore.open(str(runs), run_id, for_append=False).host_records()
+    times = _times_lines_before(original, mark["offset"])
+    rows = []
+    for name in ("host.jsonl", "archive/host-mark.json"):
+        target = run_dir / name
+        data = saved[name]
+        step = 3 if quick and name == "host.jsonl" else 1
+        tried = wrong = in_times = 0
+        examples = []
+        for offset, kind, damaged in _damages(data, range(0, len(data), step)):
+            target.write_bytes(damaged)
+            tried += 1
+            verdict = _store_verdict(runs, run_id)
+            inside = name == "host.jsonl" and any(a <= offset < b for a, b in times)
+            bad = verdict != "failure"
+            if inside and verdict == "read":
+                in_times += 1
+                reader = RunStore.open(str(runs), run_id, for_append=False)
+                try:
+                    reader.fact_times()
+                    bad = True
+                except StorageError:
+                    bad = reader.host_records() != records
+            if not (run_dir / "host.jsonl").read_bytes().startswith(
+                    (damaged if name == "host.jsonl" else original)[:mark["offset"]]):
+                bad = True  # (cut, or changed, within what the mark covers)
+            if bad:
+                wrong += 1
+                examples.append(f"{kind}@{offset}:{verdict}")
+            _restore(run_dir, saved)
+        rows.append({
+            "check": f"archived run, {name}: NUL / bit flip at every {'3rd ' if step == 3 else ''}offset, read for "
+                     "replay and resume",
+            "tried": tried, "failures": wrong,
+            "detail": f"{len(data)} bytes; expected a storage failure, except in a times record before the mark "
+                      f"({in_times} such): the same host records, and a storage failure reading the times"
+                      + (f"; wrong: {examples[:5]}" if examples else "")})
+    assert mark_path.read_bytes() == saved["archive/host-mark.json"]
+    return rows
+
+
 def _ended_files(work: Path) -> dict:
     runs = work / "arith"
     program = HERE.parents[1] / "tests" / "programs" / "arith.flow"
@@ -229,7 +295,8 @@ def measure(quick: bool) -> list[dict]:
         _flow(["run", "rounds.flow", *rounds, "--runs", str(work / "open")], work, killed)
         runs, run_id = _runs_of(work, "open")
         _flow(["resume", run_id, "--allow", "--runs", str(runs)], work, dict(env, FLOW_FAULT_KILL_AFTER="14"))
-        return [*_closed(work, quick), *_open(work, quick), _host(work), _ended_files(work)]
+        return [*_closed(work, quick), *_open(work, quick), _host(work), *_archived_host(work, quick),
+                _ended_files(work)]
 
 
 if __name__ == "__main__":
