@@ -9,11 +9,13 @@ The tables are postgres_schema's (docs/trace.md, section 14).
 
 Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
 run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
-facts, their values and (when synced) the `times` of the facts not yet timed only if it did, all
-or nothing, durable at commit (`synchronous_commit` on; `sync=False` commits without waiting for
-the flush, which the next synced write or `sync()` waits for: a recorded call is one WAL flush). Only the lease holder appends: opening for appending takes the lease (RunBusy while
-another holds it), a thread renews it, and an append after it was lost inserts nothing and
-raises StorageError("lease lost"). A database that goes away makes every call a StorageError.
+facts, their values and the `times` of the facts not yet timed only if it did, all or nothing,
+durable at commit (`synchronous_commit` on). A fact appended with `sync=False` (a Reply) is held
+in memory and written in the next synced append's statement, or at `sync()` / `close`: a
+recorded call is one statement, one commit, one WAL flush. Only the lease holder appends:
+opening for appending takes the lease (RunBusy while another holds it), a thread renews it, and
+an append after it was lost inserts nothing (held facts included) and raises
+StorageError("lease lost"). A database that goes away makes every call a StorageError.
 
 Reading: `open` reads the run in one snapshot and verifies it as the run directory's open does
 (chain, hashes, canonical form, host records' chain, values present or holes); the row's head
@@ -51,16 +53,19 @@ STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must
 _HISTORY = "flow_facts"
 _HOST = "flow_host"
 
+# Parameters in binary (`%b`: a fact's line goes as its bytes, not escaped), the facts' numbers
+# counted by the server from the one before (no array of them) and no value arrays when there
+# are no values (NULL): dumping the parameters was the client's largest cost per call.
 _APPEND = (
-    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)s, head = %(head)s, "
-    "ready_at = CASE WHEN %(ended)s THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
-    + " AND last_n = %(prev_n)s AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run), "
+    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)b, head = %(head)b, "
+    "ready_at = CASE WHEN %(ended)b THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
+    + " AND last_n = %(prev_n)b AND set_config('synchronous_commit', %(commit)b, true) IS NOT NULL RETURNING run), "
     "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
-    "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING), "
-    "t AS (INSERT INTO flow_host (run, i, line) SELECT ok.run, %(times_i)s, %(times_line)s::bytea FROM ok "
-    "WHERE %(times_line)s::bytea IS NOT NULL) "
-    "INSERT INTO flow_facts (run, n, line) SELECT ok.run, f.n, f.line FROM ok, "
-    "unnest(%(ns)s::bigint[], %(lines)s::bytea[]) AS f(n, line)")
+    "unnest(%(hexes)b::text[], %(blobs)b::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING), "
+    "t AS (INSERT INTO flow_host (run, i, line) SELECT ok.run, %(times_i)b, %(times_line)b::bytea FROM ok "
+    "WHERE %(times_line)b::bytea IS NOT NULL) "
+    "INSERT INTO flow_facts (run, n, line) SELECT ok.run, %(prev_n)b + f.i, f.line FROM ok, "
+    "unnest(%(lines)b::bytea[]) WITH ORDINALITY AS f(line, i)")
 
 # The record and the run's readiness for workers (postgres_queue.ready_after) in one statement.
 _HOST_RECORD = (
@@ -580,8 +585,8 @@ class PostgresRunLog(RunLog):
             # statement's own transaction, so it costs no round trip.
             cur = self._conn.execute(_APPEND, dict(
                 self._fence_args(), commit="on" if durable else "off", last=last["n"], head=last["hash"],
-                ended=last["kind"] == "End", prev_n=first["n"] - 1, hexes=list(blobs),
-                blobs=list(blobs.values()), ns=[f["n"] for f in facts], lines=lines,
+                ended=last["kind"] == "End", prev_n=first["n"] - 1, hexes=list(blobs) if blobs else None,
+                blobs=list(blobs.values()) if blobs else None, lines=lines,
                 times_i=self._host_count + 1, times_line=times_line))
             written = cur.rowcount == len(facts)
         except psycopg.Error as problem:
