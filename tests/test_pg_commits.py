@@ -1,4 +1,4 @@
-"""What a recorded call costs the PostgreSQL server, counted (never timed): one WAL flush per
+"""What a recorded call costs the PostgreSQL server, counted (never timed): one commit and one WAL flush per
 call, because a synced append's commit covers the unsynced Reply before it, and `sync()` with
 nothing left unsynced writes nothing. The flushes are counted on a cluster of this module's own
 with fsync on (the session's has fsync off, which counts none)."""
@@ -180,6 +180,24 @@ def wal_flushes(url: str) -> int:
     return last
 
 
+def commits(url: str) -> int:
+    """The database's committed transactions so far, settled as `wal_flushes` settles (this
+    function's own reads are commits too: at most 21)."""
+    def read() -> int:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+                                ).fetchone()[0]
+
+    last = read()
+    for _ in range(20):
+        time.sleep(1.0)
+        now = read()
+        if now - last <= 1:  # only the read before this one
+            return now
+        last = now
+    return last
+
+
 def test_a_recorded_call_costs_one_wal_flush(flushing_cluster):
     """The host's order for each call: the Call synced (durable before it is sent), a sync
     before waiting for the reply, the Reply unsynced (its consequence is inside the child)."""
@@ -192,6 +210,7 @@ def test_a_recorded_call_costs_one_wal_flush(flushing_cluster):
     calls = 200
     try:
         before = wal_flushes(url)
+        committed = commits(url)
         for i in range(1, calls + 1):
             log.append("Call", call(i))
             log.sync()
@@ -200,6 +219,9 @@ def test_a_recorded_call_costs_one_wal_flush(flushing_cluster):
         log.close()
         store.close()
     flushes = wal_flushes(url) - before
+    # One commit per call (the Call's statement carries the Reply held before it): two before.
+    committed = commits(url) - committed
+    assert calls <= committed < calls * 1.25, f"{committed} commits for {calls} recorded calls"
     # One flush per Call, and a few more: the server's WAL writer flushes asynchronous commits
     # every wal_writer_delay, and closing the run commits synchronously. Two per call was the cost
     # before.
