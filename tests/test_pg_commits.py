@@ -1,4 +1,4 @@
-"""What a recorded call costs the PostgreSQL server, counted (never timed): one WAL flush per
+"""What a recorded call costs the PostgreSQL server, counted (never timed): one commit and one WAL flush per
 call, because a synced append's commit covers the unsynced Reply before it, and `sync()` with
 nothing left unsynced writes nothing. The flushes are counted on a cluster of this module's own
 with fsync on (the session's has fsync off, which counts none)."""
@@ -28,33 +28,104 @@ def reply(i: int) -> dict:
     return {"call": f"c{i}", "outcome": {"Ok": i}}
 
 
-def lease_until(url: str, run: str):
-    """The lease's end: a sync() that must make something durable renews the lease (a synchronous
-    commit of its own), and moves it."""
+def stored_kinds(url: str, run: str) -> list[str]:
+    """The run's facts as another connection reads them: what is written, not what is held."""
     with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute("SELECT lease_until FROM flow_runs WHERE run = %s", (run,)).fetchone()[0]
+        rows = conn.execute("SELECT convert_from(line, 'UTF8')::json->>'kind' FROM flow_facts "
+                            "WHERE run = %s ORDER BY n", (run,)).fetchall()
+    return [kind for (kind,) in rows]
 
 
-def test_a_synced_append_makes_the_unsynced_reply_before_it_durable(pg_url):
-    store = PostgresStore(pg_url, lease_seconds=600)  # no renewal touches the row during the test
+def test_an_unsynced_reply_is_held_and_written_with_the_next_call(pg_url):
+    """The Reply waits in the store and goes in the next Call's statement (one round trip, one
+    commit); sync() writes what is held, and with nothing held writes nothing."""
+    store = PostgresStore(pg_url, lease_seconds=600)
     run = f"commits-{next(_runs)}"
     log = store.create(run, START)
     try:
         log.append("Call", call(1))
-        log.append("Reply", reply(1), sync=False)
-        assert not log.synced
+        reply_fact = log.append("Reply", reply(1), sync=False)
+        assert not log.synced and log.head == reply_fact["hash"] and log.facts()[-1] == reply_fact
+        assert stored_kinds(pg_url, run) == ["Start", "Call"]  # held, not written
         log.append("Call", call(2))
-        assert log.synced  # the Call's synchronous commit flushed the log past the Reply's
-        before = lease_until(pg_url, run)
-        log.sync()
-        assert lease_until(pg_url, run) == before  # nothing to make durable: no synchronous commit
+        assert log.synced and stored_kinds(pg_url, run) == ["Start", "Call", "Reply", "Call"]
+        log.sync()  # nothing held
         log.append("Reply", reply(2), sync=False)
-        log.sync()  # this one has a Reply to make durable: a synchronous commit of its own
-        assert log.synced and lease_until(pg_url, run) > before
+        assert stored_kinds(pg_url, run) == ["Start", "Call", "Reply", "Call"]
+        log.sync()
+        assert log.synced and stored_kinds(pg_url, run) == ["Start", "Call", "Reply", "Call", "Reply"]
     finally:
         log.close()
     reread = store.open(run, for_append=False)
     assert [f["kind"] for f in reread.facts()] == ["Start", "Call", "Reply", "Call", "Reply"]
+    assert reread.facts() == log.facts()  # the same bytes, the same chain
+    store.close()
+
+
+def test_a_held_value_by_reference_is_readable_and_written_with_its_fact(pg_url):
+    store = PostgresStore(pg_url, lease_seconds=600)
+    run = f"held-value-{next(_runs)}"
+    log = store.create(run, START)
+    big = {"Ok": "x" * 5000}
+    try:
+        log.append("Call", call(1))
+        held = log.append("Reply", {"call": "c1", "outcome": big}, sync=False)
+        assert "outcome_ref" in held and log.value(held, "outcome") == big  # from the store's hand
+        log.append("End", {"outcome": {"Completed": 1}})
+    finally:
+        log.close()
+    reread = store.open(run, for_append=False)
+    reread.verify_files()
+    assert reread.value(3, "outcome") == big
+    store.close()
+
+
+def test_a_held_reply_and_the_call_after_it_are_fenced_together(pg_url):
+    """A lease lost while a Reply is held: the next Call's statement inserts neither, raises
+    "lease lost", and the RunLog forgets the held Reply (it is no fact of the run)."""
+    from flowrt.store import StorageError
+
+    store = PostgresStore(pg_url, lease_seconds=600)
+    run = f"fenced-{next(_runs)}"
+    log = store.create(run, START)
+    log.append("Call", call(1))
+    log.append("Reply", reply(1), sync=False)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # another host takes the run over
+        conn.execute("UPDATE flow_runs SET epoch = epoch + 1, owner = 'other' WHERE run = %s", (run,))
+    with pytest.raises(StorageError, match="lease lost"):
+        log.append("Call", call(2))
+    assert [f["kind"] for f in log.facts()] == ["Start", "Call"] and log.synced
+    assert stored_kinds(pg_url, run) == ["Start", "Call"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT last_n FROM flow_runs WHERE run = %s", (run,)).fetchone()[0] == 2
+    log.close()
+    store.close()
+
+
+def test_a_failed_write_of_held_facts_leaves_the_record_as_it_was(pg_url):
+    """The database refuses the statement (a value it cannot store): nothing of it is written, the
+    held Reply is forgotten with it, and the run goes on from the facts before."""
+    from flowrt.store import StorageError
+
+    store = PostgresStore(pg_url, lease_seconds=600)
+    run = f"refused-{next(_runs)}"
+    log = store.create(run, START)
+    try:
+        log.append("Call", call(1))
+        log.append("Reply", reply(1), sync=False)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE flow_facts ADD CONSTRAINT no_third CHECK (n <> 3) NOT VALID")
+        try:
+            with pytest.raises(StorageError, match="cannot append"):
+                log.sync()
+        finally:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("ALTER TABLE flow_facts DROP CONSTRAINT no_third")
+        assert [f["kind"] for f in log.facts()] == ["Start", "Call"] and 3 not in log.fact_times()
+        log.append("Reply", reply(1))
+    finally:
+        log.close()
+    assert [f["kind"] for f in store.open(run, for_append=False).facts()] == ["Start", "Call", "Reply"]
     store.close()
 
 
@@ -109,6 +180,24 @@ def wal_flushes(url: str) -> int:
     return last
 
 
+def commits(url: str) -> int:
+    """The database's committed transactions so far, settled as `wal_flushes` settles (this
+    function's own reads are commits too: at most 21)."""
+    def read() -> int:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+                                ).fetchone()[0]
+
+    last = read()
+    for _ in range(20):
+        time.sleep(1.0)
+        now = read()
+        if now - last <= 1:  # only the read before this one
+            return now
+        last = now
+    return last
+
+
 def test_a_recorded_call_costs_one_wal_flush(flushing_cluster):
     """The host's order for each call: the Call synced (durable before it is sent), a sync
     before waiting for the reply, the Reply unsynced (its consequence is inside the child)."""
@@ -121,6 +210,7 @@ def test_a_recorded_call_costs_one_wal_flush(flushing_cluster):
     calls = 200
     try:
         before = wal_flushes(url)
+        committed = commits(url)
         for i in range(1, calls + 1):
             log.append("Call", call(i))
             log.sync()
@@ -129,6 +219,9 @@ def test_a_recorded_call_costs_one_wal_flush(flushing_cluster):
         log.close()
         store.close()
     flushes = wal_flushes(url) - before
+    # One commit per call (the Call's statement carries the Reply held before it): two before.
+    committed = commits(url) - committed
+    assert calls <= committed < calls * 1.25, f"{committed} commits for {calls} recorded calls"
     # One flush per Call, and a few more: the server's WAL writer flushes asynchronous commits
     # every wal_writer_delay, and closing the run commits synchronously. Two per call was the cost
     # before.

@@ -16,9 +16,13 @@ directory, in bytes):
   opening a run for appending while another holds it raises `RunBusy`.
 - Durability. `append` / `append_many` return once their facts are durable (with
   `durability="fsync"`): a crash, of the process or of the machine, keeps them. `sync=False`
-  lets a fact be visible and kept if the process dies, but durable only with the next synced
-  write or `sync()`; if that sync fails, every fact that was not durable is removed and
-  `StorageError` raised. A host record (`host_record`) names the head, so the facts before it
+  makes a fact one of this RunLog's facts at once but durable only with the next synced write
+  or `sync()`; if that fails, every fact that was not durable is removed and `StorageError`
+  raised. A store may hold such a fact until then (the PostgreSQL store does, to write it in
+  the next synced write's statement): other readers may not see it, and it is lost if the
+  process dies first; the run directory writes it at once (kept if the process dies). So the
+  caller syncs before any consequence of it leaves the process, and within a bounded time when
+  nothing else does (the host: the next Call, or ~2 ms after the child goes quiet). A host record (`host_record`) names the head, so the facts before it
   are made durable first. `append_many` is all or nothing.
 - Failure. A write that fails raises `StorageError` and leaves the record as it was before the
   write (no partial fact is ever visible). Nothing ever cuts a fact that was durable.

@@ -9,11 +9,13 @@ The tables are postgres_schema's (docs/trace.md, section 14).
 
 Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
 run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
-facts, their values and (when synced) the `times` of the facts not yet timed only if it did, all
-or nothing, durable at commit (`synchronous_commit` on; `sync=False` commits without waiting for
-the flush, which the next synced write or `sync()` waits for: a recorded call is one WAL flush). Only the lease holder appends: opening for appending takes the lease (RunBusy while
-another holds it), a thread renews it, and an append after it was lost inserts nothing and
-raises StorageError("lease lost"). A database that goes away makes every call a StorageError.
+facts, their values and the `times` of the facts not yet timed only if it did, all or nothing,
+durable at commit (`synchronous_commit` on). A fact appended with `sync=False` (a Reply) is held
+in memory and written in the next synced append's statement, or at `sync()` / `close`: a
+recorded call is one statement, one commit, one WAL flush. Only the lease holder appends:
+opening for appending takes the lease (RunBusy while another holds it), a thread renews it, and
+an append after it was lost inserts nothing (held facts included) and raises
+StorageError("lease lost"). A database that goes away makes every call a StorageError.
 
 Reading: `open` reads the run in one snapshot and verifies it as the run directory's open does
 (chain, hashes, canonical form, host records' chain, values present or holes); the row's head
@@ -51,16 +53,19 @@ STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must
 _HISTORY = "flow_facts"
 _HOST = "flow_host"
 
+# Parameters in binary (`%b`: a fact's line goes as its bytes, not escaped), the facts' numbers
+# counted by the server from the one before (no array of them) and no value arrays when there
+# are no values (NULL): dumping the parameters was the client's largest cost per call.
 _APPEND = (
-    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)s, head = %(head)s, "
-    "ready_at = CASE WHEN %(ended)s THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
-    + " AND last_n = %(prev_n)s AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run), "
+    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)b, head = %(head)b, "
+    "ready_at = CASE WHEN %(ended)b THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
+    + " AND last_n = %(prev_n)b AND set_config('synchronous_commit', %(commit)b, true) IS NOT NULL RETURNING run), "
     "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
-    "unnest(%(hexes)s::text[], %(blobs)s::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING), "
-    "t AS (INSERT INTO flow_host (run, i, line) SELECT ok.run, %(times_i)s, %(times_line)s::bytea FROM ok "
-    "WHERE %(times_line)s::bytea IS NOT NULL) "
-    "INSERT INTO flow_facts (run, n, line) SELECT ok.run, f.n, f.line FROM ok, "
-    "unnest(%(ns)s::bigint[], %(lines)s::bytea[]) AS f(n, line)")
+    "unnest(%(hexes)b::text[], %(blobs)b::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING), "
+    "t AS (INSERT INTO flow_host (run, i, line) SELECT ok.run, %(times_i)b, %(times_line)b::bytea FROM ok "
+    "WHERE %(times_line)b::bytea IS NOT NULL) "
+    "INSERT INTO flow_facts (run, n, line) SELECT ok.run, %(prev_n)b + f.i, f.line FROM ok, "
+    "unnest(%(lines)b::bytea[]) WITH ORDINALITY AS f(line, i)")
 
 # The record and the run's readiness for workers (postgres_queue.ready_after) in one statement.
 _HOST_RECORD = (
@@ -282,7 +287,11 @@ class PostgresRunLog(RunLog):
         self._conn: psycopg.Connection | None = None  # held while appending
         self._lease: leases.Lease | None = None
         self._renewer: leases.Renewer | None = None
-        self._synced = True
+        #: facts appended with sync=False and not yet written (their lines, their new values):
+        #: written with the next synced append, at `sync()` or at `close`, in one statement
+        self._pending: list[dict] = []
+        self._pending_lines: list[bytes] = []
+        self._pending_blobs: dict[str, bytes] = {}
         self._lost: str | None = None  # why this appender may no longer write
         #: when facts were accepted (Unix ms), as the run directory keeps them: recorded in
         #: `times` host records, at most every TIMES_EVERY_MS from the appends, and at every
@@ -450,7 +459,7 @@ class PostgresRunLog(RunLog):
             raise Hole(n, field, ref)
         hex_ = ref[len("sha256:"):]
         component = f"flow_values/{hex_}"
-        data = self._blob("flow_values", hex_)
+        data = self._pending_blobs.get(hex_) or self._blob("flow_values", hex_)
         if data is None:
             raise StorageError(f"the value of {field} is missing and is not a recorded hole", n, component=component)
         if _sha256_hex(data) != hex_:
@@ -539,55 +548,75 @@ class PostgresRunLog(RunLog):
                 return []
             if self._lost is not None:
                 raise self._lease_lost(facts[0]["n"])
-            new = {hex_: data for hex_, data in blobs.items() if hex_ not in self._known_values}
-            durable = sync and self.durability == "fsync"
+            new = {hex_: data for hex_, data in blobs.items()
+                   if hex_ not in self._known_values and hex_ not in self._pending_blobs}
             now = time.time_ns() // 1_000_000
-            times_from = self._times_from if self._times else facts[0]["n"]
-            times_at = self._times + [now] * len(facts)
-            times_line = host_head = None
-            if durable:
-                # A durable append carries the `times` record of every fact not yet timed, its
-                # own included, in its own transaction: the times are durable exactly when the
-                # facts are, and the host's sync before it waits has nothing left to write (it
-                # was a statement of its own per recorded call).
-                line, host_head = chain_record({"kind": "times", "from": times_from, "at": times_at},
-                                               self._host_head)
-                times_line = line[:-1]
-            try:
-                # The commit waits for the flush unless the fact need not be durable yet: set
-                # for this statement's own transaction, so it costs no round trip.
-                cur = self._conn.execute(_APPEND, dict(
-                    self._fence_args(), commit="on" if durable else "off", last=n, head=prev, ended=ended,
-                    prev_n=last["n"], hexes=list(new),
-                    blobs=list(new.values()), ns=[f["n"] for f in facts], lines=lines,
-                    times_i=self._host_count + 1, times_line=times_line))
-            except psycopg.Error as problem:
-                raise _failed(problem, "cannot append", facts[0]["n"]) from problem
-            if cur.rowcount != len(facts):
-                raise self._lease_lost(facts[0]["n"])
-            if times_line is not None:
-                self._host_head, self._host_count = host_head, self._host_count + 1
-                self._times, self._times_recorded = [], now
-                for offset, ms in enumerate(times_at):
-                    self._known_times[times_from + offset] = ms
-            else:
-                self._times_from, self._times = times_from, times_at
+            if not self._times:
+                self._times_from = facts[0]["n"]
+            self._times.extend([now] * len(facts))
             self._facts.extend(facts)
-            self._known_values.update(new)
             if blobs:
                 for fact in facts:
                     self._index_refs(fact)
-            if not durable and self.durability == "fsync":
-                self._synced = False
-            else:
-                # A synchronous commit waits for the log to be flushed up to it, so past every
-                # asynchronous commit before it (a Reply, times): all of them are durable now,
-                # and a sync() until the next unsynced write would flush the log again for nothing
-                # (it did, once per recorded call, before this).
-                self._synced = True
-                if self._times and now - self._times_recorded >= TIMES_EVERY_MS:
-                    self._record_times()  # durability "none": no append carries them
+            self._pending.extend(facts)
+            self._pending_lines.extend(lines)
+            self._pending_blobs.update(new)
+            if sync:
+                # The held facts (a Reply) go in this statement with the new ones: one round
+                # trip and one commit per recorded call.
+                self._write_pending(now)
             return facts
+
+    def _write_pending(self, now: int) -> None:
+        """Write the held facts in one fenced statement, durably (with durability "fsync"),
+        with the `times` record of every fact not yet timed; the lock is held. On failure the
+        held facts are forgotten, as the interface says of unsynced facts."""
+        facts, lines, blobs = self._pending, self._pending_lines, self._pending_blobs
+        durable = self.durability == "fsync"
+        times_line = host_head = None
+        if durable:
+            # The times are durable exactly when the facts are, and no statement of their own.
+            line, host_head = chain_record({"kind": "times", "from": self._times_from, "at": self._times},
+                                           self._host_head)
+            times_line = line[:-1]
+        last, first = facts[-1], facts[0]
+        try:
+            # The commit waits for the flush unless the run is not durable: set for this
+            # statement's own transaction, so it costs no round trip.
+            cur = self._conn.execute(_APPEND, dict(
+                self._fence_args(), commit="on" if durable else "off", last=last["n"], head=last["hash"],
+                ended=last["kind"] == "End", prev_n=first["n"] - 1, hexes=list(blobs) if blobs else None,
+                blobs=list(blobs.values()) if blobs else None, lines=lines,
+                times_i=self._host_count + 1, times_line=times_line))
+            written = cur.rowcount == len(facts)
+        except psycopg.Error as problem:
+            self._forget_pending()
+            raise _failed(problem, "cannot append", first["n"]) from problem
+        if not written:
+            self._forget_pending()
+            raise self._lease_lost(first["n"])
+        self._pending, self._pending_lines, self._pending_blobs = [], [], {}
+        self._known_values.update(blobs)
+        if times_line is not None:
+            self._host_head, self._host_count = host_head, self._host_count + 1
+            for offset, ms in enumerate(self._times):
+                self._known_times[self._times_from + offset] = ms
+            self._times, self._times_recorded = [], now
+        elif now - self._times_recorded >= TIMES_EVERY_MS:
+            self._record_times()  # durability "none": no append carries them
+
+    def _forget_pending(self) -> None:
+        """The held facts were not written: they are no longer facts of the run."""
+        first = self._pending[0]["n"]
+        for fact in self._pending:
+            for ref_field in [f for f in fact if f.endswith("_ref")]:
+                users = self._refs.get(fact[ref_field][len("sha256:"):])
+                if users is not None:
+                    users.discard((fact["n"], ref_field[:-len("_ref")]))
+        del self._facts[len(self._facts) - len(self._pending):]
+        if self._times:
+            del self._times[max(0, first - self._times_from):]
+        self._pending, self._pending_lines, self._pending_blobs = [], [], {}
 
     def _record_times(self) -> None:
         """One `times` host record for the facts accepted since the last (the lock is held; the
@@ -612,26 +641,17 @@ class PostgresRunLog(RunLog):
         return times
 
     def sync(self) -> None:
-        if self._synced or self._conn is None:
-            if self._times and self._conn is not None:
-                with self._lock:
-                    self._record_times()
+        if self._conn is None:
             return
         with self._lock:
-            try:
-                # A synchronous commit waits for the log to be flushed up to it, and so for
-                # every asynchronous commit before it.
-                renewed = leases.renew(self._conn, self._lease)
-            except psycopg.Error as problem:
-                raise _failed(problem, "cannot sync") from problem
-            if not renewed:
-                raise self._lease_lost(None)
-            self._synced = True
-            self._record_times()
+            if self._pending:
+                self._write_pending(time.time_ns() // 1_000_000)
+            else:
+                self._record_times()
 
     @property
     def synced(self) -> bool:
-        return self._synced
+        return not self._pending
 
     def put_source(self, text: str) -> str:
         self._require_writable()
@@ -735,15 +755,14 @@ class PostgresRunLog(RunLog):
         from flowrt.store.postgres_archive import redact_values
 
         self._require_writable()
+        self.sync()  # a fact still held is written before its value can become a hole
         with self._lock:
             return redact_values(self, n, field)
 
     def close(self) -> None:
         if self._conn is not None:
             try:
-                with self._lock:
-                    self._record_times()  # made durable by the lease's release, a synchronous commit
-                self.sync()
+                self.sync()  # the held facts, or the times (made durable by the release's commit)
             except StorageError:
                 pass
         if self._renewer is not None:

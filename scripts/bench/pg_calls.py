@@ -14,7 +14,8 @@ Counted per call, the same steady-state way, from the server's own statistics: W
 runs of their own so that logging does not slow the timed ones): each statement is one round
 trip, as psycopg sends them. With `--dbos` (a virtual environment of DBOS Transact, made on first
 use as scripts/bench/workers.py makes it), a workflow of `@DBOS.step`s on the same server is
-timed and counted the same way, in the same run.
+timed and counted the same way, in the same run: a round of DBOS after each round of Flow's, so
+that each pair saw the same machine (the ratio is given per round, paired, and of the medians).
 
     python scripts/bench/pg_calls.py [--calls 1000] [--runs 3] [--dbos]
 """
@@ -134,17 +135,26 @@ def main() -> None:
             for location in stores.values():
                 flow_run(directory, location, 1)  # the build cache and the approval, once
             steady: dict[str, list[float]] = {name: [] for name in stores}
+            runner = None
+            if args.dbos:
+                from scripts.bench.workers import dbos_python, dbos_runner, dbos_step
+
+                runner = dbos_runner(dbos_python(args.venv), cluster, Path(directory))
+            dbos_rounds: list[float] = []  # µs per step, one figure per round, beside Flow's
             for _ in range(args.runs):
                 for name, location in stores.items():
                     many = flow_run(directory, location, args.calls)
                     one = flow_run(directory, location, 1)
                     steady[name].append((many - one) / (args.calls - 1))
+                if runner is not None:
+                    dbos_rounds.append(runner(str(args.calls), "1")["us"])
             dbos = None
-            if args.dbos:
-                from scripts.bench.workers import dbos_python, dbos_step
-
-                dbos = dbos_step(dbos_python(args.venv), cluster, args.calls, args.runs, Path(directory),
-                                 count_steps=args.count_calls)
+            if runner is not None:
+                dbos = dbos_step("", cluster, args.calls, 0, Path(directory), count_steps=args.count_calls,
+                                 dbos=runner)
+                dbos["us"] = statistics.median(dbos_rounds)
+                # paired: each round's DBOS figure over the Flow figure of the same round
+                ratios = sorted(d / (f * 1e6) for d, f in zip(dbos_rounds, steady["postgresql"]))
             medians = {name: statistics.median(times) for name, times in steady.items()}
             for name, seconds in medians.items():
                 print(f"recorded call, {name:10}: {seconds * 1e6:8.0f} µs per call (steady state, "
@@ -155,7 +165,10 @@ def main() -> None:
             if dbos is not None:
                 print(f"DBOS step, same server: {dbos['us']:8.0f} µs per step (median of {args.runs} runs of "
                       f"{args.calls} steps); per step: {describe(dbos)}")
-                print(f"dbos / flow: {dbos['us'] / (medians['postgresql'] * 1e6):.2f}x (above 1: Flow is cheaper)")
+                print(f"dbos / flow: {dbos['us'] / (medians['postgresql'] * 1e6):.2f}x of the medians; per round "
+                      f"(paired) median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}-{ratios[-1]:.2f}x "
+                      "(above 1: Flow is cheaper)")
+                dbos["rounds_us"], dbos["ratios"] = dbos_rounds, ratios
             print(json.dumps({"flow_us": medians["postgresql"] * 1e6, "directory_us": medians["directory"] * 1e6,
                               "flow": counts, "dbos": dbos}))
     finally:

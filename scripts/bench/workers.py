@@ -310,11 +310,9 @@ def dbos_python(venv: Path) -> str:
     return str(python)
 
 
-def dbos_step(python: str, cluster: Cluster, n: int, rounds: int, directory: Path, *,
-              count_steps: int = 0) -> dict:
-    """A DBOS step's steady-state cost in µs (`us`) on `cluster`; with `count_steps`, also the
-    server's counters per step (scripts/bench/pg_calls.py's: WAL flushes and records, commits,
-    statements) over workflows of that many steps, every statement logged for those only."""
+def dbos_runner(python: str, cluster: Cluster, directory: Path):
+    """A database for DBOS on `cluster` and a function running DBOS_STEPS there with its
+    arguments (its JSON line as a dict), for `dbos_step` and for pg_calls.py's paired rounds."""
     with psycopg.connect(cluster.url, autocommit=True) as conn:
         conn.execute("CREATE DATABASE flowbench_dbos")
     url = f"postgresql://postgres@/flowbench_dbos?host={cluster.dir}"
@@ -328,7 +326,21 @@ def dbos_step(python: str, cluster: Cluster, n: int, rounds: int, directory: Pat
             raise SystemExit(f"DBOS failed:\n{done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    figures = dbos(str(n), str(rounds))
+    dbos.url = url
+    return dbos
+
+
+def dbos_step(python: str, cluster: Cluster, n: int, rounds: int, directory: Path, *,
+              count_steps: int = 0, dbos=None) -> dict:
+    """A DBOS step's steady-state cost in µs (`us`) on `cluster`; with `count_steps`, also the
+    server's counters per step (scripts/bench/pg_calls.py's: WAL flushes and records, commits,
+    statements) over workflows of that many steps, every statement logged for those only.
+    `dbos`: a `dbos_runner` made already (`rounds` 0: the counters only)."""
+    if dbos is None:
+        dbos = dbos_runner(python, cluster, directory)
+    url = dbos.url
+
+    figures = dbos(str(n), str(rounds)) if rounds else {}
     if count_steps:
         from scripts.bench.pg_calls import per_call, server_counters
 
