@@ -41,8 +41,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+# `--tree DIR`: measure DIR's code with this script (a tree older than `--hosted` has no such figure)
+if "--tree" in sys.argv:
+    ROOT = Path(sys.argv[sys.argv.index("--tree") + 1]).resolve()
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))  # recorded_calls puts its own tree first
 
 from bare_reserved import write_over_zeros  # noqa: E402
 from recorded_calls import PROGRAM  # noqa: E402
@@ -156,6 +159,7 @@ def main() -> None:
     options.add_argument("--only-hosted", action="store_true", help="measure only the one-host figures")
     options.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     options.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
+    options.add_argument("--tree", help=argparse.SUPPRESS)
     args = options.parse_args()
     if args.worker:
         start, end = flow_run(int(args.worker[1]), args.worker[0], "none")
@@ -174,7 +178,11 @@ def main() -> None:
 
     def take(name: str, kind: str, count: int, directory: str) -> None:
         for tree, script in trees.items():
-            out = subprocess.run([sys.executable, str(script), "--measure", kind, str(count), directory],
+            command = [sys.executable, str(script), "--measure", kind, str(count), directory]
+            if kind.startswith("host"):
+                command = [sys.executable, __file__, "--measure", kind, str(count), directory,
+                           "--tree", str(script.parents[2])]
+            out = subprocess.run(command,
                                  capture_output=True, text=True, timeout=900)
             if out.returncode != 0:
                 raise SystemExit(f"{tree}: {out.stderr}")
