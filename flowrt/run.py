@@ -557,11 +557,8 @@ class Driver:
             if self.timers:
                 self.timers.pop(call_id, None)
             admitted = admitted_by(open_calls.pop(call_id)["typed"])(outcome)
-            # To the child first: it computes while the Reply is written, and nothing it does
-            # next leaves the sandbox before this thread has written it (its next message is read
-            # after this returns).
-            self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             self.record("Reply", {"call": call_id, "outcome": admitted}, sync=False)
+            self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             return None
 
     def arrive(self, call_id: str, outcome: Any) -> None:
