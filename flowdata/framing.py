@@ -25,7 +25,9 @@ is JSON by construction.
 
 Waiting polls briefly before it sleeps (`Spin`): host and child alternate on the pipe, and a
 process woken on another core costs more than the whole message (measured: a recorded call took
-~2x the CPU when each side slept on every read).
+~2x the CPU when each side slept on every read). A host that drives other runs besides this one
+sets `BUSY` in the length of the frames it sends: its next answer waits behind their work, so the
+child sleeps at once instead of polling for it, leaving the CPUs to the host and the other runs.
 
 Only `orjson`, `gc`, `os`, `select`, `struct`, `time` and `flowdata.canonical` are imported:
 this module is loaded inside the sandbox child, and by the host (`flowrt.sandbox_process`).
@@ -70,7 +72,9 @@ SPIN_PREEMPT_SHARE = 0.7
 HEADER = struct.Struct(">I")
 #: Set in a frame's length when its body holds an integer beyond 64 bits (see the module's doc).
 EXACT = 1 << 31
-_LENGTH = EXACT - 1
+#: Set in a frame's length when its sender drives other runs too: do not poll for its next frame.
+BUSY = 1 << 30
+_LENGTH = BUSY - 1
 _DUMP_OPTIONS = canonical.STRICT
 
 
@@ -82,14 +86,14 @@ class FrameTooLarge(ChannelError):
     """A frame exceeds MAX_FRAME."""
 
 
-def encode(obj: object) -> bytes:
-    """The frame for `obj`: header and canonical JSON."""
+def encode(obj: object, busy: bool = False) -> bytes:
+    """The frame for `obj`: header and canonical JSON. `busy`: set `BUSY` (see the module's doc)."""
     if not isinstance(obj, dict):
         raise ChannelError(
             f"channel messages are JSON objects, not {type(obj).__name__}: wrap the value, "
             'e.g. {"value": ...}'
         )
-    return _frame(obj, "message", "send large values by reference (a content hash) instead")
+    return _frame(obj, "message", "send large values by reference (a content hash) instead", BUSY if busy else 0)
 
 
 def encode_batch(messages: list) -> bytes:
@@ -99,8 +103,7 @@ def encode_batch(messages: list) -> bytes:
     return _frame(messages, "batch", "send fewer messages per batch")
 
 
-def _frame(payload: dict | list, what: str, advice: str) -> bytes:
-    flag = 0
+def _frame(payload: dict | list, what: str, advice: str, flag: int = 0) -> bytes:
     try:
         body = orjson.dumps(payload, option=_DUMP_OPTIONS)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
@@ -113,7 +116,7 @@ def _frame(payload: dict | list, what: str, advice: str) -> bytes:
         except canonical.NotJSON as problem:
             raise ChannelError(f"message is not JSON ({problem}): convert it to "
                                "null/bool/int/str/list/dict first") from None
-        flag = EXACT
+        flag |= EXACT
     if len(body) > MAX_FRAME:
         raise FrameTooLarge(f"{what} of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit: {advice}")
     return HEADER.pack(len(body) | flag) + body
@@ -154,7 +157,7 @@ def _checked(obj) -> dict | list:
 
 
 def frame_length(header: bytes) -> int:
-    """The body length a header announces (without its `EXACT` flag)."""
+    """The body length a header announces (without its `EXACT` and `BUSY` flags)."""
     (length,) = HEADER.unpack(header)
     length &= _LENGTH
     if length > MAX_FRAME:
@@ -291,7 +294,7 @@ class Receiver:
     not two per frame.
 
     When nothing is there it polls for up to `CHILD_SPIN_SECONDS` before it sleeps, as `Spin`
-    says (the child is this reader)."""
+    says (the child is this reader), unless the last frame read had `BUSY` set."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -309,7 +312,7 @@ class Receiver:
             pass
         spin = self._spin
         clock = time.perf_counter
-        if spin.wanted():
+        if not self._reader.peer_busy and spin.wanted():
             cpu = time.thread_time()
             started = clock()
             until = started + CHILD_SPIN_SECONDS
@@ -364,6 +367,8 @@ class FrameReader:
         self._buffer = bytearray()
         self._need: int | None = None  # body length once the header is in
         self._exact = False  # ... and whether it has the EXACT flag
+        #: whether the last frame whose header was read had the BUSY flag
+        self.peer_busy = False
 
     @property
     def mid_frame(self) -> bool:
@@ -385,7 +390,10 @@ class FrameReader:
                 (need,) = HEADER.unpack_from(data, pos)
                 if need > MAX_FRAME:
                     exact = need & EXACT != 0
+                    self.peer_busy = need & BUSY != 0
                     need = frame_length(HEADER.pack(need))  # raises FrameTooLarge
+                else:
+                    self.peer_busy = False
                 pos += HEADER.size
             if size - pos < need:
                 break

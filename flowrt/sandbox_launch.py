@@ -280,6 +280,11 @@ def disown(child) -> None:
     _LIVE.discard(child)
 
 
+def others_live() -> bool:
+    """Whether this host has more than one child not yet reaped (it drives several runs)."""
+    return len(_LIVE) > 1
+
+
 def kill_all() -> None:
     """SIGKILL the process group of every child this host started and has not reaped."""
     for child in list(_LIVE):

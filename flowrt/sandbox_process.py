@@ -307,8 +307,10 @@ class Child:
     def post(self, obj: dict) -> None:
         """Queue one message and write what the pipe takes now; the rest goes out while `recv`
         waits. A host that also reads never deadlocks against a child that is writing (a
-        blocking `send` could: both pipes full, each side waiting for the other)."""
-        self.post_bytes(channel.encode(obj))
+        blocking `send` could: both pipes full, each side waiting for the other). While this
+        host has other children, the frame says so (`channel.BUSY`): the child then sleeps
+        rather than polls for the next one."""
+        self.post_bytes(channel.encode(obj, launch.others_live()))
 
     def post_bytes(self, data: bytes) -> None:
         """Queue encoded frames, as `post`, after everything `feed` was given."""
@@ -461,7 +463,9 @@ class Child:
         """Poll for up to `channel.SPIN_SECONDS` (when `channel.Spin` says it pays): True once
         the child has written something."""
         spin = self._spin
-        if not spin.wanted():
+        # With other children, this host's threads take turns under one GIL: polling here only
+        # keeps the one with work to do off it, and the answer waits behind that work anyway.
+        if launch.others_live() or not spin.wanted():
             return False
         poll = self._poller.poll
         clock = time.perf_counter

@@ -91,6 +91,11 @@ def main() -> None:
             sys.stderr.write("THE END\n")
             sys.stderr.flush()
             framing.send(write_fd, {"flooded": True})
+        elif op == "next_flags":  # which flags the host set on the frame it sends next
+            header = os.read(read_fd, framing.HEADER.size)
+            (length,) = framing.HEADER.unpack(header)
+            os.read(read_fd, framing.frame_length(header))
+            framing.send(write_fd, {"busy": bool(length & framing.BUSY), "exact": bool(length & framing.EXACT)})
         else:
             framing.send(write_fd, {"error": f"unknown op {op!r}"})
 

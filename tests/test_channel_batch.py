@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from flowdata import framing
 
@@ -210,3 +211,46 @@ def test_any_json_value_crosses_the_channel_unchanged(value):
     message = {"value": value}
     frame = framing.encode(message)
     assert framing.FrameReader().feed(frame) == [message]
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                           max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.dictionaries(st.text(), json_values, max_size=3), st.booleans()), min_size=1, max_size=6),
+       st.integers(min_value=1, max_value=64))
+def test_the_busy_flag_leaves_every_message_as_it_was_and_the_reader_knows_the_last(sent, step):
+    """BUSY (the host drives other runs) sits in a frame's length beside EXACT: readers strip
+    both, and `peer_busy` follows the last header read, however the bytes are cut."""
+    data = b"".join(framing.encode(message, busy) for message, busy in sent)
+    reader = framing.FrameReader()
+    got = []
+    for i in range(0, len(data), step):
+        got += reader.feed(data[i:i + step])
+    assert got == [message for message, _ in sent] and not reader.mid_frame
+    assert reader.peer_busy is sent[-1][1]
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_a_receiver_polls_for_the_next_frame_only_when_the_last_was_not_busy(busy, monkeypatch):
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, framing.encode({"op": "first"}, busy))
+        receiver = framing.Receiver(read_fd)
+        assert receiver.recv() == {"op": "first"}
+        polls = []
+        real_thread_time, real_select = framing.time.thread_time, framing.select.select
+        monkeypatch.setattr(framing.time, "thread_time", lambda: polls.append(1) or real_thread_time())
+
+        def sleep_on(*fds):  # the frame arrives only once the reader goes to sleep
+            os.write(write_fd, framing.encode({"op": "second"}))
+            return real_select(*fds)
+
+        monkeypatch.setattr(framing.select, "select", sleep_on)
+        assert receiver.recv() == {"op": "second"}
+        assert bool(polls) is not busy
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)

@@ -63,6 +63,31 @@ def test_echo_round_trip():
             assert ask(child, {"op": "echo", "value": value}) == {"echo": value}
 
 
+def test_a_host_with_other_children_says_so_on_what_it_posts_and_does_not_poll():
+    """While this host drives more than one child, each posted frame has BUSY set (the child
+    then sleeps rather than polls for the next) and the host's own wait skips its poll."""
+    first = start()
+    try:
+        first.send({"op": "next_flags"}, timeout=5)
+        first.post({"op": "anything"})
+        assert first.recv(timeout=5) == {"busy": False, "exact": False}
+        assert first._spin_for_message() in (True, False)  # alone: the poll may run
+        second = start()
+        try:
+            first.send({"op": "next_flags"}, timeout=5)
+            first.post({"op": "big", "n": 2 ** 70})
+            assert first.recv(timeout=5) == {"busy": True, "exact": True}
+            assert launch.others_live()
+            polled = []
+            first._poller = type("Poller", (), {"poll": lambda self, ms: polled.append(ms) or []})()
+            assert first._spin_for_message() is False and polled == []
+        finally:
+            second.kill()
+        assert not launch.others_live()
+    finally:
+        first.kill()
+
+
 def test_many_messages_and_a_large_one():
     """Pipelined messages and a 4 MiB message (many partial reads and writes) arrive whole."""
     big = "x" * (4 * 1024 * 1024)

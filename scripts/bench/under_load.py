@@ -9,7 +9,12 @@ Each round, interleaved so that every figure sees the same machine:
 - 20 runs at once against one: 20 `flow run`-like processes (each `flowrt.Host.run` in a process
   of its own, as 20 `flow run` commands would be; no fsync), all started together; calls/s is all
   their calls over the wall time from the first start to the last end (start-up included, as for
-  the single run measured the same way).
+  the single run measured the same way);
+- one host driving 1, 2, 5, 10 and 20 runs at once (`--hosted`): one `flowrt.Host` in one
+  process, each run started with `host.start(..., detach=True)` as an application serving many
+  runs would, no fsync. Steady state, as for a single call: (k runs of N calls - k runs of 1
+  call) gives k (N - 1) calls over the difference in wall time, and the host's and the
+  children's CPU per call over the same difference (the children's is read once they are reaped).
 
 Prints medians over the rounds and one table of ratios against the goals. `--against DIR`
 measures another checkout (e.g. `git worktree add /tmp/before main`) in the same rounds, each
@@ -18,6 +23,7 @@ side by side in one run, on the same machine's load. Every figure is taken in a 
 (`--measure`) that imports the tree it is asked about.
 
     python scripts/bench/under_load.py [--calls 2000] [--rounds 3] [--runs 20] [--against DIR]
+        [--hosted 1,2,5,10,20] [--only-hosted]
 """
 
 from __future__ import annotations
@@ -35,8 +41,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+# `--tree DIR`: measure DIR's code with this script (a tree older than `--hosted` has no such figure)
+if "--tree" in sys.argv:
+    ROOT = Path(sys.argv[sys.argv.index("--tree") + 1]).resolve()
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))  # recorded_calls puts its own tree first
 
 from bare_reserved import write_over_zeros  # noqa: E402
 from recorded_calls import PROGRAM  # noqa: E402
@@ -97,6 +106,35 @@ def concurrent(runs: int, calls: int, directory: str) -> float:
     return runs * calls / (max(e for _, e in spans) - min(s for s, _ in spans))
 
 
+def one_host(runs: int, calls: int, directory: str) -> tuple[float, float, float]:
+    """Steady calls/s of one host driving `runs` runs at once, and its own and its children's CPU
+    per call: k runs of `calls` calls against k runs of one, both through the same `flowrt.Host`."""
+    import flowrt
+
+    program = os.path.join(directory, "echo.flow")
+    Path(program).write_text(PROGRAM)
+    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(directory, "runs"), durability="none")
+    assert host.run(program, {"n": 1}).exit_code == 0  # imports and the build cache, once
+
+    def together(count: int) -> tuple[float, float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        handles = [host.start(program, {"n": count}, detach=True) for _ in range(runs)]
+        for handle in handles:
+            assert handle.wait(timeout=600).exit_code == 0
+        wall = time.perf_counter() - start
+        own_after = resource.getrusage(resource.RUSAGE_SELF)
+        reaped_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (wall, own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime,
+                reaped_after.ru_utime + reaped_after.ru_stime - reaped.ru_utime - reaped.ru_stime)
+
+    many = together(calls)
+    one = together(1)
+    steady = runs * (calls - 1)
+    return steady / (many[0] - one[0]), (many[1] - one[1]) / steady, (many[2] - one[2]) / steady
+
+
 class Hog:
     """A CPU-bound process beside the run, pinned nowhere, for as long as the `with` lasts."""
 
@@ -116,8 +154,12 @@ def main() -> None:
     options.add_argument("--rounds", type=int, default=3)
     options.add_argument("--runs", type=int, default=20)
     options.add_argument("--against", help="another checkout, measured in the same rounds")
+    options.add_argument("--hosted", default="1,2,5,10,20",
+                         help="how many runs one host drives at once, each count measured (comma-separated)")
+    options.add_argument("--only-hosted", action="store_true", help="measure only the one-host figures")
     options.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     options.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
+    options.add_argument("--tree", help=argparse.SUPPRESS)
     args = options.parse_args()
     if args.worker:
         start, end = flow_run(int(args.worker[1]), args.worker[0], "none")
@@ -128,6 +170,7 @@ def main() -> None:
         return
     synced = args.calls // 2
     runs = args.runs
+    hosted = [int(count) for count in args.hosted.split(",") if count]
     trees = {"after": Path(__file__).resolve()}
     if args.against:
         trees = {"before": Path(args.against).resolve() / "scripts" / "bench" / "under_load.py", **trees}
@@ -135,7 +178,11 @@ def main() -> None:
 
     def take(name: str, kind: str, count: int, directory: str) -> None:
         for tree, script in trees.items():
-            out = subprocess.run([sys.executable, str(script), "--measure", kind, str(count), directory],
+            command = [sys.executable, str(script), "--measure", kind, str(count), directory]
+            if kind.startswith("host"):
+                command = [sys.executable, __file__, "--measure", kind, str(count), directory,
+                           "--tree", str(script.parents[2])]
+            out = subprocess.run(command,
                                  capture_output=True, text=True, timeout=900)
             if out.returncode != 0:
                 raise SystemExit(f"{tree}: {out.stderr}")
@@ -143,9 +190,15 @@ def main() -> None:
             figures[tree].setdefault(name, []).append(values[0])
             if len(values) > 1:
                 figures[tree].setdefault(name + " cpu", []).append(values[1])
+            if len(values) > 2:
+                figures[tree].setdefault(name + " child cpu", []).append(values[2])
 
     with tempfile.TemporaryDirectory() as directory:
         for _ in range(args.rounds):
+            for count in hosted:
+                take(f"host{count}", f"host{count}", args.calls, directory)
+            if args.only_hosted:
+                continue
             take("quiet none", "none", args.calls, directory)
             take("quiet fsync", "fsync", synced, directory)
             take("floor", "floor", synced, directory)
@@ -156,8 +209,11 @@ def main() -> None:
             take(f"{runs} runs", f"runs{runs}", args.calls, directory)
     print(f"medians of {args.rounds} interleaved rounds ({args.calls} calls, {synced} with fsync); "
           f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    report({tree: {name: statistics.median(values) for name, values in figures[tree].items()}
-            for tree in trees}, runs)
+    medians = {tree: {name: statistics.median(values) for name, values in figures[tree].items()}
+               for tree in trees}
+    report_hosted(medians, hosted)
+    if not args.only_hosted:
+        report(medians, runs)
 
 
 def measure(kind: str, count: str, directory: str) -> None:
@@ -167,11 +223,29 @@ def measure(kind: str, count: str, directory: str) -> None:
     os.makedirs(place)
     if kind == "floor":
         print(floor(calls, place))
+    elif kind.startswith("host"):
+        print(*one_host(int(kind[4:]), calls, place))
     elif kind.startswith("runs"):
         print(concurrent(int(kind[4:]), calls, place))
     else:
         flow_run(1, place, "none")  # imports and the build cache, once
         print(*per_call(calls, place, kind))
+
+
+def report_hosted(medians: dict[str, dict[str, float]], hosted: list[int]) -> None:
+    """How one host scales: steady calls/s at each count of runs at once, against one run."""
+    if not hosted:
+        return
+    trees = list(medians)
+    print("  one host, runs at once (steady, no fsync): calls/s, x one run, host + children CPU per call")
+    for count in hosted:
+        cells = []
+        for tree in trees:
+            rate, host_cpu, child_cpu = (medians[tree][f"host{count}{part}"] for part in ("", " cpu", " child cpu"))
+            base = medians[tree].get("host1")
+            scale = f"{rate / base:.2f}x" if base else "-"
+            cells.append(f"{rate:8.0f} {scale:>6} {host_cpu * 1e6:5.1f}+{child_cpu * 1e6:5.1f} us")
+        print(f"  {count:>4} runs " + "".join(f"   {tree}: {cell}" for tree, cell in zip(trees, cells)))
 
 
 def report(medians: dict[str, dict[str, float]], runs: int) -> None:
