@@ -294,9 +294,9 @@ class Driver:
 
     def record(self, kind: str, fields: dict, *, sync: bool = True) -> dict:
         """Append a fact (with any deferred before it); it is durable before this returns (and
-        so before its consequence). `sync=False` (a Reply): written now or held by the store,
-        durable with the next fact, before a wait (`make_durable`) or when the child is quiet: its
-        only consequence until then is inside the child, which nothing outside can observe."""
+        so before its consequence). `sync=False` (a Reply): written now, durable with the next
+        fact, before a wait (`make_durable`) or when the child is quiet: its only consequence
+        until then is inside the child, which nothing outside can observe."""
         if self.deferred:
             if kind == "End":
                 # Not in one write with End: a run cut short right after the Checkpoint is then

@@ -18,9 +18,9 @@ directory, in bytes):
   `durability="fsync"`): a crash, of the process or of the machine, keeps them. `sync=False`
   makes a fact one of this RunLog's facts at once but durable only with the next synced write
   or `sync()`; if that fails, every fact that was not durable is removed and `StorageError`
-  raised. A store may hold such a fact until then (the PostgreSQL store does, to write it in
-  the next synced write's statement): other readers may not see it, and it is lost if the
-  process dies first; the run directory writes it at once (kept if the process dies). So the
+  raised. The fact is written at once all the same (other readers see it and it outlives the
+  process; only a machine or server crash can take it): the history seed orders a Reply
+  written before the program sees it, so a store never holds one back in memory. So the
   caller syncs before any consequence of it leaves the process, and within a bounded time when
   nothing else does (the host: the next Call, or ~2 ms after the child goes quiet). A host record (`host_record`) names the head, so the facts before it
   are made durable first. `append_many` is all or nothing.

@@ -10,9 +10,11 @@ The tables are postgres_schema's (docs/trace.md, section 14).
 Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
 run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
 facts, their values and the `times` of the facts not yet timed only if it did, all or nothing,
-durable at commit (`synchronous_commit` on). A fact appended with `sync=False` (a Reply) is held
-in memory and written in the next synced append's statement, or at `sync()` / `close`: a
-recorded call is one statement, one commit, one WAL flush. Only the lease holder appends:
+durable at commit (`synchronous_commit` on). A fact appended with `sync=False` (a Reply) is
+written at once, in its own statement, and committed without waiting for the flush: it is in the
+database (other readers see it, and it outlives the host) before the program sees it, as the
+history seed orders, and the next synchronous commit (the next Call's, or `sync()`'s) flushes the
+log past it: a recorded call is two statements and one WAL flush. Only the lease holder appends:
 opening for appending takes the lease (RunBusy while another holds it), a thread renews it, and
 an append after it was lost inserts nothing (held facts included) and raises
 StorageError("lease lost"). A database that goes away makes every call a StorageError.
@@ -287,11 +289,12 @@ class PostgresRunLog(RunLog):
         self._conn: psycopg.Connection | None = None  # held while appending
         self._lease: leases.Lease | None = None
         self._renewer: leases.Renewer | None = None
-        #: facts appended with sync=False and not yet written (their lines, their new values):
-        #: written with the next synced append, at `sync()` or at `close`, in one statement
+        #: the facts of the append being written (their lines, their new values)
         self._pending: list[dict] = []
         self._pending_lines: list[bytes] = []
         self._pending_blobs: dict[str, bytes] = {}
+        #: an asynchronous commit (a fact appended with sync=False) the log was not flushed past yet
+        self._unflushed = False
         self._lost: str | None = None  # why this appender may no longer write
         #: when facts were accepted (Unix ms), as the run directory keeps them: recorded in
         #: `times` host records, at most every TIMES_EVERY_MS from the appends, and at every
@@ -558,21 +561,17 @@ class PostgresRunLog(RunLog):
             if blobs:
                 for fact in facts:
                     self._index_refs(fact)
-            self._pending.extend(facts)
-            self._pending_lines.extend(lines)
-            self._pending_blobs.update(new)
-            if sync:
-                # The held facts (a Reply) go in this statement with the new ones: one round
-                # trip and one commit per recorded call.
-                self._write_pending(now)
+            self._pending, self._pending_lines, self._pending_blobs = facts, lines, new
+            self._write_pending(now, sync and self.durability == "fsync")
             return facts
 
-    def _write_pending(self, now: int) -> None:
-        """Write the held facts in one fenced statement, durably (with durability "fsync"),
-        with the `times` record of every fact not yet timed; the lock is held. On failure the
-        held facts are forgotten, as the interface says of unsynced facts."""
+    def _write_pending(self, now: int, durable: bool) -> None:
+        """Write the append's facts in one fenced statement; the lock is held. Durable: the
+        commit waits for the flush and carries the `times` record of every fact not yet timed.
+        Not: it does not wait (a Reply: written before the program sees it, flushed by the next
+        synchronous commit), and its times ride with the next durable write. On failure the
+        facts are forgotten, as the interface says of facts not written."""
         facts, lines, blobs = self._pending, self._pending_lines, self._pending_blobs
-        durable = self.durability == "fsync"
         times_line = host_head = None
         if durable:
             # The times are durable exactly when the facts are, and no statement of their own.
@@ -597,16 +596,19 @@ class PostgresRunLog(RunLog):
             raise self._lease_lost(first["n"])
         self._pending, self._pending_lines, self._pending_blobs = [], [], {}
         self._known_values.update(blobs)
+        # A synchronous commit waits for the log to be flushed up to it, so past every
+        # asynchronous commit before it.
+        self._unflushed = not durable and self.durability == "fsync"
         if times_line is not None:
             self._host_head, self._host_count = host_head, self._host_count + 1
             for offset, ms in enumerate(self._times):
                 self._known_times[self._times_from + offset] = ms
             self._times, self._times_recorded = [], now
-        elif now - self._times_recorded >= TIMES_EVERY_MS:
+        elif self.durability != "fsync" and now - self._times_recorded >= TIMES_EVERY_MS:
             self._record_times()  # durability "none": no append carries them
 
     def _forget_pending(self) -> None:
-        """The held facts were not written: they are no longer facts of the run."""
+        """The append's facts were not written: they are no longer facts of the run."""
         first = self._pending[0]["n"]
         for fact in self._pending:
             for ref_field in [f for f in fact if f.endswith("_ref")]:
@@ -644,14 +646,27 @@ class PostgresRunLog(RunLog):
         if self._conn is None:
             return
         with self._lock:
-            if self._pending:
-                self._write_pending(time.time_ns() // 1_000_000)
-            else:
+            if not self._unflushed:
                 self._record_times()
+                return
+            try:
+                # The times record, committed synchronously, flushes the log past the facts it
+                # times; with none to write, renewing the lease (a synchronous commit) does.
+                if self._times:
+                    record = {"kind": "times", "from": self._times_from, "at": self._times}
+                    self._write_host([record], durable=True)
+                    for offset, ms in enumerate(record["at"]):
+                        self._known_times[record["from"] + offset] = ms
+                    self._times, self._times_recorded = [], record["at"][-1]
+                elif not leases.renew(self._conn, self._lease):
+                    raise self._lease_lost(None)
+            except psycopg.Error as problem:
+                raise _failed(problem, "cannot sync") from problem
+            self._unflushed = False
 
     @property
     def synced(self) -> bool:
-        return not self._pending
+        return not self._unflushed
 
     def put_source(self, text: str) -> str:
         self._require_writable()
@@ -755,14 +770,13 @@ class PostgresRunLog(RunLog):
         from flowrt.store.postgres_archive import redact_values
 
         self._require_writable()
-        self.sync()  # a fact still held is written before its value can become a hole
         with self._lock:
             return redact_values(self, n, field)
 
     def close(self) -> None:
         if self._conn is not None:
             try:
-                self.sync()  # the held facts, or the times (made durable by the release's commit)
+                self.sync()  # the log flushed past every fact, and the times written
             except StorageError:
                 pass
         if self._renewer is not None:

@@ -1,9 +1,9 @@
-"""The PostgreSQL store holds an unsynced Reply and writes it in the next Call's statement (one
-round trip, one commit per recorded call): what the host then promises still holds. A held
-Reply is durable (read back by another connection) before the host reports an End or a pause,
-and within the idle bound when the program goes quiet, so a SIGKILL of the host then loses
-nothing; a host killed while it holds one has reported nothing that depends on it. The store's
-own side (holding, fencing, failure) is tests/test_pg_commits.py."""
+"""The PostgreSQL store writes an unsynced Reply at once and commits it without waiting for the
+flush (the next synchronous commit flushes the log past it): what the host promises holds. The
+Reply is in the database (read back by another connection) before the host reports an End or a
+pause, and before the program sees it, so a SIGKILL of the host right after it was admitted, or
+while the program computes, loses nothing. The store's own side (fencing, failure, what a call
+costs the server) is tests/test_pg_commits.py."""
 
 from __future__ import annotations
 
@@ -87,15 +87,15 @@ def drive(url: str, tmp_path: Path, frames: list, tool) -> tuple:
     return outcome, seen, kinds
 
 
-def test_a_held_reply_is_written_before_the_end_is_reported(pg_url, tmp_path):
+def test_an_unsynced_reply_is_written_before_the_end_is_reported(pg_url, tmp_path):
     frames = [[call(0, wait=True)], [{"op": "end", "outcome": {"Completed": 0}}]]
     outcome, seen, kinds = drive(pg_url, tmp_path, frames, lambda n: n)
     assert outcome.exit_code == 0
     assert seen == kinds == ["Start", "Call", "Reply", "End"]
 
 
-def test_a_held_reply_is_written_before_the_pause_is_reported(pg_url, tmp_path):
-    """Two calls out: one answered (its Reply held), the other pending; the child then waits, so
+def test_an_unsynced_reply_is_written_before_the_pause_is_reported(pg_url, tmp_path):
+    """Two calls out: one answered (its Reply unsynced), the other pending; the child then waits, so
     the run pauses, and the Reply is in the database when the pause is reported."""
     frames = [[call(0), call(1, wait=True)], [{"op": "wait"}]]
     outcome, seen, kinds = drive(pg_url, tmp_path, frames, lambda n: n if n == 0 else flowrt.PENDING)
@@ -104,7 +104,7 @@ def test_a_held_reply_is_written_before_the_pause_is_reported(pg_url, tmp_path):
 
 
 def test_a_quiet_program_has_its_reply_written_and_a_sigkill_then_loses_nothing(pg_url, tmp_path):
-    """The child computes for seconds after the Reply: the host writes the held Reply within the
+    """The child computes for seconds after the Reply: the Reply is in the database within the
     idle bound (the child's `before_sleep`), not at the End; SIGKILL of the host then, and the
     resumed run has the Reply (the Tool is not sent the call again) and the End it would have had."""
     (tmp_path / "quiet.flow").write_text(QUIET)
@@ -138,10 +138,10 @@ def test_a_quiet_program_has_its_reply_written_and_a_sigkill_then_loses_nothing(
     assert (tmp_path / "echo.log").read_text().splitlines() == ["1"]  # sent once
 
 
-def test_a_host_killed_holding_a_reply_has_reported_nothing_that_depends_on_it(pg_url, tmp_path):
-    """FLOW_FAULT_KILL_AFTER=3: the host dies right after admitting the Reply (fact 3), which it
-    held: the record ends with the Call, as after a crash while the call was out, and nothing
-    after the Reply was reported. Resumed with the call sent again, the run ends as it would have."""
+def test_a_host_killed_right_after_a_reply_keeps_it(pg_url, tmp_path):
+    """FLOW_FAULT_KILL_AFTER=3: the host dies right after admitting the Reply (fact 3): the Reply
+    was written before the program saw it, so the record holds it, and the resume finishes the
+    run without sending the call again."""
     (tmp_path / "quiet.flow").write_text(QUIET)
     (tmp_path / "echo_tool.py").write_text(ECHO_TOOL)
     (tmp_path / "flow.toml").write_text('[tools]\n"quiet" = { python = "echo_tool.py" }\n')
@@ -151,10 +151,10 @@ def test_a_host_killed_holding_a_reply_has_reported_nothing_that_depends_on_it(p
     assert done.returncode == -signal.SIGKILL and done.stdout == ""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         [(run,)] = conn.execute("SELECT run FROM flow_runs").fetchall()
-    assert stored_kinds(pg_url, run) == ["Start", "Call"]
+    assert stored_kinds(pg_url, run) == ["Start", "Call", "Reply"]
     lease_runs_out(pg_url, run)
-    call_id = json.loads(flow("history", run, "--json", "--store", pg_url, env=env).stdout)["open"][0]["call"]
-    resumed = flow("resume", run, "--allow", "--store", pg_url, "--resend", call_id, cwd=tmp_path, env=env)
+    assert json.loads(flow("history", run, "--json", "--store", pg_url, env=env).stdout)["open"] == []
+    resumed = flow("resume", run, "--allow", "--store", pg_url, cwd=tmp_path, env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == 11
-    assert (tmp_path / "echo.log").read_text().splitlines() == ["1", "1"]  # the lost Reply's call, sent again
+    assert (tmp_path / "echo.log").read_text().splitlines() == ["1"]  # sent once
