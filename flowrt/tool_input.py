@@ -2,8 +2,8 @@
 driver never blocks on a process that does not read its input (docs/cli.md, "Tool processes are
 not trusted to behave").
 
-`InputWriter.put` queues a line and returns at once. The writer thread writes with non-blocking
-writes, waiting for the pipe with a short poll so that it can always be stopped. What it holds
+`InputWriter.put` queues a line and returns at once (when nothing waits before it, it first
+tries one non-blocking write itself). The writer thread writes with non-blocking writes, waiting for the pipe with a short poll so that it can always be stopped. What it holds
 is bounded (`HELD_LIMIT` bytes of lines not yet written: a line past it is refused, the caller
 answers its call NotRun), and so is how long the process may leave its input unread: lines
 waiting while the pipe takes no byte for `STALL_SECONDS` make the process broken (`on_stall`).
@@ -54,6 +54,22 @@ class InputWriter:
                 return "closed"
             if self.held + len(line) > HELD_LIMIT:
                 return "held"
+            if not self.queue:
+                # Nothing waits before it: try the pipe from this thread (a non-blocking write
+                # never blocks the caller), which spares a wake of the writer thread per call.
+                # Whatever the pipe does not take, and every failure, is the writer's as before.
+                try:
+                    wrote = os.write(self.fd, line)
+                except OSError:  # BlockingIOError (full) or BrokenPipeError: the writer reports it
+                    wrote = 0
+                if wrote:
+                    if call_id is not None:
+                        self.started.add(call_id)
+                    if wrote == len(line):
+                        return None
+                    # Started: what is left goes as no call's, so a failure later cannot call it
+                    # never delivered.
+                    call_id, line = None, line[wrote:]
             self.queue.append((call_id, line))
             self.held += len(line)
             self.condition.notify()
