@@ -43,6 +43,7 @@ from flowrt.store.host_records import check_host_record
 from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
+from flowrt.store.postgres_sql import APPEND, HOST_RECORD, HOST_RECORD_ALONE
 from flowrt.store.postgres_verify import parse_host_rows, verify_rows
 from flowrt.store.refs import index_refs, verify_referenced
 
@@ -54,32 +55,6 @@ STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must
 
 _HISTORY = "flow_facts"
 _HOST = "flow_host"
-
-# Parameters in binary (`%b`: a fact's line goes as its bytes, not escaped), the facts' numbers
-# counted by the server from the one before (no array of them) and no value arrays when there
-# are no values (NULL): dumping the parameters was the client's largest cost per call.
-_APPEND = (
-    "WITH ok AS (UPDATE flow_runs SET last_n = %(last)b, head = %(head)b, "
-    "ready_at = CASE WHEN %(ended)b THEN NULL ELSE '-infinity'::timestamptz END WHERE " + leases.FENCE
-    + " AND last_n = %(prev_n)b AND set_config('synchronous_commit', %(commit)b, true) IS NOT NULL RETURNING run), "
-    "v AS (INSERT INTO flow_values (run, hex, data) SELECT ok.run, b.hex, b.data FROM ok, "
-    "unnest(%(hexes)b::text[], %(blobs)b::bytea[]) AS b(hex, data) ON CONFLICT DO NOTHING), "
-    "t AS (INSERT INTO flow_host (run, i, line) SELECT ok.run, %(times_i)b, %(times_line)b::bytea FROM ok "
-    "WHERE %(times_line)b::bytea IS NOT NULL) "
-    "INSERT INTO flow_facts (run, n, line) SELECT ok.run, %(prev_n)b + f.i, f.line FROM ok, "
-    "unnest(%(lines)b::bytea[]) WITH ORDINALITY AS f(line, i)")
-
-# The record and the run's readiness for workers (postgres_queue.ready_after) in one statement.
-_HOST_RECORD = (
-    "WITH ok AS (UPDATE flow_runs SET ready_at = CASE WHEN %(keep)s THEN ready_at "
-    "ELSE %(ready)s::timestamptz END WHERE " + leases.FENCE + " RETURNING run) "
-    "INSERT INTO flow_host (run, i, line) SELECT ok.run, %(i)s, %(line)s FROM ok")
-
-
-# The same, alone in its transaction: the commit's durability set in the statement (as _APPEND).
-_HOST_RECORD_ALONE = _HOST_RECORD.replace(
-    " RETURNING run)", " AND set_config('synchronous_commit', %(commit)s, true) IS NOT NULL RETURNING run)")
-
 
 def _failed(problem: BaseException, what: str, fact_n: int | None = None) -> StorageError:
     return StorageError(f"{what}: the database failed: {_reason(problem)}", fact_n, component="postgresql")
@@ -582,7 +557,7 @@ class PostgresRunLog(RunLog):
         try:
             # The commit waits for the flush unless the run is not durable: set for this
             # statement's own transaction, so it costs no round trip.
-            cur = self._conn.execute(_APPEND, dict(
+            cur = self._conn.execute(APPEND, dict(
                 self._fence_args(), commit="on" if durable else "off", last=last["n"], head=last["hash"],
                 ended=last["kind"] == "End", prev_n=first["n"] - 1, hexes=list(blobs) if blobs else None,
                 blobs=list(blobs.values()) if blobs else None, lines=lines,
@@ -723,7 +698,7 @@ class PostgresRunLog(RunLog):
                 # its commit set inside it (one round trip, where BEGIN, SET LOCAL, the insert and
                 # COMMIT were four).
                 line, keep, ready = lines[0]
-                cur = self._conn.execute(_HOST_RECORD_ALONE, dict(
+                cur = self._conn.execute(HOST_RECORD_ALONE, dict(
                     self._fence_args(), i=count + 1, line=line, keep=keep, ready=ready, commit=commit))
                 if cur.rowcount != 1:
                     raise _Lost
@@ -732,7 +707,7 @@ class PostgresRunLog(RunLog):
             with self._conn.transaction():
                 self._conn.execute("SELECT set_config('synchronous_commit', %s, true)", (commit,))
                 for i, (line, keep, ready) in enumerate(lines, count + 1):
-                    cur = self._conn.execute(_HOST_RECORD, dict(self._fence_args(), i=i, line=line, keep=keep,
+                    cur = self._conn.execute(HOST_RECORD, dict(self._fence_args(), i=i, line=line, keep=keep,
                                                                 ready=ready))
                     if cur.rowcount != 1:
                         raise _Lost
