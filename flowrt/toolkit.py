@@ -14,6 +14,7 @@ of the outcome to answer (the message's `types` and `schema`).
 from __future__ import annotations
 
 import json
+import queue
 import sys
 import threading
 from collections.abc import Callable
@@ -82,6 +83,29 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
         else:
             send({"id": call_id, "outcome": outcome})
 
+    # Each call runs on a thread of its own, so a slow one never holds up the next; a thread that
+    # finished its call waits for another rather than exiting (starting a thread per call cost
+    # ~30 us more per call than handing the call to one waiting).
+    calls: queue.SimpleQueue = queue.SimpleQueue()
+    idle = [0]  # threads waiting on `calls` (guarded by `lock`)
+
+    def worker(message: dict, arguments: dict) -> None:
+        while True:
+            answer(message, arguments)
+            with lock:
+                idle[0] += 1
+            message, arguments = calls.get()
+
+    def dispatch(message: dict, arguments: dict) -> None:
+        with lock:
+            waiting = idle[0] > 0
+            if waiting:
+                idle[0] -= 1
+        if waiting:
+            calls.put((message, arguments))
+        else:
+            threading.Thread(target=worker, args=(message, arguments), daemon=True).start()
+
     for line in sys.stdin.buffer:
         try:
             message = json.loads(line, parse_int=text_int)
@@ -94,8 +118,7 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
             send({"op": "described", "tools": describe(declared_in, sorted(handlers))})
         elif op == "call" and isinstance(message.get("id"), str):
             arguments = message.get("arguments")
-            threading.Thread(target=answer, args=(message, arguments if isinstance(arguments, dict) else {}),
-                             daemon=True).start()
+            dispatch(message, arguments if isinstance(arguments, dict) else {})
         elif op == "cancel":
             cancelled.add(message.get("id"))
 
