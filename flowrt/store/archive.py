@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from flowrt.store.canonical import _NotCanonical, _NotJSON, canonical_bytes, loads_canonical
-from flowrt.store.durable import _fsync_dir, _read_file, _strerror, _write_durably
+from flowrt.store.canonical import canonical_bytes
+from flowrt.store.durable import _fsync_dir, _read_canonical_file, _strerror, _write_durably
 from flowrt.store.errors import RedactRefused, StorageError
 from flowrt.store.format import _HASH_RE, VALUE_FIELDS
 from flowrt.store.layout import ANCHOR, ARCHIVE, HISTORY
@@ -20,16 +20,9 @@ from flowrt.store.layout import ANCHOR, ARCHIVE, HISTORY
 def _read_anchor(run_path: str) -> dict | None:
     """Where archived facts end: `{"through": m, "head": hash of fact m}`, or None. History then
     holds Start, and the facts from m + 1 on (`flow archive`)."""
-    try:
-        data = _read_file(os.path.join(run_path, ANCHOR))
-    except FileNotFoundError:
+    anchor = _read_canonical_file(os.path.join(run_path, ANCHOR), ANCHOR, "the archive anchor")
+    if anchor is None:
         return None
-    except OSError as problem:
-        raise StorageError(f"cannot read: {_strerror(problem)}", component=ANCHOR) from problem
-    try:
-        anchor = loads_canonical(data.rstrip(b"\n"))
-    except (_NotJSON, _NotCanonical):
-        raise StorageError("the archive anchor is not canonical JSON", component=ANCHOR) from None
     if not isinstance(anchor, dict) or type(anchor.get("through")) is not int or anchor["through"] < 1 \
             or not isinstance(anchor.get("head"), str) or not _HASH_RE.match(anchor["head"]):
         raise StorageError("the archive anchor is not {through, head}", component=ANCHOR)

@@ -8,6 +8,8 @@ import errno
 import os
 
 from flowdata.framing import write_all as _write_all  # (one whole-write loop for pipes and files)
+from flowrt.store.canonical import _NotCanonical, _NotJSON, loads_canonical
+from flowrt.store.errors import StorageError
 
 #: The reserved space past the facts (see `RunStore._reserve`): at least this much, and at most ...
 _RESERVE_MIN = 64 << 10
@@ -58,6 +60,22 @@ def _read_file(path: str) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(fd)
+
+
+def _read_canonical_file(path: str, component: str, named: str):
+    """The canonical JSON line a small file of the run holds (the archive anchor, the
+    host-record mark), or None when there is no such file; unreadable or not canonical is a
+    StorageError naming `component`. What the value must hold is the caller's to check."""
+    try:
+        data = _read_file(path)
+    except FileNotFoundError:
+        return None
+    except OSError as problem:
+        raise StorageError(f"cannot read: {_strerror(problem)}", component=component) from problem
+    try:
+        return loads_canonical(data.rstrip(b"\n"))
+    except (_NotJSON, _NotCanonical):
+        raise StorageError(f"{named} is not canonical JSON", component=component) from None
 
 
 def _strerror(problem: OSError) -> str:

@@ -24,7 +24,7 @@ import os
 import re
 
 from flowrt.store.canonical import _NotCanonical, _NotJSON, canonical_bytes, loads_canonical
-from flowrt.store.durable import _fsync_dir, _read_file, _strerror, _write_all
+from flowrt.store.durable import _fsync_dir, _read_canonical_file, _strerror, _write_all
 from flowrt.store.errors import StorageError, TornTail
 from flowrt.store.format import _HASH_RE
 from flowrt.store.host_records import _Host, _parse_host, read_host
@@ -109,16 +109,9 @@ def write_host_mark(run_path: str, data: bytes, host: _Host) -> None:
 
 
 def _read_mark(run_path: str) -> dict | None:
-    try:
-        data = _read_file(os.path.join(run_path, HOST_MARK))
-    except FileNotFoundError:
+    mark = _read_canonical_file(os.path.join(run_path, HOST_MARK), HOST_MARK, "the host-record mark")
+    if mark is None:
         return None
-    except OSError as problem:
-        raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST_MARK) from problem
-    try:
-        mark = loads_canonical(data.rstrip(b"\n"))
-    except (_NotJSON, _NotCanonical):
-        raise StorageError("the host-record mark is not canonical JSON", component=HOST_MARK) from None
     if not isinstance(mark, dict) or not _well_formed(mark):
         raise StorageError("the host-record mark is not {head, last, lines, offset, records, spans}",
                            component=HOST_MARK)
