@@ -44,6 +44,7 @@ import copy
 
 from flowc import syntax as S
 from flowc import types as T
+from flowc.pyast import at as _at, call as _call, load as _load, store as _store
 
 #: The intrinsics written out, and the number of the lambda's parameters each takes.
 INLINED = {"std@v1/list.map": 1, "std@v1/list.filter": 1, "std@v1/list.fold": 2}
@@ -190,23 +191,6 @@ class _State:
         low.constants = self.constants
         del low.constant_defs[self.constant_defs:]
         low.tool_descs = self.tool_descs
-
-
-def _at(node: ast.stmt, span: S.Span) -> ast.stmt:
-    node.flow_span = span  # type: ignore[attr-defined]
-    return node
-
-
-def _load(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
-
-
-def _store(name: str) -> ast.Name:
-    return ast.Name(name, ast.Store())
-
-
-def _call(name: str, args: list[ast.expr]) -> ast.Call:
-    return ast.Call(_load(name), args, [])
 
 
 def _is_name(node: ast.expr, name: str) -> bool:

@@ -38,6 +38,7 @@ from flowc import types as T
 from flowc.check import CallFact, Facts, Local
 from flowc.inline_lists import inline_list_call
 from flowc.loops import carry_records, iterate_lists, sequential_rounds, walk_lists
+from flowc.pyast import at as _at, call as _call, load as _load, store as _store
 from flowc.resolve import CtorInfo, Env, FnInfo, ModuleEnv, TypeInfo
 from flowc.runtypes import TYPED_INTRINSICS, mentions, runtime_typed
 from flowdata.names import FORBIDDEN_NAMES, INJECTED_PREFIXES
@@ -1115,23 +1116,6 @@ def _is_nonzero_int(value: ast.expr) -> bool:
 
 def _is_simple(value: ast.expr) -> bool:
     return isinstance(value, (ast.Name, ast.Constant))
-
-
-def _at(node: ast.stmt, span: S.Span) -> ast.stmt:
-    node.flow_span = span  # type: ignore[attr-defined]
-    return node
-
-
-def _load(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
-
-
-def _store(name: str) -> ast.Name:
-    return ast.Name(name, ast.Store())
-
-
-def _call(name: str, args: list[ast.expr]) -> ast.Call:
-    return ast.Call(_load(name), args, [])
 
 
 def _tuple(items: list[ast.expr], store: bool = False) -> ast.Tuple:
