@@ -19,7 +19,9 @@ from flowrt.store import Hole, RunLog, open_store
 SUMMARY_WIDTH = 100
 
 
-def _value(store: RunLog, fact: dict, field: str) -> Any:
+def shown_value(store: RunLog, fact: dict, field: str) -> Any:
+    """A fact's field as a viewer shows it (`flow history`, its picture): the value, a hole as
+    `{"hole": hash}`, a field the fact lacks as None."""
     try:
         return store.value(fact, field)
     except Hole as hole:
@@ -44,7 +46,7 @@ def describe_fact(store: RunLog, fact: dict, *, width: int | None = SUMMARY_WIDT
         return _short_value(value, width)
 
     def value(field: str) -> Any:
-        found = _value(store, fact, field)
+        found = shown_value(store, fact, field)
         if read is not None and (field in fact or field + "_ref" in fact):
             read[field] = found
         return found

@@ -25,8 +25,9 @@ from importlib import resources
 from typing import Any
 
 from flowdata import canonical
+from flowrt.inspect_cmd import shown_value
 from flowrt.run_state import run_state
-from flowrt.store import Hole, RunLog, open_store
+from flowrt.store import RunLog, open_store
 
 #: the most characters of one value the details panel shows (the rest is counted, not shown)
 DETAIL_LIMIT = 4000
@@ -86,15 +87,6 @@ def fact_times(store: RunLog) -> dict[int, int]:
     return times
 
 
-def _read(store: RunLog, fact: dict, field: str) -> Any:
-    try:
-        return store.value(fact, field)
-    except Hole as hole:
-        return {"hole": hole.hash}
-    except KeyError:
-        return None
-
-
 def _bounded(value: Any) -> dict:
     """A value for the details panel: its canonical JSON, cut to DETAIL_LIMIT characters; a hole
     as a hole (its hash), never as a value."""
@@ -137,13 +129,13 @@ def picture(store: RunLog) -> dict:
         elif kind == "Call":
             bars[fact["call"]] = {"call": fact["call"], "tool": fact["tool"], "task": lane(task_of(fact["call"])),
                                   "callFact": n, "from": at(n), "to": None, "replyFact": None, "outcome": "open",
-                                  "arguments": _bounded(_read(store, fact, "arguments")), "reply": None}
+                                  "arguments": _bounded(shown_value(store, fact, "arguments")), "reply": None}
         elif kind == "Reply":
             bar = bars.get(fact["call"])
             if bar is None:  # a Reply to no call this history holds (damage a reader let by): drawn alone
                 bar = bars[fact["call"]] = {"call": fact["call"], "tool": "?", "task": lane(task_of(fact["call"])),
                                             "callFact": None, "from": at(n), "arguments": None}
-            outcome = _read(store, fact, "outcome")
+            outcome = shown_value(store, fact, "outcome")
             bar.update(to=at(n), replyFact=n, outcome=outcome_class(outcome), reply=_bounded(outcome))
         elif kind == "Choice":
             lane(fact.get("task"))
@@ -154,11 +146,11 @@ def picture(store: RunLog) -> dict:
             closed = [c for c in fact.get("closed", []) if c in bars and bars[c]["replyFact"] is None]
             for call in closed:
                 bars[call].update(to=at(n), outcome="closed", replyFact=None)
-            found = _read(store, fact, "found")
+            found = shown_value(store, fact, "found")
             marks.append({"kind": "Stop", "task": lane(fact.get("task")), "fact": n, "at": at(n),
                           "label": f"stopped by {fact.get('by')}" + (" (running)" if found == "Running" else "")})
         elif kind == "Checkpoint":
-            parked = _read(store, fact, "arguments") if forked and n == 2 else None
+            parked = shown_value(store, fact, "arguments") if forked and n == 2 else None
             for argument in (parked.values() if isinstance(parked, dict) and "hole" not in parked else ()):
                 if isinstance(argument, dict) and PARKED <= set(argument) and isinstance(argument["call"], str) \
                         and argument["call"] not in bars:
@@ -171,7 +163,7 @@ def picture(store: RunLog) -> dict:
             checkpoints.append({"fact": n, "at": at(n), "function": fact["function"]["name"]})
         elif kind == "End":
             end = {"fact": n, "at": at(n), "ending": fact.get("ending"),
-                   "outcome": _bounded(_read(store, fact, "outcome"))}
+                   "outcome": _bounded(shown_value(store, fact, "outcome"))}
     state = run_state(store)
     return {"run": store.run_id, "state": state["state"], "axis": "ms" if timed else "fact",
             "last": at(facts[-1]["n"]), "lanes": lanes, "bars": list(bars.values()), "marks": marks,
