@@ -106,14 +106,26 @@ class Cluster:
 _schemas = itertools.count(1)
 
 
-@pytest.fixture(scope="session")
-def pg_cluster():
+def started_cluster(**options):
+    """A cluster for as long as the generator runs (a fixture's body: `yield from`); one that
+    cannot start fails the test, never skips it."""
     try:
-        cluster = Cluster()
+        cluster = Cluster(**options)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as problem:
         pytest.fail(f"PostgreSQL could not be started for the tests: {problem}", pytrace=False)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    yield from started_cluster()
+
+
+@pytest.fixture
+def own_cluster():
+    """A cluster of the test's own, for a test that stops it (the session's serves the rest)."""
+    yield from started_cluster()
 
 
 @pytest.fixture

@@ -7,14 +7,13 @@ with fsync on (the session's has fsync off, which counts none)."""
 from __future__ import annotations
 
 import itertools
-import subprocess
 import time
 
 import psycopg
 import pytest
 
 from flowrt.store.postgres import PostgresStore
-from tests.pg_cluster import Cluster
+from tests.pg_cluster import started_cluster
 
 START = {"program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "m", "function": "main"},
          "input": {}, "modules": []}
@@ -156,12 +155,7 @@ def test_a_synced_append_carries_the_times_of_the_facts_before_it(pg_url):
 
 @pytest.fixture(scope="module")
 def flushing_cluster():
-    try:
-        cluster = Cluster(fsync=True)
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as problem:
-        pytest.fail(f"PostgreSQL could not be started for the test: {problem}", pytrace=False)
-    yield cluster
-    cluster.stop()
+    yield from started_cluster(fsync=True)
 
 
 def wal_flushes(url: str) -> int:

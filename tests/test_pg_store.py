@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from flowrt.store import RunBusy, StorageError, open_store
 from flowrt.store.postgres import PostgresStore
 from flowrt.store.postgres_lease import holder
-from tests.pg_cluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDERS = ROOT / "examples" / "orders"
@@ -249,17 +248,6 @@ def charge(order, cents):
         time.sleep(0.05)
     return _charge(order, cents)
 '''
-
-
-@pytest.fixture
-def own_cluster():
-    """A cluster of the test's own, since the test stops it (the session's serves the rest)."""
-    try:
-        cluster = Cluster()
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as problem:
-        pytest.fail(f"PostgreSQL could not be started for the test: {problem}", pytrace=False)
-    yield cluster
-    cluster.stop()
 
 
 def test_the_database_going_away_mid_run_is_a_storage_failure_and_resume_works(own_cluster, tmp_path):

@@ -20,7 +20,6 @@ import pytest
 
 from flowrt.store import StorageError
 from flowrt.store.postgres import PostgresStore
-from tests.pg_cluster import Cluster
 from tests.test_pg_store import START, lease_runs_out
 from tests.test_run_states import GATED_FLOW, GATED_TOOL
 from tests.test_worker_pg import detach, ended, facts, flow, notes, rows, stop, wait_until, work, worker  # noqa: F401
@@ -137,17 +136,6 @@ def test_a_worker_clock_behind_or_ahead_changes_no_lease_and_no_deadline(pg_url,
 
 
 # -- the database goes away --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def own_cluster():
-    """A cluster of the test's own, since the test stops it (the session's serves the rest)."""
-    try:
-        cluster = Cluster()
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as problem:
-        pytest.fail(f"PostgreSQL could not be started for the test: {problem}", pytrace=False)
-    yield cluster
-    cluster.stop()
 
 
 def test_the_database_going_away_mid_run_stops_the_run_and_a_worker_resumes_it(own_cluster, gated, tmp_path):
