@@ -19,18 +19,8 @@ import psycopg
 import flowrt
 from flowrt.run import Driver, prepare, start_fields
 from flowrt.store.postgres import PostgresStore
-from tests.test_group_commit import ScriptedChild, call
+from tests.test_group_commit import PROGRAM as TASKS, ScriptedChild, call
 from tests.test_pg_store import flow, lease_runs_out, wait_for
-
-TASKS = """
-use "std@v1/task"
-use "std@v1/list"
-
-@tool pub flow work(n: Int) -> Int
-
-pub flow main(n: Int) -> Int !tool =
-    list.fold(task.all(list.map(list.range(0, n), flow(i) = flow() = work(i))), 0, flow(a, b) = a + b)
-"""
 
 QUIET = """
 @tool pub flow echo(n: Int) -> Int
