@@ -169,6 +169,15 @@ class FlowLanguageServer(LanguageServer):
             pass  # answer from the check there is
         return buffer, (buffer.parsed_index or buffer.index) if parsed else buffer.index
 
+    async def symbol_at(self, uri: str, position: L.Position):
+        """(the buffer, its index, the symbol at `position` in it), the symbol None where there is
+        none or no index (hover and go-to-definition both start from it)."""
+        buffer, index = await self.index_for(uri)
+        if index is None:
+            return buffer, None, None
+        line, column, _ = self.from_position(uri, position)
+        return buffer, index, index.at(buffer.display, line, column)
+
     def publish_check(self, uri: str, buffer: _Buffer, checked: Checked) -> None:
         by_file: dict[str, list[Diagnostic]] = {}
         for d in checked.diagnostics:
@@ -299,11 +308,7 @@ def build_server() -> FlowLanguageServer:
 
     @server.feature(L.TEXT_DOCUMENT_HOVER)
     async def hover(ls: FlowLanguageServer, params: L.HoverParams) -> L.Hover | None:
-        buffer, index = await ls.index_for(params.text_document.uri)
-        if index is None:
-            return None
-        line, column, _ = ls.from_position(params.text_document.uri, params.position)
-        symbol = index.at(buffer.display, line, column)
+        buffer, _, symbol = await ls.symbol_at(params.text_document.uri, params.position)
         if symbol is None:
             return None
         span = symbol.span
@@ -313,11 +318,7 @@ def build_server() -> FlowLanguageServer:
 
     @server.feature(L.TEXT_DOCUMENT_DEFINITION)
     async def definition(ls: FlowLanguageServer, params: L.DefinitionParams) -> L.Location | None:
-        buffer, index = await ls.index_for(params.text_document.uri)
-        if index is None:
-            return None
-        line, column, _ = ls.from_position(params.text_document.uri, params.position)
-        symbol = index.at(buffer.display, line, column)
+        _, index, symbol = await ls.symbol_at(params.text_document.uri, params.position)
         if symbol is None or symbol.definition is None:
             return None
         target = symbol.definition
