@@ -576,9 +576,7 @@ class PostgresRunLog(RunLog):
         self._unflushed = not durable and self.durability == "fsync"
         if times_line is not None:
             self._host_head, self._host_count = host_head, self._host_count + 1
-            for offset, ms in enumerate(self._times):
-                self._known_times[self._times_from + offset] = ms
-            self._times, self._times_recorded = [], now
+            self._times_written(now)
         elif self.durability != "fsync" and now - self._times_recorded >= TIMES_EVERY_MS:
             self._record_times()  # durability "none": no append carries them
 
@@ -595,20 +593,28 @@ class PostgresRunLog(RunLog):
             del self._times[max(0, first - self._times_from):]
         self._pending, self._pending_lines, self._pending_blobs = [], [], {}
 
-    def _record_times(self) -> None:
+    def _record_times(self, *, durable: bool = False) -> bool:
         """One `times` host record for the facts accepted since the last (the lock is held; the
-        facts it names are committed). A failure loses those times only."""
+        facts it names are committed), or none when there are none: whether one was. Durable:
+        committed synchronously, which flushes the log past every fact it times, and a failure
+        raises; otherwise a failure loses those times only."""
         if not self._times or self._conn is None:
-            return
-        record = {"kind": "times", "from": self._times_from, "at": self._times}
-        self._times = []
-        self._times_recorded = record["at"][-1]
+            return False
         try:
-            self._write_host([record], durable=False)
+            self._write_host([{"kind": "times", "from": self._times_from, "at": self._times}], durable=durable)
         except StorageError:
-            return
-        for offset, ms in enumerate(record["at"]):
-            self._known_times[record["from"] + offset] = ms
+            if durable:
+                raise
+            self._times, self._times_recorded = [], self._times[-1]
+            return True
+        self._times_written(self._times[-1])
+        return True
+
+    def _times_written(self, when: int) -> None:
+        """The times not yet recorded are in a written `times` record now (at `when`)."""
+        for offset, ms in enumerate(self._times):
+            self._known_times[self._times_from + offset] = ms
+        self._times, self._times_recorded = [], when
 
     def fact_times(self) -> dict[int, int]:
         """Fact n -> the Unix time in milliseconds at which this store accepted it, where known."""
@@ -627,13 +633,7 @@ class PostgresRunLog(RunLog):
             try:
                 # The times record, committed synchronously, flushes the log past the facts it
                 # times; with none to write, renewing the lease (a synchronous commit) does.
-                if self._times:
-                    record = {"kind": "times", "from": self._times_from, "at": self._times}
-                    self._write_host([record], durable=True)
-                    for offset, ms in enumerate(record["at"]):
-                        self._known_times[record["from"] + offset] = ms
-                    self._times, self._times_recorded = [], record["at"][-1]
-                elif not leases.renew(self._conn, self._lease):
+                if not self._record_times(durable=True) and not leases.renew(self._conn, self._lease):
                     raise self._lease_lost(None)
             except psycopg.Error as problem:
                 raise _failed(problem, "cannot sync") from problem
