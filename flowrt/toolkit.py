@@ -85,7 +85,10 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
 
     # Each call runs on a thread of its own, so a slow one never holds up the next; a thread that
     # finished its call waits for another rather than exiting (starting a thread per call cost
-    # ~30 us more per call than handing the call to one waiting).
+    # ~30 us more per call than handing the call to one waiting). Not ThreadPoolExecutor: it bounds
+    # its threads, so calls past the bound would wait behind slow ones, and its threads are
+    # joined at exit, so a handler that never returns would keep the process from ending when
+    # the host closes its input; these threads are daemons, as the thread per call was.
     calls: queue.SimpleQueue = queue.SimpleQueue()
     idle = [0]  # threads waiting on `calls` (guarded by `lock`)
 
