@@ -84,7 +84,7 @@ class Host:
         self.telemetry = telemetry
         self._live: dict[str, threading.Event] = {}  # run id -> halt, for the runs this host drives
         self._lock = threading.Lock()
-        self._processes = None  # the Tool processes `queue` keeps (flowrt/tool_processes.py)
+        self._processes = None  # the flow.toml Tool processes kept across runs (flowrt/tool_processes.py)
 
     @property
     def runs_dir(self) -> str:
@@ -115,16 +115,12 @@ class Host:
         kept by this host for the next `queue` (`close` ends them), so queueing many runs starts
         each command once."""
         from flowrt.run import run
-        from flowrt.tool_processes import ToolProcesses
 
-        with self._lock:
-            if self._processes is None:
-                self._processes = ToolProcesses()
-            processes = self._processes
         # Bound from flow.toml only, as the worker that drives it binds it.
         outcome = run(path, entry=entry, input_text=_input_text(input), runs_dir=self.location,
                       allow=self.allow if allow is None else allow,
-                      durability=self.durability, telemetry=self.telemetry, detach=True, processes=processes)
+                      durability=self.durability, telemetry=self.telemetry, detach=True,
+                      processes=self._tool_processes())
         if outcome.exit_code == 2:
             raise refused_from(outcome.diagnostics, outcome.sources, outcome.message)
         if not outcome.queued:
@@ -133,8 +129,20 @@ class Host:
             raise StorageError(outcome.message or f"the run was not queued (exit {outcome.exit_code})")
         return outcome.run_id
 
+    def _tool_processes(self) -> Any:
+        """The flow.toml Tool processes this host keeps from one run to the next, as a worker
+        does: each lent to one run at a time (flowrt/tool_processes.py; `reuse = false` opts an
+        entry out), so a host that runs many short runs starts each command once."""
+        from flowrt.tool_processes import ToolProcesses
+
+        with self._lock:
+            if self._processes is None:
+                self._processes = ToolProcesses()
+            return self._processes
+
     def close(self) -> None:
-        """End the Tool processes this host keeps (those `queue` started); the host stays usable."""
+        """End the Tool processes this host keeps (started by its runs, resumes and queued runs);
+        the host stays usable. Processes a run still holds end when it lets them go."""
         with self._lock:
             processes, self._processes = self._processes, None
         if processes is not None:
@@ -187,7 +195,7 @@ class Host:
         try:
             outcome = run(path, entry=entry, input_text=text, runs_dir=self.location, python_tools=dict(tools),
                           allow=self.allow if allow is None else allow, durability=self.durability, halt=halt,
-                          on_start=started, telemetry=self.telemetry)
+                          on_start=started, telemetry=self.telemetry, processes=self._tool_processes())
         finally:
             with self._lock:
                 for run_id in [r for r, h in live.items() if h is halt]:
@@ -253,7 +261,8 @@ class Host:
         try:
             outcome = resume(self.location, run_id, call=call, reply_text=reply_text, resend=set(resend),
                              python_tools=dict(tools), allow=self.allow if allow is None else allow,
-                             durability=self.durability, halt=halt, telemetry=self.telemetry)
+                             durability=self.durability, halt=halt, telemetry=self.telemetry,
+                             processes=self._tool_processes())
         finally:
             with self._lock:
                 if self._live.get(run_id) is halt:
@@ -525,6 +534,16 @@ class AsyncHost:
     @property
     def location(self) -> str:
         return self.host.location
+
+    async def close(self) -> None:
+        """End the Tool processes this host keeps (`Host.close`); the host stays usable."""
+        await asyncio.to_thread(self.host.close)
+
+    async def __aenter__(self) -> "AsyncHost":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def run(self, path: str, input: Mapping[str, Any] | str | None = None, *, entry: str = "main",
                   allow: bool | None = None) -> RunResult:

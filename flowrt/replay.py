@@ -726,12 +726,13 @@ def _replay(runs_dir: str, run_id: str, current: Compiled | None, from_start: bo
 def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: str | None = None,
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
            durability: str = "fsync", halt=None, park_after: float | None = None,
-           manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None) -> RunOutcome:
-    """Continue a paused, halted, sleeping or crashed run. `halt`, `park_after` and `telemetry`:
-    as for `flowrt.run.run`; `manifest`: a flow.toml to bind from instead of the one beside the
-    file the run was started from. A reply that does not decode against the call's declared types
-    is refused before anything is recorded (flowrt/reply_check.py), unless `admit_bad_reply`
-    admits it as BadReply, as a live one is."""
+           manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None,
+           processes=None) -> RunOutcome:
+    """Continue a paused, halted, sleeping or crashed run. `halt`, `park_after`, `telemetry` and
+    `processes`: as for `flowrt.run.run`; `manifest`: a flow.toml to bind from instead of the one
+    beside the file the run was started from. A reply that does not decode against the call's
+    declared types is refused before anything is recorded (flowrt/reply_check.py), unless
+    `admit_bad_reply` admits it as BadReply, as a live one is."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except StorageError as problem:
@@ -741,7 +742,7 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
     return resume_claimed(store, runs_dir, call=call, reply_text=reply_text, resend=resend,
                           python_tools=python_tools, allow=allow, ask=ask, durability=durability, halt=halt,
                           park_after=park_after, manifest=manifest, admit_bad_reply=admit_bad_reply,
-                          telemetry=telemetry)
+                          telemetry=telemetry, processes=processes)
 
 
 def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, reply_text: str | None = None,

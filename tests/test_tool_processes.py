@@ -154,6 +154,55 @@ def test_host_queue_starts_the_tool_once_and_close_ends_it(program):
     assert all(end_of(directory, r)["outcome"]["Completed"] for r in ids)
 
 
+def test_host_run_and_start_share_one_tool_process_and_close_ends_it(program):
+    directory = program()
+    with flowrt.Host(runs=str(directory / "runs"), allow=True) as host:
+        results = [host.run(str(directory / "p.flow"), {"die": False}) for _ in range(3)]
+        handle = host.start(str(directory / "p.flow"), {"die": False}, detach=True)
+        results.append(handle.wait(timeout=60))
+        [started] = starts(directory)
+        assert [r.output for r in results] == [int(started)] * 4
+        [kept] = [p for idle in host._processes.idle.values() for p in idle]
+    assert kept.process.wait(timeout=30) is not None  # closed with the host
+    for result in results:
+        assert flow("replay", result.run_id, "--runs", "runs", cwd=directory).stdout == "Matched\n"
+
+
+def test_host_run_after_a_run_killed_its_tool_starts_a_new_one_and_reuse_false_opts_out(program):
+    directory = program()
+    with flowrt.Host(runs=str(directory / "runs"), allow=True) as host:
+        assert host.run(str(directory / "p.flow"), {"die": True}).exit_code == 1
+        after = host.run(str(directory / "p.flow"), {"die": False})
+    first, second = starts(directory)
+    assert after.output == int(second) != int(first)
+    opted_out = program('{ python = "pid_tool.py", reuse = false }')
+    (opted_out / "starts.log").unlink()
+    with flowrt.Host(runs=str(opted_out / "runs"), allow=True) as host:
+        values = [host.run(str(opted_out / "p.flow"), {"die": False}).output for _ in range(2)]
+    assert sorted(values) == sorted(int(p) for p in starts(opted_out)) and len(set(values)) == 2
+
+
+def test_host_resume_borrows_the_process_its_runs_use(program, tmp_path):
+    directory = program()
+    (directory / "p.flow").write_text(PROGRAM + """
+@tool pub flow ask(question: Text) -> Text
+
+pub flow asking() -> Int !tool = {
+    let before = pid(false)
+    let answer = ask("go on?")
+    if pid(false) == before { before } else { 0 }
+}
+""")
+    (directory / "flow.toml").write_text('[tools]\n"p.pid" = { python = "pid_tool.py" }\n"p.ask" = { pending = true }\n')
+    with flowrt.Host(runs=str(directory / "runs"), allow=True) as host:
+        paused = host.run(str(directory / "p.flow"), entry="asking")
+        assert paused.exit_code == 3
+        [call] = paused.pending
+        done = host.resume(paused.run_id, call=call.call, reply="yes")
+        [started] = starts(directory)
+        assert done.output == int(started)
+
+
 def test_host_queue_refuses_bad_input_and_records_nothing(program):
     directory = program()
     with flowrt.Host(runs=str(directory / "runs"), allow=True) as host:
