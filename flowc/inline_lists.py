@@ -1,4 +1,5 @@
-"""`list.map`, `list.filter` and `list.fold` over a lambda written out, as a loop in the caller.
+"""`list.map`, `filter`, `fold`, `any`, `all` and `find` over a lambda written out, as a loop in
+the caller.
 
     list.map(shapes, flow(s: Shape) = match s { ... })
 
@@ -26,7 +27,8 @@ fault inside the body carries the body's own Flow span. The lambda's parameter a
 body binds are fresh names of the enclosing function (lower.py binds every local under its own
 name), and the names the lambda captured are the enclosing function's own, read where they were
 captured. `filter` keeps the item when the body is true; `fold` carries its accumulator in the
-lambda's first parameter. The fields the body reads of a value bound outside the loop (`p.x` of
+lambda's first parameter; `any`, `all` and `find` leave the loop (`break`) at the first item that
+decides, as the intrinsic returned there, so the items after it are neither visited nor counted. The fields the body reads of a value bound outside the loop (`p.x` of
 a captured record) are read once, before it (`_hoist_field_reads`).
 
 Only a body that ends where it is lowered qualifies: a Flow `return`, a `?` or a `guard` leaves
@@ -47,7 +49,13 @@ from flowc import types as T
 from flowc.pyast import at as _at, call as _call, load as _load, store as _store
 
 #: The intrinsics written out, and the number of the lambda's parameters each takes.
-INLINED = {"std@v1/list.map": 1, "std@v1/list.filter": 1, "std@v1/list.fold": 2}
+INLINED = {"std@v1/list.map": 1, "std@v1/list.filter": 1, "std@v1/list.fold": 2,
+           "std@v1/list.any": 1, "std@v1/list.all": 1, "std@v1/list.find": 1}
+
+#: The searches: what each gives before it stops early (None: the runtime's None), and on what
+#: body value it stops and gives what (`item`: Some(the item)).
+_SEARCHES = {"std@v1/list.any": (False, True, True), "std@v1/list.all": (True, False, False),
+             "std@v1/list.find": (None, True, "item")}
 
 #: Flow constructs that leave the function they are in (lowered to a Python `return`).
 _LEAVING = (S.Return, S.Try, S.Guard)
@@ -88,11 +96,22 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
         value_of_item, computed = computed[0].value, []  # one expression: used where it is needed
     at_body = f.body.span  # where a fault computing the value is located, as in the lambda
     body: list[ast.stmt] = [_at(ast.Expr(_call("rt_step", [])), f.span)] + computed
+    stops = False
     if identity == "std@v1/list.fold":
         acc = params[0]
         stmts.append(_at(ast.Assign([_store(acc)], values[1]), span))
         body.append(_at(ast.Assign([_store(acc)], value_of_item), at_body))
         value: ast.expr = _load(acc)
+    elif identity in _SEARCHES:
+        before, stop_on, gives = _SEARCHES[identity]
+        found = low.fresh(identity.rsplit(".", 1)[1] + "_out")
+        stmts.append(_at(ast.Assign([_store(found)], _load("rt_None") if before is None
+                                    else ast.Constant(before)), span))
+        test = value_of_item if stop_on else _negated(value_of_item)
+        given = _call("rt_Some", [_load(item)]) if gives == "item" else ast.Constant(gives)
+        body.append(_at(ast.If(test, [ast.Assign([_store(found)], given), ast.Break()], []), at_body))
+        value = _load(found)
+        stops = True
     else:
         out = low.fresh("filter_out" if identity == "std@v1/list.filter" else "map_out")
         append = low.fresh(f"{out}_append")
@@ -103,8 +122,8 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
         else:
             body.append(_at(ast.Expr(_call(append, [value_of_item])), at_body))
         value = _call("rt_list", [_load(out)])
-    if not all(_stays_in_place(stmt) for stmt in body):
-        return None
+    if not all(_stays_in_place(stmt) for stmt in (body[:-1] if stops else body)):
+        return None  # (a search's last statement is its own `break`)
     stmts.extend(_at(stmt, span) for stmt in _hoist_field_reads(low, body, item))
     stmts.append(_at(ast.For(_store(item), _call("rt_items_from", [_load(items), _load(at)]), body, []), span))
     return stmts, value
@@ -191,6 +210,14 @@ class _State:
         low.constants = self.constants
         del low.constant_defs[self.constant_defs:]
         low.tool_descs = self.tool_descs
+
+
+def _negated(test: ast.expr) -> ast.expr:
+    """`not test`, without writing `not not x` for a test that is already a negation (a Bool's
+    truth is itself)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    return ast.UnaryOp(ast.Not(), test)
 
 
 def _is_name(node: ast.expr, name: str) -> bool:

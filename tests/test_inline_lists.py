@@ -79,6 +79,16 @@ pub flow prefixed(i: List<Int>, k: List<Int>, m: List<Int>) -> Int =
     list.fold(i, 0, flow(a: Int, x: Int) = a + x) + list.length(list.filter(k, flow(x: Int) = x > 0))
         + list.length(list.map(m, flow(x: Int) = x))
 
+/// Searches stop at the first item that decides: the items after it are not visited (a body
+/// that would fault there never runs) and their steps are not counted.
+pub flow any_over(xs: List<Int>, d: Int) -> Bool = list.any(xs, flow(x: Int) = 100 / (x - d) > 20)
+pub flow all_under(xs: List<Int>, d: Int) -> Bool = list.all(xs, flow(x: Int) = 100 / (x - d) < 20)
+pub flow first_of(shapes: List<Shape>, floor: Int) -> Option<Shape> = list.find(shapes, flow(s: Shape) = match s {
+    Circle { radius } => radius > floor,
+    Rect(w, h) => w * h > floor,
+    Dot => false,
+})
+
 /// Not written out: the body leaves with `?` (it returns the Err from the lambda, not the caller).
 pub flow checked(xs: List<Int>) -> List<Result<Int, Text>> = list.map(xs, flow(x: Int) -> Result<Int, Text> = {
     let y = positive(x)?
@@ -99,7 +109,8 @@ pub flow by_name(xs: List<Int>) -> List<Result<Int, Text>> = list.map(xs, positi
 pub flow by_value(xs: List<Int>, f: flow(Int) -> Int) -> List<Int> = list.map(xs, f)
 """
 
-WRITTEN_OUT = ("walk", "prefixed", "points", "quotients", "evens_over", "signed_sum", "scaled", "thunks", "shifted", "tail_doubled")
+WRITTEN_OUT = ("walk", "prefixed", "points", "quotients", "evens_over", "signed_sum", "scaled", "thunks", "shifted",
+               "tail_doubled", "any_over", "all_under", "first_of")
 
 
 def _compile(inlined: bool):
@@ -142,7 +153,7 @@ def _same(both, name: str, *args):
     return got[0]
 
 
-CALLS = re.compile(r"i_list_(map|filter|fold)\(")
+CALLS = re.compile(r"i_list_(map|filter|fold|any|all|find)\(")
 
 
 def test_written_out_where_it_should_be_and_not_elsewhere(both):
@@ -199,6 +210,29 @@ def test_map_filter_fold_mean_what_the_intrinsics_mean(both, xs, d, floor):
     assert _same(both, "prefixed", xs, xs, xs) == ("value", sum(xs) + len([x for x in xs if x > 0]) + len(xs))
     assert _same(both, "clipped", xs) == ("value", tuple(max(-10, min(10, x)) for x in xs))
     _same(both, "by_name", xs)
+
+
+@settings(max_examples=80, deadline=None)
+@given(xs=INTS, shapes=SHAPES, d=st.integers(-3, 3), floor=st.integers(-10, 30))
+def test_searches_stop_where_the_intrinsics_stop(both, xs, shapes, d, floor):
+    xs = tuple(xs)
+    _same(both, "any_over", xs, d)  # a fault only when the item equal to d comes before a decision
+    _same(both, "all_under", xs, d)
+    shape = V.enum_type("main.Shape", (("Circle", "named", ("radius",)), ("Rect", "positional", ()),
+                                       ("Dot", "bare", ())))
+    values = tuple(shape.make(*s) for s in shapes)
+    outcome = _same(both, "first_of", values, floor)
+    wanted = [v for v, s in zip(values, shapes) if (s[0] == "Circle" and s[1] > floor)
+              or (s[0] == "Rect" and s[1] * s[2] > floor)]
+    assert outcome == ("value", V.some(wanted[0]) if wanted else V.NONE)
+
+
+def test_a_search_stops_at_the_deciding_item(both):
+    # 100 / (x - 3) faults at 3: after the deciding item 4 (100 > 20) it is never reached.
+    (got, steps), (expected, plain_steps) = (_run(program, "any_over", (4, 3, 3), 3) for program in both)
+    assert got == expected == ("value", True) and steps == plain_steps
+    (got, steps), _ = (_run(program, "any_over", (9, 3), 3) for program in both)
+    assert got[0] == "fault" and "division by zero" in got[2]
 
 
 @settings(max_examples=40, deadline=None)
