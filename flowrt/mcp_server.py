@@ -100,7 +100,7 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
 
         return await feed.around(_drive(
             lambda halt: run_program(program, entry=entry, input_text=text, runs_dir=runs_dir, allow=allow,
-                                     ask=None, halt=halt, jail=served,
+                                     ask=None, halt=halt, jail=served, processes=driving.processes,
                                      on_start=lambda run_id, start: started(halt, run_id, start))))
 
     async def resume(run: str, ctx: Context, call: str | None = None, reply: dict[str, Any] | None = None,
@@ -124,7 +124,8 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         def work(halt: threading.Event):
             feed.halt = halt
             return resume_run(runs_dir, run, call=call, reply_text=reply_text, resend=set(resend or ()),
-                              allow=allow, ask=None, halt=halt, admit_bad_reply=admit_bad_reply)
+                              allow=allow, ask=None, halt=halt, admit_bad_reply=admit_bad_reply,
+                              processes=driving.processes)
 
         return await feed.around(_drive(work, run))
 
@@ -197,6 +198,7 @@ def serve(runs_dir: str, *, allow: bool = False, root: str | None = None) -> Non
         build_server(runs_dir, allow=allow, driving=driving, root=root).run("stdio")
     finally:
         driving.halt_all(timeout=30)
+        driving.processes.close()
 
 
 # ---- driving runs ------------------------------------------------------------------------------
@@ -206,9 +208,14 @@ class Driving:
     """The runs and resumes the server is driving, each with its halt event."""
 
     def __init__(self) -> None:
+        from flowrt.tool_processes import ToolProcesses
+
         self.lock = threading.Lock()
         self.active: dict[threading.Event, threading.Event] = {}  # halt -> done
         self.runs: dict[threading.Event, str] = {}  # halt -> the run id, once known
+        #: the flow.toml Tool processes kept from one run to the next, as a worker keeps them
+        #: (flowrt/tool_processes.py): a client running many short runs starts each command once
+        self.processes = ToolProcesses()
 
     def name(self, halt: threading.Event, run_id: str) -> None:
         with self.lock:

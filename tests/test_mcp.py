@@ -401,3 +401,39 @@ async def test_an_int_result_of_5000_digits_comes_back_whole(tmp_path):
         result = at_edge.structured_content
         assert result["exitCode"] == 0 and result["outputJson"] == f"[{'9' * 4300},1]"
         assert isinstance(result["output"][0], int) and result["output"][1] == 1 and result["message"] is None
+
+
+PID_FLOW = """\
+/// The Tool process's pid.
+@tool pub flow pid() -> Int
+
+pub flow main() -> Int !tool = pid()
+"""
+
+PID_TOOL = """\
+import os
+from flowrt.toolkit import serve
+
+with open("starts.log", "a") as starts:
+    starts.write(f"{os.getpid()}\\n")
+serve({"pid.pid": os.getpid}, declared_in="pid.flow")
+"""
+
+
+@scenario
+async def test_runs_through_one_server_share_a_tool_process_that_ends_with_the_server(tmp_path):
+    (tmp_path / "pid.flow").write_text(PID_FLOW)
+    (tmp_path / "pid_tool.py").write_text(PID_TOOL)
+    (tmp_path / "flow.toml").write_text('[tools]\n"pid" = { command = ["%s", "pid_tool.py"] }\n' % sys.executable)
+    async with session(tmp_path / "runs") as client:
+        outputs = [(await call(client, "run", {"file": str(tmp_path / "pid.flow")})).structured_content["output"]
+                   for _ in range(3)]
+        [started] = (tmp_path / "starts.log").read_text().split()
+        assert outputs == [int(started)] * 3
+    # the server closed its kept processes as it ended
+    for _ in range(300):
+        if not os.path.exists(f"/proc/{started}") or open(f"/proc/{started}/stat").read().split()[2] == "Z":
+            break
+        await anyio.sleep(0.05)
+    else:
+        raise AssertionError("the Tool process outlived the server")
