@@ -306,7 +306,11 @@ def _parse_fast(text: str, start: str, state: _State, line: int, column: int):
     try:
         return parser.run(text, start, state.comments, line, column)
     except (lalr.TooDeep, _TooDeep) as too_deep:
-        del state.comments[comments:]
+        # Not a refusal: this is the chunk's verdict, as lark's would be. Lark keeps the comments
+        # it lexed before the token it stopped at; so does this (the fast lexer may have read on).
+        stop = too_deep.token
+        state.comments[comments:] = [c for c in state.comments[comments:]
+                                     if (c.line, c.column) < (stop.line, stop.column)]
         del state.diagnostics[diagnostics:]
         kind = getattr(too_deep, "kind", None)
         if isinstance(too_deep, lalr.TooDeep) and not too_deep.brackets:

@@ -13,7 +13,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flowc import parse as P
@@ -294,6 +294,9 @@ def mutated(draw) -> str:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
+# Found by this test: a comment before a chunk refused as too deep was dropped by the fast path
+# (lark keeps the comments it lexed before the token it stopped at).
+@example("// A comment.\npubflowtotal(price: Int) -> Int = " + "(" * 70 + "price" + ")" * 70 + "   // E: deep\n")
 def test_mutated_programs_parse_the_same(text):
     assert_same(text)
 
