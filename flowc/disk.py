@@ -111,13 +111,15 @@ def git_top(directory: str) -> str | None:
     return os.path.realpath(top) if top else None
 
 
-def git_head(directory: str) -> str | None:
+def git_head(directory: str, *, is_top: bool = False) -> str | None:
     """The HEAD commit of the git checkout whose top is `directory`; `dirty:<commit>` when it has
     uncommitted changes (untracked files included, ignored ones not); None when `directory` is
-    not the top of a checkout or git cannot say."""
-    top = git_top(directory)
-    if top is None or top != os.path.realpath(directory):
-        return None
+    not the top of a checkout or git cannot say. `is_top`: the caller has just had `directory`
+    from `git_top` (a worker binds a run's commands once a run: one git process fewer each)."""
+    if not is_top:
+        top = git_top(directory)
+        if top is None or top != os.path.realpath(directory):
+            return None
     head = _git(directory, "rev-parse", "--verify", "HEAD")
     if head is None:
         return None

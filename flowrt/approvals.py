@@ -65,7 +65,7 @@ class Approvals:
         """(repository, commit) of the directory; the commit is None when it cannot be said."""
         if self._state is None:
             top = git_top(self.directory)
-            head = git_head(top) if top is not None else None
+            head = git_head(top, is_top=True) if top is not None else None
             if top is not None and head is not None and not head.startswith("dirty:"):
                 self._state = (top, head)
             else:
