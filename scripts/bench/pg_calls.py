@@ -2,7 +2,8 @@
 --store URL`, with what each costs the server.
 
 1,000 sequential calls of a trivial Tool (a Python Tool process bound in flow.toml, answering
-its argument) in one `flow run`, against a run directory and against a PostgreSQL cluster
+its argument) in one `flow run`, and the same with the Tool bound in-process (`flowrt.Host` with a
+Python callable, as a DBOS step is a function in the application's process), against a run directory and against a PostgreSQL cluster
 started here (tests/pg_cluster.py's, on a Unix socket, with fsync on: commits durable as in
 production). Per-call cost is the steady state: (run of N calls - run of 1 call) / (N - 1), so
 start-up (checking, binding, the sandbox child, connecting) is left out. Runs alternate between
@@ -80,6 +81,27 @@ def flow_run(directory: str, location: str, calls: int) -> float:
     return elapsed
 
 
+# The same program with `echo` bound in the application's process (`flowrt.Host(tools)`), as a
+# DBOS step is a function of the application's process: the same kind of step on both sides.
+HOSTED = """import sys, flowrt
+host = flowrt.Host({"echo.echo": lambda n: n}, runs=sys.argv[2], allow=True)
+done = host.run(sys.argv[1], {"n": int(sys.argv[3])})
+sys.exit(0 if done.output == int(sys.argv[3]) * (int(sys.argv[3]) + 1) // 2 else 1)
+"""
+
+
+def hosted_run(directory: str, location: str, calls: int) -> float:
+    """`flow_run`'s figure for a process that runs the program through `flowrt.Host` with `echo`
+    bound in-process (no Tool process)."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", HOSTED, os.path.join(directory, "echo.flow"), location, str(calls)],
+                          capture_output=True, text=True, cwd=directory, timeout=600)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"the hosted run failed ({done.returncode}): {done.stderr}")
+    return elapsed
+
+
 def counted_run(directory: str, url: str, calls: int, log: str | None) -> dict[str, int]:
     before = server_counters(url, log)
     flow_run(directory, url, calls)
@@ -132,9 +154,12 @@ def main() -> None:
             Path(directory, "echo_tool.py").write_text(TOOL)
             Path(directory, "flow.toml").write_text('[tools]\n"echo" = { python = "echo_tool.py" }\n')
             stores = {"directory": os.path.join(directory, "runs"), "postgresql": cluster.url}
-            for location in stores.values():
-                flow_run(directory, location, 1)  # the build cache and the approval, once
-            steady: dict[str, list[float]] = {name: [] for name in stores}
+            # name -> (how a run is made, where it is kept)
+            ways = {name: (flow_run, location) for name, location in stores.items()}
+            ways["postgresql, in-process"] = (hosted_run, cluster.url)
+            for make, location in ways.values():
+                make(directory, location, 1)  # the build cache and the approval, once
+            steady: dict[str, list[float]] = {name: [] for name in ways}
             runner = None
             if args.dbos:
                 from scripts.bench.workers import dbos_python, dbos_runner, dbos_step
@@ -142,9 +167,9 @@ def main() -> None:
                 runner = dbos_runner(dbos_python(args.venv), cluster, Path(directory))
             dbos_rounds: list[float] = []  # µs per step, one figure per round, beside Flow's
             for _ in range(args.runs):
-                for name, location in stores.items():
-                    many = flow_run(directory, location, args.calls)
-                    one = flow_run(directory, location, 1)
+                for name, (make, location) in ways.items():
+                    many = make(directory, location, args.calls)
+                    one = make(directory, location, 1)
                     steady[name].append((many - one) / (args.calls - 1))
                 if runner is not None:
                     dbos_rounds.append(runner(str(args.calls), "1")["us"])
@@ -155,9 +180,10 @@ def main() -> None:
                 dbos["us"] = statistics.median(dbos_rounds)
                 # paired: each round's DBOS figure over the Flow figure of the same round
                 ratios = sorted(d / (f * 1e6) for d, f in zip(dbos_rounds, steady["postgresql"]))
+                hosted_ratios = sorted(d / (f * 1e6) for d, f in zip(dbos_rounds, steady["postgresql, in-process"]))
             medians = {name: statistics.median(times) for name, times in steady.items()}
             for name, seconds in medians.items():
-                print(f"recorded call, {name:10}: {seconds * 1e6:8.0f} µs per call (steady state, "
+                print(f"recorded call, {name:22}: {seconds * 1e6:8.0f} µs per call (steady state, "
                       f"median of {args.runs} runs of {args.calls} calls)")
             print(f"postgresql / directory: {medians['postgresql'] / medians['directory']:.2f}x")
             counts = flow_counts(cluster, directory, args.count_calls)
@@ -168,8 +194,12 @@ def main() -> None:
                 print(f"dbos / flow: {dbos['us'] / (medians['postgresql'] * 1e6):.2f}x of the medians; per round "
                       f"(paired) median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}-{ratios[-1]:.2f}x "
                       "(above 1: Flow is cheaper)")
-                dbos["rounds_us"], dbos["ratios"] = dbos_rounds, ratios
+                print(f"dbos / flow with echo in-process (both a function of the application's process): per round "
+                      f"(paired) median {statistics.median(hosted_ratios):.2f}x, {hosted_ratios[0]:.2f}-"
+                      f"{hosted_ratios[-1]:.2f}x")
+                dbos["rounds_us"], dbos["ratios"], dbos["in_process_ratios"] = dbos_rounds, ratios, hosted_ratios
             print(json.dumps({"flow_us": medians["postgresql"] * 1e6, "directory_us": medians["directory"] * 1e6,
+                              "in_process_us": medians["postgresql, in-process"] * 1e6,
                               "flow": counts, "dbos": dbos}))
     finally:
         cluster.stop()
