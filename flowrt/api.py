@@ -85,6 +85,7 @@ class Host:
         self._live: dict[str, threading.Event] = {}  # run id -> halt, for the runs this host drives
         self._lock = threading.Lock()
         self._processes = None  # the flow.toml Tool processes kept across runs (flowrt/tool_processes.py)
+        self._spare = None  # the sandbox child started ahead of the next run (flowrt/spare_child.py)
 
     @property
     def runs_dir(self) -> str:
@@ -140,13 +141,28 @@ class Host:
                 self._processes = ToolProcesses()
             return self._processes
 
+    def _child(self) -> Any:
+        """A started sandbox child for the next run or resume: from the second on, one this host
+        started ahead while the run before went on (flowrt/spare_child.py)."""
+        from flowrt.spare_child import SpareChild
+
+        with self._lock:
+            if self._spare is None:
+                self._spare = SpareChild()
+            spare = self._spare
+        return spare.take()
+
     def close(self) -> None:
-        """End the Tool processes this host keeps (started by its runs, resumes and queued runs);
-        the host stays usable. Processes a run still holds end when it lets them go."""
+        """End the Tool processes this host keeps (started by its runs, resumes and queued runs)
+        and the sandbox child it started ahead; the host stays usable. Processes a run still
+        holds end when it lets them go."""
         with self._lock:
             processes, self._processes = self._processes, None
+            spare, self._spare = self._spare, None
         if processes is not None:
             processes.close()
+        if spare is not None:
+            spare.close()
 
     def __enter__(self) -> "Host":
         return self
@@ -195,7 +211,8 @@ class Host:
         try:
             outcome = run(path, entry=entry, input_text=text, runs_dir=self.location, python_tools=dict(tools),
                           allow=self.allow if allow is None else allow, durability=self.durability, halt=halt,
-                          on_start=started, telemetry=self.telemetry, processes=self._tool_processes())
+                          on_start=started, telemetry=self.telemetry, processes=self._tool_processes(),
+                          child=self._child())
         finally:
             with self._lock:
                 for run_id in [r for r, h in live.items() if h is halt]:
@@ -262,7 +279,7 @@ class Host:
             outcome = resume(self.location, run_id, call=call, reply_text=reply_text, resend=set(resend),
                              python_tools=dict(tools), allow=self.allow if allow is None else allow,
                              durability=self.durability, halt=halt, telemetry=self.telemetry,
-                             processes=self._tool_processes())
+                             processes=self._tool_processes(), child=self._child())
         finally:
             with self._lock:
                 if self._live.get(run_id) is halt:

@@ -101,6 +101,7 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         return await feed.around(_drive(
             lambda halt: run_program(program, entry=entry, input_text=text, runs_dir=runs_dir, allow=allow,
                                      ask=None, halt=halt, jail=served, processes=driving.processes,
+                                     child=driving.children.take(),
                                      on_start=lambda run_id, start: started(halt, run_id, start))))
 
     async def resume(run: str, ctx: Context, call: str | None = None, reply: dict[str, Any] | None = None,
@@ -125,7 +126,7 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
             feed.halt = halt
             return resume_run(runs_dir, run, call=call, reply_text=reply_text, resend=set(resend or ()),
                               allow=allow, ask=None, halt=halt, admit_bad_reply=admit_bad_reply,
-                              processes=driving.processes)
+                              processes=driving.processes, child=driving.children.take())
 
         return await feed.around(_drive(work, run))
 
@@ -199,6 +200,7 @@ def serve(runs_dir: str, *, allow: bool = False, root: str | None = None) -> Non
     finally:
         driving.halt_all(timeout=30)
         driving.processes.close()
+        driving.children.close()
 
 
 # ---- driving runs ------------------------------------------------------------------------------
@@ -208,6 +210,7 @@ class Driving:
     """The runs and resumes the server is driving, each with its halt event."""
 
     def __init__(self) -> None:
+        from flowrt.spare_child import SpareChild
         from flowrt.tool_processes import ToolProcesses
 
         self.lock = threading.Lock()
@@ -216,6 +219,8 @@ class Driving:
         #: the flow.toml Tool processes kept from one run to the next, as a worker keeps them
         #: (flowrt/tool_processes.py): a client running many short runs starts each command once
         self.processes = ToolProcesses()
+        #: the sandbox child started ahead of the next run or resume (flowrt/spare_child.py)
+        self.children = SpareChild()
 
     def name(self, halt: threading.Event, run_id: str) -> None:
         with self.lock:

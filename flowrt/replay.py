@@ -727,33 +727,40 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
            resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False, ask=None,
            durability: str = "fsync", halt=None, park_after: float | None = None,
            manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None,
-           processes=None) -> RunOutcome:
+           processes=None, child=None) -> RunOutcome:
     """Continue a paused, halted, sleeping or crashed run. `halt`, `park_after`, `telemetry` and
-    `processes`: as for `flowrt.run.run`; `manifest`: a flow.toml to bind from instead of the one
+    `processes`: as for `flowrt.run.run`, and `child` as for `resume_claimed`; `manifest`: a flow.toml to bind from instead of the one
     beside the file the run was started from. A reply that does not decode against the call's
     declared types is refused before anything is recorded (flowrt/reply_check.py), unless
     `admit_bad_reply` admits it as BadReply, as a live one is."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
-    except StorageError as problem:
-        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
-    except Exception as problem:
-        return RunOutcome(2, run_id, message=str(problem))
+    except BaseException as problem:
+        if child is not None:
+            child.kill()
+        if isinstance(problem, StorageError):
+            return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+        if isinstance(problem, Exception):
+            return RunOutcome(2, run_id, message=str(problem))
+        raise
     return resume_claimed(store, runs_dir, call=call, reply_text=reply_text, resend=resend,
                           python_tools=python_tools, allow=allow, ask=ask, durability=durability, halt=halt,
                           park_after=park_after, manifest=manifest, admit_bad_reply=admit_bad_reply,
-                          telemetry=telemetry, processes=processes)
+                          telemetry=telemetry, processes=processes, child=child)
 
 
 def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, reply_text: str | None = None,
                    resend: set[str] | None = None, python_tools: dict | None = None, allow: bool = False,
                    ask=None, durability: str = "fsync", halt=None, park_after: float | None = None,
                    manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None,
-                   processes=None) -> RunOutcome:
+                   processes=None, child=None) -> RunOutcome:
     """`resume` of a run already opened for appending (`store`, which this closes): what a
     worker calls once it holds the run (flowrt/worker.py), and `flow resume` after opening it.
-    `processes`: the Tool processes the worker keeps across runs (flowrt/tool_processes.py)."""
+    `processes`: the Tool processes the worker keeps across runs (flowrt/tool_processes.py);
+    `child`: a sandbox child started and not spoken to (flowrt/spare_child.py), which the resume
+    then owns (killed if it drives nothing)."""
     run_id = store.run_id
+    handed = False
     try:
         if store.ended:
             # A damaged record is a storage failure even when nothing would be read from it.
@@ -785,7 +792,8 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
             return RunOutcome(2, run_id, diagnostics=refused.diagnostics, sources=refused.sources)
         except _Incomplete as incomplete:
             return RunOutcome(3, run_id, message=f"cannot resume: {incomplete.reason}")
-        driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend)
+        driver = ReplayDriver(prepared, store, run_id, live=True, supplied=supplied, resend=resend, child=child)
+        handed = True
         driver.halt = halt
         driver.park_after = timers.seconds_ns(park_after)
         if telemetry is False:
@@ -803,6 +811,8 @@ def resume_claimed(store: RunLog, runs_dir: str, *, call: str | None = None, rep
     except StorageError as problem:
         return RunOutcome(5, run_id, message=f"storage failure: {problem}")
     finally:
+        if child is not None and not handed:
+            child.kill()
         store.close()
 
 

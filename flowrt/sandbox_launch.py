@@ -267,6 +267,7 @@ def wall_seconds(limits: Limits) -> float | None:
 
 #: every child not yet reaped: killed when the host exits or is told to terminate
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # of `sandbox_process.Child`
+_SPARE: weakref.WeakSet = weakref.WeakSet()  # those of _LIVE started ahead of a run, waiting for it
 _TERM_HANDLER_SET = False
 
 
@@ -278,11 +279,22 @@ def own(child) -> None:
 def disown(child) -> None:
     """`child` has been reaped: nothing is left to kill."""
     _LIVE.discard(child)
+    _SPARE.discard(child)
+
+
+def set_aside(child) -> None:
+    """`child` is a spare waiting for a run (flowrt/spare_child.py): not one this host drives."""
+    _SPARE.add(child)
+
+
+def in_use(child) -> None:
+    """A spare has been handed to a run."""
+    _SPARE.discard(child)
 
 
 def others_live() -> bool:
     """Whether this host has more than one child not yet reaped (it drives several runs)."""
-    return len(_LIVE) > 1
+    return len(_LIVE) - len(_SPARE) > 1
 
 
 def kill_all() -> None:

@@ -162,7 +162,7 @@ class StartingChild:
     had started would kill it. It is a daemon thread: a host that exits takes it, and so the
     child, with it."""
 
-    def __init__(self, cls: type, main_module: str, limits: Limits):
+    def __init__(self, cls: type, main_module: str, limits: Limits, spare: bool = False):
         # From the calling thread (the main one), which alone may set the SIGTERM handler that
         # kills the children: the starting thread cannot.
         launch._take_responsibility()
@@ -170,13 +170,15 @@ class StartingChild:
         self._reaped = threading.Event()
         self._child: Child | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, args=(cls, main_module, limits),
+        self._thread = threading.Thread(target=self._start, args=(cls, main_module, limits, spare),
                                         name="sandbox-start", daemon=True)
         self._thread.start()
 
-    def _start(self, cls: type, main_module: str, limits: Limits) -> None:
+    def _start(self, cls: type, main_module: str, limits: Limits, spare: bool) -> None:
         try:
             child = cls.start(main_module, limits)
+            if spare:
+                launch.set_aside(child)
             child._on_reaped = self._reaped.set
             self._child = child
         except BaseException as problem:  # noqa: BLE001 - handed to whoever waits for the child
@@ -267,10 +269,12 @@ class Child:
         return child
 
     @classmethod
-    def start_soon(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS) -> StartingChild:
+    def start_soon(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS, *,
+                   spare: bool = False) -> StartingChild:
         """`start()` on a thread of its own, so that the caller goes on while the child is forked
-        and exec'd (`StartingChild.child()` waits for it)."""
-        return StartingChild(cls, main_module, limits)
+        and exec'd (`StartingChild.child()` waits for it). `spare`: it waits for a run not yet
+        begun (flowrt/spare_child.py), and is not counted among the children the host drives."""
+        return StartingChild(cls, main_module, limits, spare)
 
     # -- talking -----------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from flowrt import timers
 from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
+from flowrt.spare_child import SpareChild
 from flowrt.tool_processes import ToolProcesses
 
 #: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
@@ -147,6 +148,8 @@ class Worker:
         #: flow.toml's Tool processes, each lent to one run at a time and kept for the next
         #: (flowrt/tool_processes.py): a short run's cost is mostly a process's start
         self.processes = ToolProcesses(idle_per_command=concurrency)
+        #: sandbox children started ahead of the runs they will drive (flowrt/spare_child.py)
+        self.children = SpareChild(keep=concurrency)
 
     # -- the loop
 
@@ -181,6 +184,7 @@ class Worker:
             return self.let_go()
         finally:
             self.processes.close()
+            self.children.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
@@ -306,7 +310,7 @@ class Worker:
         head = log.head
         try:
             outcome = resume_claimed(log, self.runs, allow=self.allow, halt=stop, park_after=self.park_after,
-                                     manifest=self.manifest, processes=self.processes)
+                                     manifest=self.manifest, processes=self.processes, child=self.children.take())
             if outcome.exit_code == 5 and self.database:
                 self.stuck[run_id] = (head, timers.now_ns() + int(max(STORAGE_RETRY_SECONDS, self.poll) * 1e9))
             elif outcome.exit_code in (2, 5):

@@ -1,0 +1,102 @@
+"""A sandbox child started ahead of the run that will use it (`SpareChild.take`, the one entry):
+a host that drives run after run (an application's `flowrt.Host`, a worker, `flow mcp`) hands
+each run a child that has already started its interpreter and imported its runtime, and starts
+the next one in the background while the run goes on.
+
+A child's start is most of what a short run waits for: the fork, the network namespace made
+between fork and exec, the exec, and the interpreter's start and imports take 20-40 ms on a quiet
+machine, and the host's own work for a cached program overlaps only part of it (docs/impl.md,
+"A spare sandbox child"). A spare is exactly a child `Child.start` would have made: it has not
+been spoken to, so it holds nothing of any run. It is made with the settings the environment
+gives when it starts (`FLOW_SANDBOX_WITHOUT`, `FLOW_SANDBOX_WALL_SECONDS`, the limits); one made
+under settings that have changed since is killed and not used.
+
+A host starts spares only from its second run on (a host that runs once starts none), keeps at
+most `keep` (one; a worker one per run it drives at once), and kills them at `close()`; a spare left when the process exits dies with it (its start
+thread's parent-death signal). While it waits it is not counted among the children the host
+drives (`sandbox_launch.others_live`): it neither makes the host think it drives several runs nor
+waits on anything."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from flowdata.policy import LIMITS, Limits
+from flowrt import sandbox_launch as launch
+
+#: The environment's sandbox settings a child takes at its start (flowrt/sandbox_launch.py).
+_SETTINGS = ("FLOW_SANDBOX_WITHOUT", "FLOW_SANDBOX_WALL_SECONDS")
+
+
+def _settings(limits: Limits) -> tuple:
+    return (limits,) + tuple(os.environ.get(name) for name in _SETTINGS)
+
+
+class SpareChild:
+    """Sandbox children started ahead of their runs, at most `keep` (a worker keeps one per run
+    it drives at once); thread-safe (runs start on threads of their own)."""
+
+    def __init__(self, keep: int = 1, limits: Limits = LIMITS) -> None:
+        self.keep = keep
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._spares: list = []  # (StartingChild, the settings it was started with)
+        self._taken = 0
+        self._closed = False
+        #: children handed out that were spares (tests, benchmarks)
+        self.used = 0
+
+    def take(self):
+        """A started child no one has spoken to, which the caller owns (kills or closes): a
+        spare if there is a fit one, else a new one started now (what `Child.start()` raises, it
+        raises). From the second call on, a spare starts in the background for a later call."""
+        from flowrt.sandbox_process import Child
+
+        with self._lock:
+            spare = self._spares.pop(0) if self._spares else None
+            self._taken += 1
+            start_next = self._taken > 1 and not self._closed and len(self._spares) < self.keep
+        if start_next:
+            self._start_spare()
+        child = self._fit(spare)
+        if child is not None:
+            with self._lock:
+                self.used += 1
+            return child
+        return Child.start(limits=self.limits)
+
+    def close(self) -> None:
+        """Kill the spares, and start no more; the children already taken are their runs'."""
+        with self._lock:
+            self._closed = True
+            spares, self._spares = self._spares, []
+        for starting, _ in spares:
+            starting.kill()
+
+    def _start_spare(self) -> None:
+        from flowrt.sandbox_process import Child
+
+        starting = Child.start_soon(limits=self.limits, spare=True)
+        settings = _settings(self.limits)
+        with self._lock:
+            if len(self._spares) < self.keep and not self._closed:
+                self._spares.append((starting, settings))
+                return
+        starting.kill()  # other takes filled the places meanwhile, or the host closed
+
+    def _fit(self, spare):
+        """The spare's child if it started, still runs and was made under today's settings; a
+        spare that is not fit is killed."""
+        if spare is None:
+            return None
+        starting, settings = spare
+        try:
+            child = starting.child()
+        except Exception:  # noqa: BLE001 - a failed start: the caller starts one and sees why
+            return None
+        if settings != _settings(self.limits) or child._exited():
+            child.kill()
+            return None
+        launch.in_use(child)
+        return child

@@ -1,0 +1,130 @@
+"""A sandbox child started ahead of its run (flowrt/spare_child.py): a host that drives run after
+run hands each a child already started, one that is unfit (dead, or made under other sandbox
+settings) is never used, a spare is not counted among the children a host drives, and closing
+the host kills it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+import flowrt
+from flowrt import sandbox_launch
+from flowrt.spare_child import SpareChild
+
+HELLO = "pub flow main(n: Int) -> Int = n + 1\n"
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (reaped, or a zombie no one has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_for(condition, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def ready_spare(spares: SpareChild):
+    """The child of the spare waiting now (it has started)."""
+    wait_for(lambda: spares._spares, "a spare to be started")
+    return spares._spares[0][0].child()
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "hello.flow"
+    path.write_text(HELLO)
+    return str(path)
+
+
+def test_a_host_hands_its_later_runs_children_started_ahead(program, tmp_path):
+    with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
+        results = [host.run(program, {"n": n}) for n in range(4)]
+        spares = host._spare
+        assert [r.output for r in results] == [1, 2, 3, 4]
+        # the first two runs start their own; the second starts one for the third, and so on
+        assert spares.used == 2
+        waiting = ready_spare(spares)
+        assert not gone(waiting.pid)
+    wait_for(lambda: gone(waiting.pid), "the spare to be killed when the host closed")
+    assert host.run(program, {"n": 9}).output == 10  # a closed host still runs, as before
+
+
+def test_a_host_that_runs_once_starts_no_spare(program, tmp_path):
+    host = flowrt.Host(runs=str(tmp_path / "runs"), durability="none")
+    assert host.run(program, {"n": 1}).output == 2
+    assert host._spare._spares == [] and host._spare.used == 0
+
+
+def test_a_spare_is_not_counted_among_the_children_a_host_drives():
+    spares = SpareChild()
+    first = spares.take()
+    try:
+        second = spares.take()  # starts a spare beside it
+        try:
+            ready_spare(spares)
+            assert sandbox_launch.others_live()  # two driven children
+        finally:
+            second.kill()
+        assert not sandbox_launch.others_live()  # one driven child, and the spare beside it
+    finally:
+        first.kill()
+        spares.close()
+
+
+def test_a_spare_made_under_other_sandbox_settings_is_killed_not_used(monkeypatch):
+    spares = SpareChild()
+    taken = [spares.take(), spares.take()]
+    try:
+        stale = ready_spare(spares)
+        monkeypatch.setenv("FLOW_SANDBOX_WALL_SECONDS", "7")
+        taken.append(spares.take())
+        assert taken[-1] is not stale and taken[-1].wall_seconds == 7 and spares.used == 0
+        wait_for(lambda: gone(stale.pid), "the stale spare to be killed")
+    finally:
+        for child in taken:
+            child.kill()
+        spares.close()
+
+
+def test_a_spare_that_died_while_it_waited_is_replaced():
+    spares = SpareChild()
+    taken = [spares.take(), spares.take()]
+    try:
+        dead = ready_spare(spares)
+        os.kill(dead.pid, signal.SIGKILL)
+        wait_for(lambda: dead._exited(), "the spare to die")
+        taken.append(spares.take())
+        assert taken[-1] is not dead and spares.used == 0
+        assert not taken[-1]._exited()
+    finally:
+        for child in taken:
+            child.kill()
+        spares.close()
+
+
+def test_a_worker_keeps_spares_for_the_runs_it_drives(program, tmp_path):
+    from flowrt.worker import Worker
+
+    runs = str(tmp_path / "runs")
+    ids = []
+    for n in range(5):
+        with flowrt.Host(runs=runs) as host:
+            ids.append(host.queue(program, {"n": n}))
+    worker = Worker(runs, concurrency=1)
+    assert worker.serve(once=True) == 0
+    assert worker.children.used >= 1 and worker.children._spares == []  # closed as it stopped
+    host = flowrt.Host(runs=runs)
+    ends = [host.history(run_id, kinds=["End"]).facts for run_id in ids]
+    assert [[end.outcome for end in facts] for facts in ends] == [[{"Completed": n + 1}] for n in range(5)]
