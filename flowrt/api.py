@@ -21,6 +21,7 @@ import concurrent.futures
 import functools
 import inspect
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -139,6 +140,8 @@ class Host:
         with self._lock:
             if self._processes is None:
                 self._processes = ToolProcesses()
+                # a host dropped without close() ends them when it is collected
+                weakref.finalize(self, self._processes.close)
             return self._processes
 
     def _child(self) -> Any:
@@ -149,6 +152,7 @@ class Host:
         with self._lock:
             if self._spare is None:
                 self._spare = SpareChild()
+                weakref.finalize(self, self._spare.close)
             spare = self._spare
         return spare.take()
 

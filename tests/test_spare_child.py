@@ -128,3 +128,15 @@ def test_a_worker_keeps_spares_for_the_runs_it_drives(program, tmp_path):
     host = flowrt.Host(runs=runs)
     ends = [host.history(run_id, kinds=["End"]).facts for run_id in ids]
     assert [[end.outcome for end in facts] for facts in ends] == [[{"Completed": n + 1}] for n in range(5)]
+
+
+def test_a_host_dropped_without_close_kills_its_spare_when_collected(program, tmp_path):
+    import gc
+
+    host = flowrt.Host(runs=str(tmp_path / "runs"), durability="none")
+    for n in range(2):
+        host.run(program, {"n": n})
+    waiting = ready_spare(host._spare)
+    del host
+    gc.collect()
+    wait_for(lambda: gone(waiting.pid), "the spare of a collected host to be killed")
