@@ -601,15 +601,27 @@ def resume_command(ctx: click.Context, run_id: str, call: str | None, reply: str
                                                        admit_bad_reply=admit_bad_reply), as_json)
     ask = None if reply == "-" else _ask_on_terminal
     from flowrt.cli import status_line
+    from flowrt.sandbox_process import Child
 
-    status = status_line(_color(ctx, color), _runs_dir(runs_dir), as_json=as_json)
-    if status is not None:
-        status.follow(run_id)
-        if ask is not None:
-            ask = status.asking(ask)
+    # Started first, on a thread: its interpreter starts while the history is read and the
+    # recorded program compiled, as `flow run` starts its child before it checks.
+    starting = Child.start_soon()
+    status = None
+    try:
+        status = status_line(_color(ctx, color), _runs_dir(runs_dir), as_json=as_json)
+        if status is not None:
+            status.follow(run_id)
+            if ask is not None:
+                ask = status.asking(ask)
+        child = starting.child()
+    except BaseException:
+        starting.kill()
+        if status is not None:
+            status.stop()
+        raise
     try:
         outcome = resume(_runs_dir(runs_dir), run_id, call=call, reply_text=text, resend=set(resend), allow=allow,
-                         ask=ask, park_after=park_after, admit_bad_reply=admit_bad_reply)
+                         ask=ask, park_after=park_after, admit_bad_reply=admit_bad_reply, child=child)
     finally:
         if status is not None:
             status.stop()
