@@ -53,6 +53,7 @@ from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
 from flowrt.spare_child import SpareChild
+from flowrt.worker_look import DirectoryRuns
 from flowrt.tool_processes import ToolProcesses
 
 #: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
@@ -150,6 +151,8 @@ class Worker:
         self.processes = ToolProcesses(idle_per_command=concurrency)
         #: sandbox children started ahead of the runs they will drive (flowrt/spare_child.py)
         self.children = SpareChild(keep=concurrency)
+        #: a runs directory's rows, read again only where its files changed (flowrt/worker_look.py)
+        self.directory_runs = None if self.database else DirectoryRuns(self.store.root)
 
     # -- the loop
 
@@ -198,29 +201,27 @@ class Worker:
             return _Look(next_wake=None if seconds is None else timers.now_ns() + int(seconds * 1e9))
         found = _Look()
         now = timers.now_ns()
-        after = None
-        while True:
-            page = self.store.scan(limit=200, after=after)
-            for problem in page.get("problems", []):
-                if problem.get("status") != "not-created":
-                    raise StorageError(f"the runs root: {problem.get('message')}")
-            for row in page["runs"]:
-                if row.get("record") != "incomplete" or row.get("problem") is not None:
-                    continue
-                run_id = row["run"]
-                head = (row.get("lastFact") or {}).get("hash")
-                if run_id in self.stuck and self.stuck[run_id][0] == head:
-                    continue
-                decision = row.get("hostDecision")
-                if decision is None or _due_by_decision(decision, now) is not None:
-                    found.due.append((run_id, head))
-                elif decision.get("kind") == "sleeping":
-                    until = timers.decision_until(decision)
-                    if until is not None and (found.next_wake is None or until < found.next_wake):
-                        found.next_wake = until
-            after = page.get("nextAfter")
-            if after is None:
-                return found
+        try:
+            rows = self.directory_runs.rows()
+        except FileNotFoundError:
+            return found  # no run was ever made here
+        except OSError as problem:
+            raise StorageError(f"the runs root: {problem.strerror or problem}") from None
+        for row in rows:
+            if row.get("record") != "incomplete" or row.get("problem") is not None:
+                continue
+            run_id = row["run"]
+            head = (row.get("lastFact") or {}).get("hash")
+            if run_id in self.stuck and self.stuck[run_id][0] == head:
+                continue
+            decision = row.get("hostDecision")
+            if decision is None or _due_by_decision(decision, now) is not None:
+                found.due.append((run_id, head))
+            elif decision.get("kind") == "sleeping":
+                until = timers.decision_until(decision)
+                if until is not None and (found.next_wake is None or until < found.next_wake):
+                    found.next_wake = until
+        return found
 
     def free_slots(self) -> int:
         with self.lock:

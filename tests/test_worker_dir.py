@@ -300,3 +300,38 @@ def test_a_damaged_run_is_left_and_the_others_are_recovered(work, tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"{good}: recovered (crashed): completed" in done.stdout and damaged not in done.stdout
     assert history_path.read_bytes() == bytes(data)  # nothing written to the damaged run
+
+
+def test_a_look_reads_again_only_the_runs_whose_files_changed(work, tmp_path, monkeypatch):
+    from flowrt import worker_look
+    from flowrt.worker_look import DirectoryRuns
+
+    monkeypatch.setattr(worker_look, "RECENT_NS", 0)  # the test's files are all seconds old
+    runs = tmp_path / "runs"
+    made = crashed_runs(work, runs, 2)
+    (runs / "not-a-run").mkdir()
+    seen = DirectoryRuns(str(runs))
+    first = seen.rows()
+    assert seen.read == 3 and {r["run"] for r in first} == {*made.values(), "not-a-run"}
+    assert seen.rows() == first and seen.read == 0  # nothing changed: nothing read
+    one = made["r0"]
+    done = flow("resume", one, "--runs", str(runs), "--allow", cwd=work)
+    assert done.returncode == 0, done.stderr
+    after = {r["run"]: r for r in seen.rows()}
+    assert seen.read == 1 and after[one]["record"] == "complete"
+    seen.rows()
+    assert seen.read == 0  # ended: final, not even looked at again
+    (runs / "not-a-run").rmdir()
+    assert "not-a-run" not in {r["run"] for r in seen.rows()}
+
+
+def test_a_worker_finds_a_crashed_run_among_more_entries_than_discovery_examines(work, tmp_path):
+    from flowrt.store.discovery import ENTRY_LIMIT
+
+    runs = tmp_path / "runs"
+    made = crashed_runs(work, runs, 1)
+    for i in range(ENTRY_LIMIT + 1):  # ended runs' directories, as far as the listing goes
+        os.mkdir(runs / f"x{i:05d}")
+    done = flow("worker", "--runs", str(runs), "--once", "--allow", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{made['r0']}: recovered (crashed): completed" in done.stdout
