@@ -74,6 +74,10 @@ class _Stop(threading.Event):
 
     reason = WORKER_STOP
 
+    def lease_lost(self) -> None:
+        self.reason = "lease-lost"
+        self.set()
+
 
 def is_database(store: Store) -> bool:
     return getattr(store, "root", None) is None and hasattr(store, "lease_seconds")
@@ -309,6 +313,10 @@ class Worker:
 
         run_id = log.run_id
         head = log.head
+        # A lease found lost mid-drive (another host has the run now): stop driving at once, as
+        # a halt does (the halt's own record is refused by the fence: a storage failure), rather
+        # than at the next write, which a long call could put off for as long as it takes.
+        log.when_lease_lost(stop.lease_lost)
         try:
             outcome = resume_claimed(log, self.runs, allow=self.allow, halt=stop, park_after=self.park_after,
                                      manifest=self.manifest, processes=self.processes, child=self.children.take())

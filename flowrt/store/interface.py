@@ -178,6 +178,11 @@ class RunLog(abc.ABC):
         write follows it), read afresh; None when it cannot be read. Compared with `head` and
         `torn_tail`, it tells whether the record changed since this RunLog read it."""
 
+    def when_lease_lost(self, callback) -> None:
+        """Call `callback()` (once, on another thread) if this appender learns that it may no
+        longer append before it next tries: a database lease found lost by its renewal. A store
+        whose hold cannot be lost while its process lives (a run directory's lock) never does."""
+
     # -- appending (a RunLog opened for appending) -------------------------------------------
 
     @abc.abstractmethod

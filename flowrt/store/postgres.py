@@ -297,6 +297,10 @@ class PostgresRunLog(RunLog):
             except Exception:  # pragma: no cover - a pool already closed
                 pass
 
+    def when_lease_lost(self, callback) -> None:
+        if self._renewer is not None:
+            self._renewer.on_lost(callback)
+
     def _fence_args(self) -> dict:
         return {"run": self.run_id, "epoch": self._lease.epoch}
 

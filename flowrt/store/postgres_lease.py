@@ -92,14 +92,17 @@ def holder(conn: psycopg.Connection, run: str) -> tuple[str, float] | None:
 
 class Renewer:
     """Renews a lease every third of its length on a connection of `pool`, until `stop()` or
-    until a renewal finds the lease lost (`lost` then is set; the holder's next write fails on
-    the fence anyway). A renewal that fails for want of the database is tried again at the next
-    tick: the fence, not this thread, decides."""
+    until a renewal finds the lease lost (`lost` then is set and each `on_lost` callback called:
+    the holder stops driving then rather than at its next write, which fails on the fence
+    anyway). A renewal that fails for want of the database is tried again at the next tick: the
+    fence, not this thread, decides."""
 
     def __init__(self, pool, lease: Lease) -> None:
         self.pool = pool
         self.lease = lease
         self.lost = threading.Event()
+        self._callbacks: list = []
+        self._callbacks_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"flow-lease-{lease.run}", daemon=True)
         self._thread.start()
@@ -110,10 +113,22 @@ class Renewer:
             try:
                 with self.pool.connection(timeout=period) as conn:
                     if not renew(conn, self.lease):
-                        self.lost.set()
+                        with self._callbacks_lock:
+                            self.lost.set()
+                            callbacks, self._callbacks = self._callbacks, []
+                        for callback in callbacks:
+                            callback()
                         return
             except Exception:  # the database is away: the fence decides at the next write
                 continue
+
+    def on_lost(self, callback) -> None:
+        """Call `callback()` when a renewal finds the lease lost (at once if it has been)."""
+        with self._callbacks_lock:
+            if not self.lost.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
 
     def stop(self) -> None:
         """Stop renewing. Waits a moment for the thread, not for a renewal stuck on a database
