@@ -43,6 +43,7 @@ class SpareChild:
         self._lock = threading.Lock()
         self._spares: list = []  # (StartingChild, the settings it was started with)
         self._taken = 0
+        self._starting = 0  # spares being started, not yet in _spares
         self._closed = False
         #: children handed out that were spares (tests, benchmarks)
         self.used = 0
@@ -56,7 +57,10 @@ class SpareChild:
         with self._lock:
             spare = self._spares.pop(0) if self._spares else None
             self._taken += 1
-            start_next = self._taken > 1 and not self._closed and len(self._spares) < self.keep
+            # a burst of runs starting at once starts `keep` spares, not one each
+            start_next = self._taken > 1 and not self._closed and len(self._spares) + self._starting < self.keep
+            if start_next:
+                self._starting += 1
         if start_next:
             self._start_spare()
         child = self._fit(spare)
@@ -77,13 +81,19 @@ class SpareChild:
     def _start_spare(self) -> None:
         from flowrt.sandbox_process import Child
 
-        starting = Child.start_soon(limits=self.limits, spare=True)
+        try:
+            starting = Child.start_soon(limits=self.limits, spare=True)
+        except BaseException:
+            with self._lock:
+                self._starting -= 1
+            raise
         settings = _settings(self.limits)
         with self._lock:
-            if len(self._spares) < self.keep and not self._closed:
+            self._starting -= 1
+            if not self._closed:
                 self._spares.append((starting, settings))
                 return
-        starting.kill()  # other takes filled the places meanwhile, or the host closed
+        starting.kill()  # the host closed meanwhile
 
     def _fit(self, spare):
         """The spare's child if it started, still runs and was made under today's settings; a

@@ -140,3 +140,42 @@ def test_a_host_dropped_without_close_kills_its_spare_when_collected(program, tm
     del host
     gc.collect()
     wait_for(lambda: gone(waiting.pid), "the spare of a collected host to be killed")
+
+
+def test_a_burst_of_runs_starting_at_once_wastes_no_spare(monkeypatch):
+    import threading
+
+    from flowrt.sandbox_process import Child
+
+    started = []
+    real = Child.start_soon.__func__
+
+    def counted(cls, *args, **kwargs):
+        started.append(kwargs.get("spare"))
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Child, "start_soon", classmethod(counted))
+    spares = SpareChild(keep=2)
+    spares.take().kill()  # past the first take: the next ones start spares
+    taken, lock = [], threading.Lock()
+
+    def take() -> None:
+        child = spares.take()
+        with lock:
+            taken.append(child)
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    try:
+        assert len(taken) == 8
+        wait_for(lambda: len(spares._spares) + spares._starting >= 1, "the spares to start")
+        wait_for(lambda: spares._starting == 0, "the spares being started to be in place")
+        # every spare started was used or waits in one of the places: none started to be thrown away
+        assert len(started) == spares.used + len(spares._spares) and len(spares._spares) <= 2
+    finally:
+        for child in taken:
+            child.kill()
+        spares.close()
