@@ -30,13 +30,12 @@ from flowdata import canonical, codec
 from flowrt import bindings as B
 from flowc.files import read_text
 from flowrt.store import RunLog, open_store, StorageError
-from flowdata.bigint import IntOverLimit
 from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind, close_bound
 from flowrt.refusal import INPUT, Refused, _line_of, refuse
 from flowrt.tool_types import Typed, ToolTypes
-from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
 from flowrt import timers
+from flowrt.admission import admitted_by
 
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
@@ -638,45 +637,6 @@ def crash_after(n: int, target: int | None = None) -> None:
 def kill_target() -> int | None:
     target = os.environ.get("FLOW_FAULT_KILL_AFTER")
     return int(target) if target is not None and target.isdigit() else None
-
-
-def admit(description: dict, outcome: Any, types: list | None = None) -> dict:
-    """The outcome as history records it: decoded against the Tool's declared types (a generic
-    Tool's with the call's type arguments `types` put in), or BadReply."""
-    return admitter(Typed(description, types))(outcome)
-
-
-def admitted_by(typed: Typed):
-    """The `admitter` of a Tool at one set of type arguments, made once and kept with them."""
-    admit_one = typed.admit
-    if admit_one is None:
-        admit_one = typed.admit = admitter(typed)
-    return admit_one
-
-
-def admitter(typed: Typed):
-    """`admit` for one Tool at its call's types, its decoder and encoder made once (a run admits
-    every reply)."""
-    defs = typed.defs
-    decode = codec.outcome_decoder(typed.ok, typed.err, defs)
-    encode = codec.outcome_encoder(typed.ok, typed.err if typed.err is not None else "Never", defs)
-
-    def admit_one(outcome: Any) -> dict:
-        try:
-            size = len(canonical.dumps(outcome))
-        except IntOverLimit as problem:
-            return {"Err": {"BadReply": f"$: {problem}"}}
-        except Exception:
-            return {"Err": {"BadReply": "the reply is not JSON data"}}
-        if size > REPLY_LIMIT:
-            return {"Err": {"BadReply": f"the reply is {size} bytes, over the {REPLY_LIMIT}-byte limit"}}
-        try:
-            result = decode(outcome)
-        except codec.NotAnOutcome as problem:
-            return {"Err": {"BadReply": f"not an outcome: {problem}"}}
-        return encode(result)
-
-    return admit_one
 
 
 class _NoChild:
