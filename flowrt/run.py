@@ -347,9 +347,10 @@ class Driver:
                 op = message.get("op")
                 if op == "call":
                     self.on_call(message)
-                    if self.held and (message.get("wait") or not self.child.has_message()):
+                    wait = message.get("wait")
+                    if self.held and (wait or not self.child.has_message()):
                         self.send_held()
-                    if message.get("wait"):  # the child waits right after this call
+                    if wait:  # the child waits right after this call
                         outcome = self.on_wait()
                         if outcome is not None:
                             return outcome
@@ -426,7 +427,8 @@ class Driver:
         # More of the child's frame is already here: when it holds more calls (many tasks
         # calling at one step), their Calls are written now and synced together before any of
         # them is sent (`send_held`, called by `run` once the frame's calls are in).
-        following = None if message.get("wait") else self.child.peek()
+        wait = message.get("wait")
+        following = None if wait else self.child.peek()
         hold = bool(self.held) or (following is not None and following.get("op") == "call")
         self.record("Call", fields, sync=not hold)
         self.open_calls[call_id] = {"tool": tool, "pending": False, "typed": typed}
@@ -436,7 +438,7 @@ class Driver:
         # The only call out, and the child waits for it next: nothing can run beside it, so a
         # plain Python function serves it on this thread (no hop to a worker thread and back).
         if len(self.open_calls) == 1 and implementation.runs_inline(tool):
-            if message.get("wait") or (following is not None and following.get("op") == "wait"):
+            if wait or (following is not None and following.get("op") == "wait"):
                 self.inline = (implementation, call_id, tool, message["arguments"], typed)
                 return
         if tool == timers.SLEEP and type(implementation) is B.ClockTools:
@@ -517,7 +519,13 @@ class Driver:
             implementation.call_here(self.run_id, call_id, tool, arguments, types, self.arrive, self.deliver)
         open_calls = self.open_calls
         while True:
-            if open_calls and all(c["pending"] for c in open_calls.values()):
+            # (a loop rather than all() over a generator: this runs for every reply)
+            all_pending = bool(open_calls)
+            for entry in open_calls.values():
+                if not entry["pending"]:
+                    all_pending = False
+                    break
+            if all_pending:
                 self.make_durable()
                 ids = sorted(open_calls)
                 return RunOutcome(3, self.run_id, pending=ids,
@@ -554,7 +562,8 @@ class Driver:
                 continue
             if self.timers:
                 self.timers.pop(call_id, None)
-            admitted = admitted_by(open_calls.pop(call_id)["typed"])(outcome)
+            typed = open_calls.pop(call_id)["typed"]
+            admitted = (typed.admit or admitted_by(typed))(outcome)
             self.record("Reply", {"call": call_id, "outcome": admitted}, sync=False)
             self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             return None
