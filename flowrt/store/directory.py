@@ -872,7 +872,8 @@ class RunStore(RunLog):
         try:
             if self._fsync and (end > self._reserved_end or len(data) > durable._TEAR_WINDOW):
                 self._reserve(start, end)
-            _pwrite_all(fd, data, start)
+            if os.pwrite(fd, data, start) != len(data):  # (all of it, nearly always: one call)
+                _pwrite_all(fd, data, start)
         except BaseException as problem:
             # Leave no partial line visible: cut the file back to the last good fact.
             try:
