@@ -15,7 +15,8 @@ the record as it was or with the Reply alone (a run then resumable either way)."
 
 from __future__ import annotations
 
-from flowrt.run import RunOutcome, admitted_by
+from flowrt.admission import admitted_by
+from flowrt.run import RunOutcome
 from flowrt.store import StorageError, open_store
 
 

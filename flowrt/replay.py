@@ -39,7 +39,8 @@ from flowdata import canonical, codec
 from flowrt.bind import RunHost, bind
 from flowrt.refusal import Refused
 from flowrt import timers
-from flowrt.run import Driver, Prepared, RunOutcome, admitted_by, halt_reason, let_go_record
+from flowrt.admission import admitted_by
+from flowrt.run import Driver, Prepared, RunOutcome, halt_reason, let_go_record
 from flowrt.store import Hole, RunLog, open_store, StorageError
 
 

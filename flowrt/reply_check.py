@@ -5,7 +5,7 @@ is admitted as BadReply: the process said something its Tool cannot say. A reply
 (`flow resume --reply`, the MCP `resume` tool) is checked first instead: one that admission would
 turn into BadReply is refused (exit 2, nothing recorded, the call stays open) with the path that
 failed, what was expected there, the JSON Schema of the expected outcome and an example that
-fits, so the person can answer again. The verdict is admission's own (`flowrt.run.admitter`): a
+fits, so the person can answer again. The verdict is admission's own (`flowrt.admission.admitter`): a
 reply is refused exactly when admitting it would record a BadReply it does not itself carry.
 
 `expected_reply` is what `flow history` shows for a pending call: the exact `flow resume` command
@@ -65,7 +65,7 @@ def check_reply(store: RunLog, call_id: str, outcome_json: Any) -> ReplyRefusal 
     """None when `outcome_json` (JSON data, an outcome `{"Ok": v}` / `{"Err": problem}`) would be
     admitted for the open call `call_id` as it is; else why not. A reply that is not an outcome at
     all, or is over the reply limit, is refused here too (admission would make it BadReply)."""
-    from flowrt.run import admitter
+    from flowrt.admission import admitter
 
     typed, tool = _typed(store, call_id)
     admitted = admitter(typed)(outcome_json)

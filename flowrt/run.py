@@ -30,13 +30,12 @@ from flowdata import canonical, codec
 from flowrt import bindings as B
 from flowc.files import read_text
 from flowrt.store import RunLog, open_store, StorageError
-from flowdata.bigint import IntOverLimit
 from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind, close_bound
 from flowrt.refusal import INPUT, Refused, _line_of, refuse
 from flowrt.tool_types import Typed, ToolTypes
-from flowrt.tool_lines import REPLY_LIMIT  # bytes of an outcome's canonical JSON; larger is BadReply
 from flowrt import timers
+from flowrt.admission import admitted_by
 
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
@@ -348,9 +347,10 @@ class Driver:
                 op = message.get("op")
                 if op == "call":
                     self.on_call(message)
-                    if self.held and (message.get("wait") or not self.child.has_message()):
+                    wait = message.get("wait")
+                    if self.held and (wait or not self.child.has_message()):
                         self.send_held()
-                    if message.get("wait"):  # the child waits right after this call
+                    if wait:  # the child waits right after this call
                         outcome = self.on_wait()
                         if outcome is not None:
                             return outcome
@@ -427,7 +427,8 @@ class Driver:
         # More of the child's frame is already here: when it holds more calls (many tasks
         # calling at one step), their Calls are written now and synced together before any of
         # them is sent (`send_held`, called by `run` once the frame's calls are in).
-        following = None if message.get("wait") else self.child.peek()
+        wait = message.get("wait")
+        following = None if wait else self.child.peek()
         hold = bool(self.held) or (following is not None and following.get("op") == "call")
         self.record("Call", fields, sync=not hold)
         self.open_calls[call_id] = {"tool": tool, "pending": False, "typed": typed}
@@ -437,7 +438,7 @@ class Driver:
         # The only call out, and the child waits for it next: nothing can run beside it, so a
         # plain Python function serves it on this thread (no hop to a worker thread and back).
         if len(self.open_calls) == 1 and implementation.runs_inline(tool):
-            if message.get("wait") or (following is not None and following.get("op") == "wait"):
+            if wait or (following is not None and following.get("op") == "wait"):
                 self.inline = (implementation, call_id, tool, message["arguments"], typed)
                 return
         if tool == timers.SLEEP and type(implementation) is B.ClockTools:
@@ -518,7 +519,13 @@ class Driver:
             implementation.call_here(self.run_id, call_id, tool, arguments, types, self.arrive, self.deliver)
         open_calls = self.open_calls
         while True:
-            if open_calls and all(c["pending"] for c in open_calls.values()):
+            # (a loop rather than all() over a generator: this runs for every reply)
+            all_pending = bool(open_calls)
+            for entry in open_calls.values():
+                if not entry["pending"]:
+                    all_pending = False
+                    break
+            if all_pending:
                 self.make_durable()
                 ids = sorted(open_calls)
                 return RunOutcome(3, self.run_id, pending=ids,
@@ -555,7 +562,8 @@ class Driver:
                 continue
             if self.timers:
                 self.timers.pop(call_id, None)
-            admitted = admitted_by(open_calls.pop(call_id)["typed"])(outcome)
+            typed = open_calls.pop(call_id)["typed"]
+            admitted = (typed.admit or admitted_by(typed))(outcome)
             self.record("Reply", {"call": call_id, "outcome": admitted}, sync=False)
             self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             return None
@@ -638,45 +646,6 @@ def crash_after(n: int, target: int | None = None) -> None:
 def kill_target() -> int | None:
     target = os.environ.get("FLOW_FAULT_KILL_AFTER")
     return int(target) if target is not None and target.isdigit() else None
-
-
-def admit(description: dict, outcome: Any, types: list | None = None) -> dict:
-    """The outcome as history records it: decoded against the Tool's declared types (a generic
-    Tool's with the call's type arguments `types` put in), or BadReply."""
-    return admitter(Typed(description, types))(outcome)
-
-
-def admitted_by(typed: Typed):
-    """The `admitter` of a Tool at one set of type arguments, made once and kept with them."""
-    admit_one = typed.admit
-    if admit_one is None:
-        admit_one = typed.admit = admitter(typed)
-    return admit_one
-
-
-def admitter(typed: Typed):
-    """`admit` for one Tool at its call's types, its decoder and encoder made once (a run admits
-    every reply)."""
-    defs = typed.defs
-    decode = codec.outcome_decoder(typed.ok, typed.err, defs)
-    encode = codec.outcome_encoder(typed.ok, typed.err if typed.err is not None else "Never", defs)
-
-    def admit_one(outcome: Any) -> dict:
-        try:
-            size = len(canonical.dumps(outcome))
-        except IntOverLimit as problem:
-            return {"Err": {"BadReply": f"$: {problem}"}}
-        except Exception:
-            return {"Err": {"BadReply": "the reply is not JSON data"}}
-        if size > REPLY_LIMIT:
-            return {"Err": {"BadReply": f"the reply is {size} bytes, over the {REPLY_LIMIT}-byte limit"}}
-        try:
-            result = decode(outcome)
-        except codec.NotAnOutcome as problem:
-            return {"Err": {"BadReply": f"not an outcome: {problem}"}}
-        return encode(result)
-
-    return admit_one
 
 
 class _NoChild:

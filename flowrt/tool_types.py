@@ -58,7 +58,7 @@ class Typed:
         self.defs = defs
         self.ok = substitute(description["ok"], mapping)
         self.err = substitute(description["err"], mapping) if description.get("err") is not None else None
-        #: the reply's `admitter` (flowrt/run.py), made on first use
+        #: the reply's `admitter` (flowrt/admission.py), made on first use
         self.admit = None
 
     # Schemas only when an implementation is told of them: most calls never need one.

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from flowdata import codec
 from flowrt.reply_check import check_reply, expected_reply
-from flowrt.run import admit
+from flowrt.admission import admit
 from flowrt.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]

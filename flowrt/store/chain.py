@@ -21,6 +21,11 @@ from flowrt.store.format import (
 )
 
 
+#: per kind, the field names a caller never gives: those the store sets, and `<field>_ref`,
+#: which the store decides on
+_NOT_GIVEN = {kind: _RESERVED_SET.union(ref for _, ref in refs) for kind, refs in _VALUE_REFS.items()}
+
+
 def _sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -108,11 +113,12 @@ def build_fact(kind: str, fields: dict, n: int, prev: str | None, ended: bool,
         raise ValueError("the history already has its End")
     if not isinstance(fields, dict):
         raise TypeError("fields is a dict")
-    if "n" in fields or "kind" in fields or "prev" in fields or "hash" in fields:
-        raise ValueError(f"{sorted(_RESERVED_SET.intersection(fields))} are set by the store")
-    for field, ref_name in _VALUE_REFS[kind]:
-        if ref_name in fields:
-            raise ValueError(f"pass `{field}` itself; the store decides whether to refer to it")
+    if not _NOT_GIVEN[kind].isdisjoint(fields):  # (one test for both rules below: every fact comes here)
+        if not _RESERVED_SET.isdisjoint(fields):
+            raise ValueError(f"{sorted(_RESERVED_SET.intersection(fields))} are set by the store")
+        for field, ref_name in _VALUE_REFS[kind]:
+            if ref_name in fields:
+                raise ValueError(f"pass `{field}` itself; the store decides whether to refer to it")
     fact: dict[str, Any] = dict(fields)  # non-text field names fail in canonical_bytes
     if kind == "End" and "outcome" in fields:
         ending = _ending_of(fields["outcome"])

@@ -126,6 +126,9 @@ class RunStore(RunLog):
         self.path = os.path.join(self.root, run_id)
         self.for_append = for_append
         self.durability = durability
+        #: whether the store syncs (read on every append: an attribute, not a property of
+        #: `durability`, which never changes after this)
+        self._fsync = durability == "fsync"
         self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
         self.torn_tail: TornTail | None = None
         self._facts: list[dict] = []
@@ -233,7 +236,7 @@ class RunStore(RunLog):
             raise StorageError(f"cannot prepare the run: {_strerror(problem)}",
                                component=store.path) from problem
         try:
-            store._commit([start_fact], [start_line], blobs)
+            store._commit([start_fact], start_line, blobs)
         except BaseException:
             store.close()
             raise
@@ -560,10 +563,6 @@ class RunStore(RunLog):
     # -- reading --------------------------------------------------------------------------------
 
     @property
-    def _fsync(self) -> bool:
-        return self.durability == "fsync"
-
-    @property
     def head(self) -> str | None:
         """The hash of the last verified fact."""
         self.verify()
@@ -735,15 +734,11 @@ class RunStore(RunLog):
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"run {self.run_id} is not open for appending")
-            facts = self._facts
-            if facts:
-                last = facts[-1]
-                prev, ended = last["hash"], last["kind"] == "End"
-            else:  # pragma: no cover - a store always holds its Start
-                prev, ended = None, False
+            last = self._facts[-1]  # a store always holds its Start
             blobs: dict[str, bytes] = {}
-            fact, line = build_fact(kind, fields, facts[-1]["n"] + 1, prev, ended, blobs, self.inline_limit)
-            self._commit([fact], [line], blobs, sync)
+            fact, line = build_fact(kind, fields, last["n"] + 1, last["hash"], last["kind"] == "End", blobs,
+                                    self.inline_limit)
+            self._commit((fact,), line, blobs, sync)
             return fact
 
     def sync(self) -> None:
@@ -769,7 +764,8 @@ class RunStore(RunLog):
     def append_many(self, items: Sequence[tuple[str, dict]], *, sync: bool = True) -> list[dict]:
         """Write several facts with one write and one fsync (group commit): all or none.
         `sync` as for `append`."""
-        self._require_writable()
+        if not self.for_append:
+            self._require_writable()
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"run {self.run_id} is not open for appending")
@@ -789,21 +785,26 @@ class RunStore(RunLog):
                 ended = kind == "End"
             if not facts:
                 return []
-            self._commit(facts, lines, blobs, sync)
+            self._commit(facts, lines[0] if len(lines) == 1 else b"".join(lines), blobs, sync)
             return facts
 
-    def _commit(self, facts: list[dict], lines: list[bytes], blobs: dict[str, bytes],
-                sync: bool = True) -> None:
+    def _commit(self, facts: Sequence[dict], data: bytes, blobs: dict[str, bytes], sync: bool = True) -> None:
+        """Write `facts`, whose lines are `data`, and take them as the history's newest."""
         first = facts[0]["n"]
         if blobs:
             write_values(self.path, blobs, self._known_blobs, first, self._fsync)
-        self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first)
+        self._write_history(data, first)
         # Accepted now: the time is recorded once these facts are durable (`_record_times`).
         now = time.time_ns() // 1_000_000
-        if not self._times:
+        times = self._times
+        if not times:
             self._times_from = first
-        self._times.extend([now] * len(facts))
-        self._facts.extend(facts)
+        if len(facts) == 1:
+            times.append(now)
+            self._facts.append(facts[0])
+        else:
+            times.extend([now] * len(facts))
+            self._facts.extend(facts)
         if blobs:  # a value went by reference
             for fact in facts:
                 self._index_refs(fact)
@@ -828,8 +829,8 @@ class RunStore(RunLog):
             self._write_host(record, sync=False)
         except StorageError:
             return
-        for offset, ms in enumerate(record["at"]):
-            self._known_times[record["from"] + offset] = ms
+        first = record["from"]
+        self._known_times.update(zip(range(first, first + len(record["at"])), record["at"]))
 
     def fact_times(self) -> dict[int, int]:
         """Fact n -> the Unix time in milliseconds at which this store accepted it, for the facts
@@ -871,7 +872,8 @@ class RunStore(RunLog):
         try:
             if self._fsync and (end > self._reserved_end or len(data) > durable._TEAR_WINDOW):
                 self._reserve(start, end)
-            _pwrite_all(fd, data, start)
+            if os.pwrite(fd, data, start) != len(data):  # (all of it, nearly always: one call)
+                _pwrite_all(fd, data, start)
         except BaseException as problem:
             # Leave no partial line visible: cut the file back to the last good fact.
             try:
