@@ -43,7 +43,7 @@ from flowrt.store.host_records import check_host_record
 from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
-from flowrt.store.postgres_sql import APPEND, HOST_RECORD, HOST_RECORD_ALONE
+from flowrt.store.postgres_sql import APPEND_STATEMENT, HOST_RECORD, HOST_RECORD_ALONE
 from flowrt.store.postgres_verify import parse_host_rows, verify_rows
 from flowrt.store.refs import index_refs, verify_referenced
 
@@ -557,12 +557,12 @@ class PostgresRunLog(RunLog):
         try:
             # The commit waits for the flush unless the run is not durable: set for this
             # statement's own transaction, so it costs no round trip.
-            cur = self._conn.execute(APPEND, dict(
+            changed = APPEND_STATEMENT.rows_changed(self._conn, dict(
                 self._fence_args(), commit="on" if durable else "off", last=last["n"], head=last["hash"],
                 ended=last["kind"] == "End", prev_n=first["n"] - 1, hexes=list(blobs) if blobs else None,
                 blobs=list(blobs.values()) if blobs else None, lines=lines,
                 times_i=self._host_count + 1, times_line=times_line))
-            written = cur.rowcount == len(facts)
+            written = changed == len(facts)
         except psycopg.Error as problem:
             self._forget_pending()
             raise _failed(problem, "cannot append", first["n"]) from problem
