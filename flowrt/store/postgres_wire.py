@@ -104,16 +104,23 @@ def _answer(pgconn: pq.PGconn) -> pq.PGresult:
         poller.poll()
         pgconn.consume_input()
     poller.register(fd, select.POLLIN)
+    result = _next_result(pgconn, poller)
+    # The answer ends with a NULL result (libpq's), which may still be on the way.
+    while _next_result(pgconn, poller) is not None:
+        pass
+    if result is None:
+        raise psycopg.OperationalError(pgconn.get_error_message() or "the server sent no result")
+    return result
+
+
+def _next_result(pgconn: pq.PGconn, poller: select.poll) -> pq.PGresult | None:
+    """The next result, or None at the answer's end; never blocking in libpq (`get_result` of a
+    busy connection would wait there, where no signal reaches Python)."""
     pgconn.consume_input()
     while pgconn.is_busy():
         poller.poll()
         pgconn.consume_input()
-    result = last = pgconn.get_result()
-    while last is not None:  # the end of the answer (libpq gives a NULL result after the last)
-        last = pgconn.get_result()
-    if result is None:
-        raise psycopg.OperationalError(pgconn.get_error_message() or "the server sent no result")
-    return result
+    return pgconn.get_result()
 
 
 def _rows(result: pq.PGresult, pgconn: pq.PGconn) -> int:
