@@ -91,3 +91,13 @@ def test_a_signal_interrupts_the_wait_and_closes_the_connection(conn):
 def test_a_parameter_without_a_type_is_refused():
     with pytest.raises(ValueError, match="typed"):
         PreparedStatement("test_wire_bad", "SELECT %(a)b, %(b)s", dict(a=INT8))
+
+
+def test_a_connection_the_server_cut_is_an_operational_error(pg_url, conn):
+    args = dict(i=1, flag=False, name="n", blob=None, tags=["t"], items=[b"x"])
+    assert INSERT.rows_changed(conn, args) == 1
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s, 10000)", (conn.pgconn.backend_pid,))  # gone when it returns
+    with pytest.raises(psycopg.OperationalError):
+        INSERT.rows_changed(conn, args)
+    assert conn.closed

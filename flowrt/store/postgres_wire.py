@@ -109,7 +109,8 @@ def _answer(pgconn: pq.PGconn) -> pq.PGresult:
     while _next_result(pgconn, poller) is not None:
         pass
     if result is None:
-        raise psycopg.OperationalError(pgconn.get_error_message() or "the server sent no result")
+        reason = pgconn.error_message.decode("utf-8", "replace").strip()
+        raise psycopg.OperationalError(reason or "the server sent no result")
     return result
 
 
