@@ -10,7 +10,7 @@ The tables are postgres_schema's (docs/trace.md, section 14).
 Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
 run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
 facts, their values and the `times` of the facts not yet timed only if it did, all or nothing,
-durable at commit (`synchronous_commit` on). A fact appended with `sync=False` (a Reply) is
+durable at commit (`synchronous_commit` on), sent over libpq directly (postgres_wire). A fact appended with `sync=False` (a Reply) is
 written at once, in its own statement, and committed without waiting for the flush: it is in the
 database (other readers see it, and it outlives the host) before the program sees it, as the
 history seed orders, and the next synchronous commit (the next Call's, or `sync()`'s) flushes the
