@@ -71,20 +71,41 @@ class Interrupted(Exception):
     pass
 
 
-def test_a_signal_interrupts_the_wait_and_closes_the_connection(conn):
-    sleep = PreparedStatement("test_wire_sleep", "SELECT pg_sleep(%(seconds)b)", dict(seconds=INT8))
-
+def interrupted_by_a_signal(work) -> Interrupted:
+    """Run `work()`, interrupted by a signal 0.3 s in; the interruption it raised."""
     def interrupt(signum, frame):
         raise Interrupted
 
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.3)
-        with pytest.raises(Interrupted):
-            sleep.rows_changed(conn, {"seconds": 5})
+        with pytest.raises(Interrupted) as raised:
+            work()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    return raised.value
+
+
+def interrupted(statement: PreparedStatement, conn, seconds: int) -> Interrupted:
+    return interrupted_by_a_signal(lambda: statement.rows_changed(conn, {"seconds": seconds}))
+
+
+SLEEP = PreparedStatement("test_wire_sleep", "SELECT pg_sleep(%(seconds)b)", dict(seconds=INT8))
+
+
+def test_a_signal_interrupts_the_wait_and_the_connection_goes_on(conn):
+    """As psycopg's own wait: the interrupt reaches the caller, the answer is read after it."""
+    assert interrupted(SLEEP, conn, 1).rows_changed == 1  # what the statement did: its one row
+    args = dict(i=1, flag=True, name="after", blob=None, tags=["t"], items=[b"x"])
+    assert INSERT.rows_changed(conn, args) == 1
+
+
+def test_an_interrupted_statement_that_does_not_end_costs_the_connection(conn, monkeypatch):
+    from flowrt.store import postgres_wire
+
+    monkeypatch.setattr(postgres_wire, "DRAIN_SECONDS", 0.5)
+    assert interrupted(SLEEP, conn, 10).rows_changed is None  # not known
     assert conn.closed  # its answer would come out of order: the connection is given up
 
 
@@ -101,3 +122,40 @@ def test_a_connection_the_server_cut_is_an_operational_error(pg_url, conn):
     with pytest.raises(psycopg.OperationalError):
         INSERT.rows_changed(conn, args)
     assert conn.closed
+
+
+def test_an_append_interrupted_in_its_wait_is_known_written_and_the_log_goes_on(pg_url):
+    """The run's row locked elsewhere holds the append in its wait; the signal comes; the lock
+    goes; the answer read after the interruption tells the log that the facts (and the times
+    record) are in the database, so the next host record takes the next number."""
+    import threading
+
+    from flowrt.store.postgres import PostgresStore
+
+    start = {"program": "sha256:" + "ab" * 32, "std": "std@v1", "entry": {"module": "m", "function": "main"},
+             "input": {}, "modules": []}
+    store = PostgresStore(pg_url)
+    try:
+        log = store.create("r", start)
+        blocker = psycopg.connect(pg_url)
+        blocker.execute("SELECT 1 FROM flow_runs WHERE run = 'r' FOR UPDATE")
+        unlock = threading.Timer(0.8, blocker.commit)
+        unlock.start()
+        interruption = interrupted_by_a_signal(
+            lambda: log.append("Call", {"call": "root#1", "tool": "t", "arguments": {}}))
+        unlock.join(30)
+        blocker.close()
+        assert interruption.rows_changed == 1
+        assert [f["kind"] for f in log.facts()] == ["Start", "Call"]
+        log.host_record({"kind": "halted", "head": log.head})
+        log.close()
+        again = store.open("r", for_append=False)
+        again.verify_files()
+        assert [f["kind"] for f in again.facts()] == ["Start", "Call"]
+        assert [r["kind"] for r in again.host_records()] == ["halted"]
+        with psycopg.connect(pg_url) as reader:  # the Call's times record, then the halt
+            numbered = reader.execute("SELECT i, convert_from(line, 'UTF8')::jsonb ->> 'kind' FROM flow_host "
+                                      "WHERE run = 'r' ORDER BY i").fetchall()
+        assert numbered == [(1, "times"), (2, "halted")]
+    finally:
+        store.close()

@@ -566,9 +566,21 @@ class PostgresRunLog(RunLog):
         except psycopg.Error as problem:
             self._forget_pending()
             raise _failed(problem, "cannot append", first["n"]) from problem
+        except BaseException as interruption:
+            # Ctrl-C in the wait: the answer was read after it (postgres_wire), so the log
+            # knows whether the facts (and their times record) are in the database.
+            if getattr(interruption, "rows_changed", None) == len(facts):
+                self._pending_written(blobs, durable, times_line, host_head, now, records_times=False)
+            else:
+                self._forget_pending()
+            raise
         if not written:
             self._forget_pending()
             raise self._lease_lost(first["n"])
+        self._pending_written(blobs, durable, times_line, host_head, now)
+
+    def _pending_written(self, blobs: dict, durable: bool, times_line: bytes | None, host_head: str | None,
+                         now: int, *, records_times: bool = True) -> None:
         self._pending, self._pending_lines, self._pending_blobs = [], [], {}
         self._known_values.update(blobs)
         # A synchronous commit waits for the log to be flushed up to it, so past every
@@ -577,7 +589,7 @@ class PostgresRunLog(RunLog):
         if times_line is not None:
             self._host_head, self._host_count = host_head, self._host_count + 1
             self._times_written(now)
-        elif self.durability != "fsync" and now - self._times_recorded >= TIMES_EVERY_MS:
+        elif records_times and self.durability != "fsync" and now - self._times_recorded >= TIMES_EVERY_MS:
             self._record_times()  # durability "none": no append carries them
 
     def _forget_pending(self) -> None:

@@ -9,15 +9,16 @@ way, and a recorded call is two statements (docs/impl.md, "The PostgreSQL store'
 call"). Everything else the store sends goes through psycopg as before.
 
 The wait for the server's answer is a `poll` on the connection's socket, so a signal (Ctrl-C)
-interrupts it as it interrupts psycopg's own wait; an interrupted statement leaves the
-connection closed (its answer can no longer be read in order), and the server's
-`statement_timeout` bounds the wait otherwise."""
+interrupts it as it interrupts psycopg's own wait; the answer is then read (a few seconds at
+most) so that the connection goes on serving, and the server's `statement_timeout` bounds the
+wait otherwise."""
 
 from __future__ import annotations
 
 import re
 import select
 import struct
+import time
 import weakref
 from typing import Any, Callable
 
@@ -48,13 +49,19 @@ _ENCODERS: dict[int, Callable[[Any], bytes]] = {
     BYTEA_ARRAY: _array(BYTEA),
 }
 
+#: how long an interrupted statement's answer is waited for before the connection is given up
+DRAIN_SECONDS = 5.0
+
 _PLACEHOLDER = re.compile(r"%\((\w+)\)[sb]")
 
 
 class PreparedStatement:
     """`query` in psycopg's `%(name)s` / `%(name)b` style, each name's PostgreSQL type in `types`
     (a type above); `rows_changed(conn, args)` runs it with `args` (name -> value, None for
-    NULL) and returns how many rows it inserted, updated or deleted."""
+    NULL) and returns how many rows it inserted, updated or deleted. An interruption of the
+    wait (a signal's exception) is raised after the answer was read, its `rows_changed`
+    attribute set to that number (None when the answer could not be read: the connection is
+    closed then)."""
 
     def __init__(self, name: str, query: str, types: dict[str, int]) -> None:
         self.name = name.encode("ascii")
@@ -82,9 +89,24 @@ class PreparedStatement:
         try:
             pgconn.send_query_prepared(self.name, params, param_formats=self._formats)
             result = _answer(pgconn)
-        except BaseException:
-            # Its answer may still be on the way: nothing else can be read in order after it.
-            conn.close()
+        except psycopg.Error:
+            conn.close()  # the connection failed mid-statement: nothing more can be read in order
+            raise
+        except BaseException as interruption:
+            # Interrupted (Ctrl-C): read the answer, on its way, so that the connection goes on
+            # serving (the host records why it stopped on it), as psycopg's own wait does, and
+            # the caller learns what the statement did; a server that does not answer within
+            # DRAIN_SECONDS costs the connection instead.
+            interruption.rows_changed = None
+            try:
+                answer = _answer(pgconn, DRAIN_SECONDS)
+            except BaseException:
+                conn.close()
+                raise interruption from None
+            try:
+                interruption.rows_changed = _rows(answer, pgconn)
+            except psycopg.Error:
+                interruption.rows_changed = 0  # the statement failed: it changed nothing
             raise
         return _rows(result, pgconn)
 
@@ -95,18 +117,20 @@ class PreparedStatement:
         self._prepared_on.add(pgconn)
 
 
-def _answer(pgconn: pq.PGconn) -> pq.PGresult:
-    """The statement's result, waiting on the socket (interruptible by a signal)."""
+def _answer(pgconn: pq.PGconn, seconds: float | None = None) -> pq.PGresult:
+    """The statement's result, waiting on the socket (interruptible by a signal), at most
+    `seconds` when given (TimeoutError after)."""
     poller = select.poll()
+    deadline = None if seconds is None else time.monotonic() + seconds
     fd = pgconn.socket
     while pgconn.flush():  # the connection is non-blocking (psycopg's): the query may not be out yet
         poller.register(fd, select.POLLIN | select.POLLOUT)
-        poller.poll()
+        _wait(poller, deadline)
         pgconn.consume_input()
     poller.register(fd, select.POLLIN)
-    result = _next_result(pgconn, poller)
+    result = _next_result(pgconn, poller, deadline)
     # The answer ends with a NULL result (libpq's), which may still be on the way.
-    while _next_result(pgconn, poller) is not None:
+    while _next_result(pgconn, poller, deadline) is not None:
         pass
     if result is None:
         reason = pgconn.error_message.decode("utf-8", "replace").strip()
@@ -114,14 +138,23 @@ def _answer(pgconn: pq.PGconn) -> pq.PGresult:
     return result
 
 
-def _next_result(pgconn: pq.PGconn, poller: select.poll) -> pq.PGresult | None:
+def _next_result(pgconn: pq.PGconn, poller: select.poll, deadline: float | None) -> pq.PGresult | None:
     """The next result, or None at the answer's end; never blocking in libpq (`get_result` of a
     busy connection would wait there, where no signal reaches Python)."""
     pgconn.consume_input()
     while pgconn.is_busy():
-        poller.poll()
+        _wait(poller, deadline)
         pgconn.consume_input()
     return pgconn.get_result()
+
+
+def _wait(poller: select.poll, deadline: float | None) -> None:
+    if deadline is None:
+        poller.poll()
+        return
+    left = deadline - time.monotonic()
+    if left <= 0 or not poller.poll(left * 1000):
+        raise TimeoutError("the server did not answer in time")
 
 
 def _rows(result: pq.PGresult, pgconn: pq.PGconn) -> int:
