@@ -162,7 +162,7 @@ def test_store_init_is_idempotent_and_refuses_a_newer_layout(pg_cluster):
     assert first.returncode == 0 and "created" in first.stdout, first.stderr
     again = flow("store", "init", url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
-    assert rows(url, "SELECT version FROM flow_schema ORDER BY version") == [(1,), (2,)]
+    assert rows(url, "SELECT version FROM flow_schema ORDER BY version") == [(1,), (2,), (3,)]
     rows(url, "INSERT INTO flow_schema (version) VALUES (99) RETURNING version")
     newer = flow("store", "init", url)
     assert newer.returncode == 2 and "newer" in newer.stderr

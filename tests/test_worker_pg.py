@@ -254,7 +254,7 @@ def test_version_1_tables_migrate_an_ended_run_wants_no_host_and_the_rest_are_lo
                              (run, n, json.dumps({"kind": kind}).encode()))
     done = flow("store", "init", url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert rows(url, "SELECT version FROM flow_schema ORDER BY version") == [(1,), (2,)]
+    assert rows(url, "SELECT version FROM flow_schema ORDER BY version") == [(1,), (2,), (3,)]
     assert rows(url, "SELECT run, ready_at::text FROM flow_runs ORDER BY run") == [("ended", None),
                                                                                    ("waiting", "-infinity")]
 

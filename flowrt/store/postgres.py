@@ -10,7 +10,7 @@ The tables are postgres_schema's (docs/trace.md, section 14).
 Writing: each append (or `append_many`) is one statement, so one transaction: it moves the
 run's head only if this appender's lease still holds (`postgres_lease.FENCE`), and inserts the
 facts, their values and the `times` of the facts not yet timed only if it did, all or nothing,
-durable at commit (`synchronous_commit` on). A fact appended with `sync=False` (a Reply) is
+durable at commit (`synchronous_commit` on), sent over libpq directly (postgres_wire). A fact appended with `sync=False` (a Reply) is
 written at once, in its own statement, and committed without waiting for the flush: it is in the
 database (other readers see it, and it outlives the host) before the program sees it, as the
 history seed orders, and the next synchronous commit (the next Call's, or `sync()`'s) flushes the
@@ -43,7 +43,7 @@ from flowrt.store.host_records import check_host_record
 from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
-from flowrt.store.postgres_sql import APPEND, HOST_RECORD, HOST_RECORD_ALONE
+from flowrt.store.postgres_sql import APPEND_STATEMENT, HOST_RECORD, HOST_RECORD_ALONE
 from flowrt.store.postgres_verify import parse_host_rows, verify_rows
 from flowrt.store.refs import index_refs, verify_referenced
 
@@ -561,18 +561,30 @@ class PostgresRunLog(RunLog):
         try:
             # The commit waits for the flush unless the run is not durable: set for this
             # statement's own transaction, so it costs no round trip.
-            cur = self._conn.execute(APPEND, dict(
+            changed = APPEND_STATEMENT.rows_changed(self._conn, dict(
                 self._fence_args(), commit="on" if durable else "off", last=last["n"], head=last["hash"],
                 ended=last["kind"] == "End", prev_n=first["n"] - 1, hexes=list(blobs) if blobs else None,
                 blobs=list(blobs.values()) if blobs else None, lines=lines,
                 times_i=self._host_count + 1, times_line=times_line))
-            written = cur.rowcount == len(facts)
+            written = changed == len(facts)
         except psycopg.Error as problem:
             self._forget_pending()
             raise _failed(problem, "cannot append", first["n"]) from problem
+        except BaseException as interruption:
+            # Ctrl-C in the wait: the answer was read after it (postgres_wire), so the log
+            # knows whether the facts (and their times record) are in the database.
+            if getattr(interruption, "rows_changed", None) == len(facts):
+                self._pending_written(blobs, durable, times_line, host_head, now, records_times=False)
+            else:
+                self._forget_pending()
+            raise
         if not written:
             self._forget_pending()
             raise self._lease_lost(first["n"])
+        self._pending_written(blobs, durable, times_line, host_head, now)
+
+    def _pending_written(self, blobs: dict, durable: bool, times_line: bytes | None, host_head: str | None,
+                         now: int, *, records_times: bool = True) -> None:
         self._pending, self._pending_lines, self._pending_blobs = [], [], {}
         self._known_values.update(blobs)
         # A synchronous commit waits for the log to be flushed up to it, so past every
@@ -581,7 +593,7 @@ class PostgresRunLog(RunLog):
         if times_line is not None:
             self._host_head, self._host_count = host_head, self._host_count + 1
             self._times_written(now)
-        elif self.durability != "fsync" and now - self._times_recorded >= TIMES_EVERY_MS:
+        elif records_times and self.durability != "fsync" and now - self._times_recorded >= TIMES_EVERY_MS:
             self._record_times()  # durability "none": no append carries them
 
     def _forget_pending(self) -> None:

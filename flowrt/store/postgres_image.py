@@ -9,6 +9,7 @@ import psycopg
 from flowrt.store.chain import _sha256_hex
 from flowrt.store.errors import RunExists, RunNotFound, StorageError
 from flowrt.store.interface import RunImage
+from flowrt.store.postgres_schema import delete_run
 
 
 def read_database_image(store, run_id: str) -> RunImage:
@@ -97,7 +98,7 @@ def write_database_image(store, run_id: str, image: RunImage) -> None:
     except BaseException:
         try:
             with store.connection() as conn:
-                conn.execute("DELETE FROM flow_runs WHERE run = %s", (run_id,))
+                delete_run(conn, run_id)
         except (StorageError, psycopg.Error):
             pass
         raise

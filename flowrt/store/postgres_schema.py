@@ -14,7 +14,7 @@ import psycopg
 from flowrt.store.errors import StorageError
 
 #: the layout this code reads and writes
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: MIGRATIONS[v] takes the layout from version v to v + 1 (0: no tables yet)
 MIGRATIONS: dict[int, str] = {
@@ -71,7 +71,25 @@ MIGRATIONS: dict[int, str] = {
         AND convert_from(f.line, 'UTF8')::jsonb ->> 'kind' = 'End');
     CREATE INDEX flow_runs_ready ON flow_runs (ready_at) WHERE ready_at IS NOT NULL;
     """,
+    # No foreign keys to flow_runs: each checked every inserted row with a query and a row lock
+    # (a WAL record) on the run's row, a third of a recorded call's server time, guarding what
+    # the store's writes already ensure (every row is inserted from the fenced row of flow_runs
+    # that the same statement updated or inserted). Deleting a run deletes its rows explicitly
+    # (`delete_run`).
+    2: """
+    DO $$
+    DECLARE fk record;
+    BEGIN
+        FOR fk IN SELECT conrelid::regclass AS tab, conname FROM pg_constraint
+                  WHERE contype = 'f' AND confrelid = 'flow_runs'::regclass LOOP
+            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.tab, fk.conname);
+        END LOOP;
+    END $$;
+    """,
 }
+
+#: the tables that hold a run's rows besides flow_runs (`delete_run` deletes from each)
+RUN_TABLES = ("flow_facts", "flow_archived_facts", "flow_values", "flow_sources", "flow_host")
 
 _LOCK_KEY = 0x466C6F77  # "Flow": serializes concurrent inits of one database
 
@@ -126,6 +144,13 @@ def check_schema(conn: psycopg.Connection) -> None:
     if version < SCHEMA_VERSION:
         raise StorageError(f"the database's Flow tables are at version {version}, older than this "
                            f"flow's {SCHEMA_VERSION}: run `flow store init URL` to migrate them")
+
+
+def delete_run(conn: psycopg.Connection, run_id: str) -> None:
+    """Delete the run and every row of it, in one transaction (no foreign key cascades)."""
+    with conn.transaction():
+        for table in (*RUN_TABLES, "flow_runs"):
+            conn.execute(f"DELETE FROM {table} WHERE run = %s", (run_id,))
 
 
 def _reason(problem: BaseException) -> str:

@@ -5,6 +5,7 @@ writes nothing; the commit's durability is set inside the statement, so it costs
 from __future__ import annotations
 
 from flowrt.store import postgres_lease as leases
+from flowrt.store.postgres_wire import BOOL, BYTEA, BYTEA_ARRAY, INT8, TEXT, TEXT_ARRAY, PreparedStatement
 
 # Parameters in binary (`%b`: a fact's line goes as its bytes, not escaped), the facts' numbers
 # counted by the server from the one before (no array of them) and no value arrays when there
@@ -19,6 +20,11 @@ APPEND = (
     "WHERE %(times_line)b::bytea IS NOT NULL) "
     "INSERT INTO flow_facts (run, n, line) SELECT ok.run, %(prev_n)b + f.i, f.line FROM ok, "
     "unnest(%(lines)b::bytea[]) WITH ORDINALITY AS f(line, i)")
+
+#: APPEND as the store sends it, over libpq directly (postgres_wire: the hot path)
+APPEND_STATEMENT = PreparedStatement("flow_append", APPEND, dict(
+    run=TEXT, epoch=INT8, last=INT8, head=TEXT, ended=BOOL, prev_n=INT8, commit=TEXT, hexes=TEXT_ARRAY,
+    blobs=BYTEA_ARRAY, lines=BYTEA_ARRAY, times_i=INT8, times_line=BYTEA))
 
 # The record and the run's readiness for workers (postgres_queue.ready_after) in one statement.
 HOST_RECORD = (
