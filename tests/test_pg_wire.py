@@ -37,20 +37,20 @@ def conn(pg_url):
 def test_any_parameters_reach_the_server_as_psycopg_would_send_them(conn, i, flag, name, blob, pairs):
     conn.execute("TRUNCATE wire")
     tags, items = [tag for tag, _ in pairs], [item for _, item in pairs]
-    changed = INSERT.rows_changed(conn, dict(i=i, flag=flag, name=name, blob=blob, tags=tags, items=items))
+    changed = INSERT.rows_changed(conn, dict(i=i, flag=flag, name=name, blob=blob, tags=tags, items=items), 30)
     assert changed == len(pairs)
     stored = conn.execute("SELECT i, flag, name, blob, tag, item FROM wire ORDER BY ctid").fetchall()
     assert stored == [(i, flag, name, blob, tag, item) for tag, item in pairs]
-    assert INSERT.rows_changed(conn, dict(i=i, flag=flag, name=name, blob=blob, tags=None, items=None)) == 0
+    assert INSERT.rows_changed(conn, dict(i=i, flag=flag, name=name, blob=blob, tags=None, items=None), 30) == 0
 
 
 def test_an_error_is_psycopgs_and_the_connection_goes_on(conn):
     conn.execute("CREATE UNIQUE INDEX ON wire (i)")
     args = dict(i=7, flag=True, name="a", blob=b"b", tags=["t"], items=[b"x"])
-    assert INSERT.rows_changed(conn, args) == 1
+    assert INSERT.rows_changed(conn, args, 30) == 1
     with pytest.raises(psycopg.errors.UniqueViolation, match="duplicate key"):
-        INSERT.rows_changed(conn, args)
-    assert INSERT.rows_changed(conn, dict(args, i=8)) == 1
+        INSERT.rows_changed(conn, args, 30)
+    assert INSERT.rows_changed(conn, dict(args, i=8), 30) == 1
     assert conn.execute("SELECT count(*) FROM wire").fetchone() == (2,)
 
 
@@ -58,12 +58,12 @@ def test_each_connection_has_it_prepared_once(pg_url, conn):
     args = dict(i=1, flag=False, name="n", blob=None, tags=["t"], items=[b"x"])
     with psycopg.connect(pg_url, autocommit=True) as other:
         for connection in (conn, other, conn, other):
-            assert INSERT.rows_changed(connection, args) == 1
+            assert INSERT.rows_changed(connection, args, 30) == 1
         for connection in (conn, other):
             named = connection.execute("SELECT count(*) FROM pg_prepared_statements WHERE name = 'test_wire_insert'")
             assert named.fetchone() == (1,)
     with psycopg.connect(pg_url, autocommit=True) as anew:  # a new connection, perhaps at a freed one's address
-        assert INSERT.rows_changed(anew, args) == 1
+        assert INSERT.rows_changed(anew, args, 30) == 1
     assert conn.execute("SELECT count(*) FROM wire").fetchone() == (5,)
 
 
@@ -88,17 +88,23 @@ def interrupted_by_a_signal(work) -> Interrupted:
 
 
 def interrupted(statement: PreparedStatement, conn, seconds: int) -> Interrupted:
-    return interrupted_by_a_signal(lambda: statement.rows_changed(conn, {"seconds": seconds}))
+    return interrupted_by_a_signal(lambda: statement.rows_changed(conn, {"seconds": seconds}, 30))
 
 
 SLEEP = PreparedStatement("test_wire_sleep", "SELECT pg_sleep(%(seconds)b)", dict(seconds=INT8))
+
+
+def test_a_server_that_does_not_answer_in_time_fails_the_statement_and_the_connection(conn):
+    with pytest.raises(psycopg.OperationalError, match="did not answer within"):
+        SLEEP.rows_changed(conn, {"seconds": 3}, 0.3)
+    assert conn.closed
 
 
 def test_a_signal_interrupts_the_wait_and_the_connection_goes_on(conn):
     """As psycopg's own wait: the interrupt reaches the caller, the answer is read after it."""
     assert interrupted(SLEEP, conn, 1).rows_changed == 1  # what the statement did: its one row
     args = dict(i=1, flag=True, name="after", blob=None, tags=["t"], items=[b"x"])
-    assert INSERT.rows_changed(conn, args) == 1
+    assert INSERT.rows_changed(conn, args, 30) == 1
 
 
 def test_an_interrupted_statement_that_does_not_end_costs_the_connection(conn, monkeypatch):
@@ -116,11 +122,11 @@ def test_a_parameter_without_a_type_is_refused():
 
 def test_a_connection_the_server_cut_is_an_operational_error(pg_url, conn):
     args = dict(i=1, flag=False, name="n", blob=None, tags=["t"], items=[b"x"])
-    assert INSERT.rows_changed(conn, args) == 1
+    assert INSERT.rows_changed(conn, args, 30) == 1
     with psycopg.connect(pg_url, autocommit=True) as other:
         other.execute("SELECT pg_terminate_backend(%s, 10000)", (conn.pgconn.backend_pid,))  # gone when it returns
     with pytest.raises(psycopg.OperationalError):
-        INSERT.rows_changed(conn, args)
+        INSERT.rows_changed(conn, args, 30)
     assert conn.closed
 
 

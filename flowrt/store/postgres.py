@@ -52,6 +52,7 @@ CONNECT_SECONDS = 10.0  # bound on waiting for a connection (the database away: 
 #: host driving many runs at once, as the MCP server may, needs one each), and the rest serve reads
 POOL_SIZE = 32
 STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must not hang a host)
+ANSWER_SECONDS = STATEMENT_SECONDS + 30  # ... and on waiting for its answer (a server gone silent)
 
 _HISTORY = "flow_facts"
 _HOST = "flow_host"
@@ -565,7 +566,7 @@ class PostgresRunLog(RunLog):
                 self._fence_args(), commit="on" if durable else "off", last=last["n"], head=last["hash"],
                 ended=last["kind"] == "End", prev_n=first["n"] - 1, hexes=list(blobs) if blobs else None,
                 blobs=list(blobs.values()) if blobs else None, lines=lines,
-                times_i=self._host_count + 1, times_line=times_line))
+                times_i=self._host_count + 1, times_line=times_line), ANSWER_SECONDS)
             written = changed == len(facts)
         except psycopg.Error as problem:
             self._forget_pending()

@@ -10,8 +10,8 @@ call"). Everything else the store sends goes through psycopg as before.
 
 The wait for the server's answer is a `poll` on the connection's socket, so a signal (Ctrl-C)
 interrupts it as it interrupts psycopg's own wait; the answer is then read (a few seconds at
-most) so that the connection goes on serving, and the server's `statement_timeout` bounds the
-wait otherwise."""
+most) so that the connection goes on serving. The server's `statement_timeout` bounds the wait
+otherwise, and the caller's `timeout` a server or network gone silent."""
 
 from __future__ import annotations
 
@@ -80,7 +80,10 @@ class PreparedStatement:
         self._formats = [pq.Format.BINARY] * len(self.names)
         self._prepared_on: weakref.WeakSet = weakref.WeakSet()  # the pgconns holding it
 
-    def rows_changed(self, conn: psycopg.Connection, args: dict[str, Any]) -> int:
+    def rows_changed(self, conn: psycopg.Connection, args: dict[str, Any], timeout: float) -> int:
+        """`timeout`: seconds the answer is waited for (beyond the server's own statement
+        timeout: a server or network gone silent), after which the connection is closed and
+        the statement failed (psycopg.OperationalError)."""
         pgconn = conn.pgconn
         if pgconn not in self._prepared_on:
             self._prepare(pgconn)
@@ -88,10 +91,13 @@ class PreparedStatement:
                   for name, encode in zip(self.names, self._encoders)]
         try:
             pgconn.send_query_prepared(self.name, params, param_formats=self._formats)
-            result = _answer(pgconn)
+            result = _answer(pgconn, timeout)
         except psycopg.Error:
             conn.close()  # the connection failed mid-statement: nothing more can be read in order
             raise
+        except TimeoutError:
+            conn.close()
+            raise psycopg.OperationalError(f"the server did not answer within {timeout:.0f} s") from None
         except BaseException as interruption:
             # Interrupted (Ctrl-C): read the answer, on its way, so that the connection goes on
             # serving (the host records why it stopped on it), as psycopg's own wait does, and
