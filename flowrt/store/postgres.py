@@ -41,17 +41,13 @@ from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageEr
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.host_records import check_host_record
 from flowrt.store.interface import RunImage, RunLog, Store
+from flowrt.store.postgres_pool import CONNECT_SECONDS, STATEMENT_SECONDS, new_pool
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
 from flowrt.store.postgres_sql import APPEND_STATEMENT, HOST_RECORD, HOST_RECORD_ALONE
 from flowrt.store.postgres_verify import parse_host_rows, verify_rows
 from flowrt.store.refs import index_refs, verify_referenced
 
-CONNECT_SECONDS = 10.0  # bound on waiting for a connection (the database away: StorageError)
-#: connections a process may hold: each RunLog open for appending holds one until it closes (a
-#: host driving many runs at once, as the MCP server may, needs one each), and the rest serve reads
-POOL_SIZE = 32
-STATEMENT_SECONDS = 60  # bound on any one statement (a lock held elsewhere must not hang a host)
 ANSWER_SECONDS = STATEMENT_SECONDS + 30  # ... and on waiting for its answer (a server gone silent)
 
 _HISTORY = "flow_facts"
@@ -90,20 +86,11 @@ class PostgresStore(Store):
 
     # -- connections ----------------------------------------------------------------------------
 
-    @staticmethod
-    def _configure(conn: psycopg.Connection) -> None:
-        conn.autocommit = True
-        conn.execute("SET synchronous_commit = on")
-        conn.execute(f"SET statement_timeout = '{STATEMENT_SECONDS}s'")
-
     def pool(self) -> psycopg_pool.ConnectionPool:
         """The connection pool, opened (and the tables' version checked) on first use."""
         with self._pool_lock:
             if self._pool is None:
-                pool = psycopg_pool.ConnectionPool(
-                    self.url, min_size=1, max_size=POOL_SIZE, open=False, timeout=CONNECT_SECONDS,
-                    configure=self._configure, check=psycopg_pool.ConnectionPool.check_connection,
-                    kwargs={"connect_timeout": int(CONNECT_SECONDS)}, name="flow")
+                pool = new_pool(self.url)
                 try:
                     pool.open(wait=True, timeout=CONNECT_SECONDS)
                     with pool.connection() as conn:
