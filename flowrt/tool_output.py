@@ -84,8 +84,12 @@ class ToolOutput:
         """Have the reader thread let go, for this thread to read (`reading_here`); False when it
         cannot be had (its end was read, or the reader thread did not let go in time)."""
         with self.condition:
-            if self.parked or self.done or self.wake_w < 0:
-                return self.parked and not self.done
+            if self.parked:
+                # Ours still, or given back and not yet resumed: it re-reads `wanted` before it does.
+                self.wanted = True
+                return not self.done
+            if self.done or self.wake_w < 0:
+                return False
             self.wanted = True
             os.write(self.wake_w, b"\0")
             if not self.condition.wait_for(lambda: self.parked or self.done, TAKE_SECONDS):
@@ -112,8 +116,8 @@ class ToolOutput:
         an exit or a broken line is noticed as the reader thread would have). Asked while another
         thread reads it: given back when that thread is done."""
         with self.condition:
-            if not self.parked:
-                return
+            if not (self.parked and self.wanted):
+                return  # the reader thread has it, or has been given it back
             if self.held_by is not None and self.held_by != threading.get_ident():
                 self.give_back_after = True
                 return
