@@ -1,18 +1,19 @@
 """A Tool process's round trip alone: sequential calls to a `flowrt.toolkit.serve` process, with no
-run, no store and no sandbox child, in µs per call (medians of rounds).
-
-Two figures, so that the host's share and the Tool process's share can be told apart:
+run, no store and no sandbox child, in µs per call (medians of rounds, alternated so that every
+figure sees the same machine). Its figures tell the host's share from the Tool process's:
 
 - `host`: the host's own `CommandTools` (its writer, its reader thread, its parsing) started on
-  the script as `flow run` starts it, each reply delivered into a reply queue of the kind the
-  run's driving thread waits on (`flowrt.run.Driver`'s SimpleQueue; `--queue queue` for queue.Queue), and the next call made once it is taken off
-  that queue: what a recorded call pays for the Tool process beyond recording.
-- `host, here`: the same through `CommandTools.call_here`, as the Driver makes the only call out
-  when the program waits for it: the driving thread reads the reply itself (`flowrt.tool_output`).
+  the script as `flow run` starts it, each reply delivered into a reply queue as the run's
+  driving thread takes replies (`flowrt.run.Driver`'s SimpleQueue; `--queue queue` for
+  queue.Queue), the next call made once the reply is taken off it: a call made while others are
+  out, or that the run does not wait for.
+- `host, here`: through `CommandTools.call_here`, as the Driver makes the only call out when the
+  program waits for it (a sequential call): the driving thread reads the reply itself
+  (`flowrt.tool_output`). Only where the code measured has it.
 - `pipe`: this thread writes a call line into the process's stdin and reads its reply line from
   its stdout itself (no host threads at all): what the Tool process and the pipes cost.
 
-    python scripts/bench/tool_roundtrip.py [--calls 2000] [--rounds 7]
+    python scripts/bench/tool_roundtrip.py [--calls 2000] [--rounds 7] [--queue simple|queue]
 """
 
 from __future__ import annotations
