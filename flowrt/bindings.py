@@ -562,7 +562,6 @@ class CommandTools(Implementation):
             # Settled from another thread (the writer's, when the process stops reading): queued.
             (deliver_here if threading.get_ident() == here else deliver)(got_id, outcome)
 
-        output.reading_here(True)
         try:
             output.read_here(0)  # what it wrote since the last call: it may have exited, or broken the protocol
             self._call(run, call_id, tool, arguments, types, delivery)
@@ -576,7 +575,7 @@ class CommandTools(Implementation):
                 if call_id in self.deliveries:
                     self.deliveries[call_id] = deliver  # its reply comes later, from the reader thread
                 out = bool(self.deliveries)
-            if output.reading_here(False) or out or output.done or self.broke is not None:
+            if output.done_here() or out or output.done or self.broke is not None:
                 output.give_back()
 
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:

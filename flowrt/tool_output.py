@@ -37,7 +37,7 @@ class ToolOutput:
         self.condition = threading.Condition()
         self.wanted = False  # another thread asked the reader thread to let go
         self.parked = False  # the reader thread has let go, and waits
-        self.held_by: int | None = None  # the thread reading it while parked (`reading_here`)
+        self.held_by: int | None = None  # the thread that took it, until it is done (`done_here`)
         self.give_back_after = False  # asked while held: given back once the holder is done
         self.done = False  # its end was read
         self.wake_r, self.wake_w = os.pipe()  # a byte: let go
@@ -81,27 +81,34 @@ class ToolOutput:
         return True
 
     def take(self) -> bool:
-        """Have the reader thread let go, for this thread to read (`reading_here`); False when it
-        cannot be had (its end was read, or the reader thread did not let go in time)."""
+        """Have the reader thread let go, for this thread to read (`read_here`) until `done_here`;
+        False when it cannot be had (its end was read, the reader thread did not let go in time,
+        or another thread holds it)."""
         with self.condition:
-            if self.parked:
-                # Ours still, or given back and not yet resumed: it re-reads `wanted` before it does.
-                self.wanted = True
-                return not self.done
-            if self.done or self.wake_w < 0:
+            if self.held_by is not None or self.done:
                 return False
-            self.wanted = True
-            os.write(self.wake_w, b"\0")
-            if not self.condition.wait_for(lambda: self.parked or self.done, TAKE_SECONDS):
-                self.wanted = False  # it keeps reading
-            return self.parked and not self.done
+            if self.parked:
+                # Still not the reader thread's, or given back and not yet resumed: it reads
+                # `wanted` again before it resumes.
+                self.wanted = True
+            elif self.wake_w < 0:
+                return False
+            else:
+                self.wanted = True
+                os.write(self.wake_w, b"\0")
+                if not self.condition.wait_for(lambda: self.parked or self.done, TAKE_SECONDS):
+                    self.wanted = False  # it keeps reading
+            if not self.parked or self.done:
+                return False
+            self.held_by = threading.get_ident()
+            return True
 
-    def reading_here(self, held: bool) -> bool:
-        """Mark this thread as reading the output taken (`held`), or as done reading it; when done,
-        whether another thread asked for it back meanwhile (`give_back`)."""
+    def done_here(self) -> bool:
+        """This thread is done reading the output it took (it stays let go of); whether another
+        thread asked for it to be given back meanwhile."""
         with self.condition:
-            self.held_by = threading.get_ident() if held else None
-            asked, self.give_back_after = self.give_back_after and not held, False
+            self.held_by = None
+            asked, self.give_back_after = self.give_back_after, False
             return asked
 
     def read_here(self, seconds: float) -> bool:

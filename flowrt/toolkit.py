@@ -86,9 +86,9 @@ def serve(handlers: dict[str, Callable], *, declared_in: str) -> None:
     # Leader/follower: one thread at a time reads stdin (the leader). The leader that reads a call
     # hands reading to another thread (one waiting, or a new one) and then runs the call itself,
     # so the call starts on the thread that read it, without waiting for a wake-up: handing each
-    # call to a waiting worker cost a futex wake on the critical path, ~40 µs of a ~55 µs round
-    # trip (docs/impl.md, "A Tool process's round trip"). The next leader's wake-up happens while
-    # the call runs. So calls still run at once (a slow one never holds up the next line, and a
+    # call to a waiting worker put its wake-up on the critical path, most of a ~30-40 µs round
+    # trip against ~10 µs for answering on the reading thread (docs/impl.md, "A Tool process's
+    # round trip"). The next leader's wake-up happens while the call runs. So calls still run at once (a slow one never holds up the next line, and a
     # cancel is read while calls run), a thread whose call ended waits to lead again rather than
     # exiting, and there are never more threads than calls in flight plus the one reading.
     # Not ThreadPoolExecutor: it bounds its threads, so calls past the bound would wait behind
