@@ -155,3 +155,50 @@ def test_closing_gives_the_output_back_and_the_process_ends(tools: CommandTools)
     tools.close()
     assert tools.process.poll() is not None
     tools.output.give_back()  # nothing left to give: a no-op
+
+
+# ---- the hand-over itself: whichever thread reads, every line is served once, in order ----------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from flowrt.tool_output import ToolOutput  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=30).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=30),
+       st.lists(st.integers(1, 50), min_size=1, max_size=20),
+       st.lists(st.sampled_from(["take", "read", "give back"]), max_size=40))
+def test_every_line_is_served_once_in_order_whoever_reads(lines, chunking, steps):
+    import os
+    import threading
+
+    data = b"".join(line + b"\n" for line in lines)
+    read_end, write_end = os.pipe()
+    served: list[bytes] = []
+    ended = threading.Event()
+    output = ToolOutput(read_end, lambda got: served.extend(line for line, _ in got), ended.set)
+    reader = threading.Thread(target=output.run, daemon=True)
+    reader.start()
+    position = 0
+    for n, step in enumerate(steps):  # this thread writes a chunk, then takes, reads or gives back
+        size = chunking[n % len(chunking)]
+        os.write(write_end, data[position:position + size])
+        position += size
+        if step == "take" and output.take():
+            output.done_here()
+        elif step == "read" and output.take():
+            output.read_here(0.01)
+            output.done_here()
+        elif step == "give back":
+            output.give_back()
+    os.write(write_end, data[position:])
+    os.close(write_end)
+    output.give_back()  # the reader thread reads the rest, to the end
+    try:
+        assert ended.wait(WAIT), "the output's end was never read"
+        reader.join(WAIT)
+        assert not reader.is_alive()
+        assert served == lines
+    finally:
+        os.close(read_end)
