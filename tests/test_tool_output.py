@@ -202,3 +202,41 @@ def test_every_line_is_served_once_in_order_whoever_reads(lines, chunking, steps
         assert served == lines
     finally:
         os.close(read_end)
+
+
+SEQUENTIAL = """\
+@tool pub flow echo(n: Int) -> Int
+@tool pub flow slow(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = loop(n, 0)
+
+flow loop(n: Int, acc: Int) -> Int !tool =
+    if n == 0 { acc } else if n % 5 == 0 { loop(n - 1, acc + slow(n)) } else { loop(n - 1, acc + echo(n)) }
+"""
+
+SEQUENTIAL_TOOL = """\
+import time
+
+from flowrt.toolkit import serve
+
+
+def slow(n):
+    time.sleep(%r)  # longer than the host reads for it on the driving thread
+    return n
+
+
+serve({"seq.echo": lambda n: n, "seq.slow": slow}, declared_in="seq.flow")
+"""
+
+
+def test_a_run_of_sequential_calls_some_slower_than_the_wait_completes(tmp_path: Path):
+    import json
+    import subprocess
+
+    (tmp_path / "seq.flow").write_text(SEQUENTIAL)
+    (tmp_path / "seq_tool.py").write_text(SEQUENTIAL_TOOL % (bindings.REPLY_HERE_SECONDS * 3))
+    (tmp_path / "flow.toml").write_text('[tools]\n"seq" = { python = "seq_tool.py" }\n')
+    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "run", "seq.flow", "--allow", "--input", '{"n": 20}'],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == sum(range(1, 21))
