@@ -23,6 +23,7 @@ from typing import Any
 from flowdata.canonical import dumps as canonical_json
 from flowrt.tool_input import HELD_LIMIT, STALL_SECONDS, InputWriter
 from flowrt.tool_lines import LINE_LIMIT, REPLY_LIMIT, drain_tail, nesting, tail_text, top_level_id
+from flowrt.tool_output import ToolOutput
 
 PENDING = object()
 Deliver = Callable[[str, Any], None]
@@ -313,7 +314,9 @@ class CommandTools(Implementation):
     it is answered BadReply, it is closed, and later calls to it are NotRun (never sent). A
     reply line too long or too deep to read, whose start names a call out, is that call's
     BadReply alone (a limit, as the reply limit is). When the process exits, its calls out are
-    Unknown, and later calls NotRun."""
+    Unknown, and later calls NotRun. Its output is read by a reader thread of its own, or, for
+    the only call out when the run waits for it (`call_here`), by the driving thread
+    (`flowrt.tool_output`)."""
 
     def __init__(self, command: list[str], cwd: str, shown: str | None = None) -> None:
         self.command = command
@@ -336,6 +339,8 @@ class CommandTools(Implementation):
         self.keeper = None
         self.keeper_key: tuple | None = None
         self.lent = False
+        self.output: ToolOutput | None = None
+        self.line_number = 0  # of the last line read from its output, by whichever thread
 
     def start(self) -> None:
         try:
@@ -344,7 +349,8 @@ class CommandTools(Implementation):
         except OSError as problem:
             raise BindError(f"cannot start {self.shown}: {problem.strerror or problem}") from None
         self.writer = InputWriter(self.process.stdin, self._stalled, self._input_closed)
-        threading.Thread(target=self._read, name="tool reader", daemon=True).start()
+        self.output = ToolOutput(self.process.stdout.fileno(), self._serve_lines, self._output_ended)
+        threading.Thread(target=self.output.run, name="tool reader", daemon=True).start()
         threading.Thread(target=self._drain_stderr, name="tool stderr", daemon=True).start()
         self._send(None, {"op": "describe"})
         if not self.described_event.wait(DESCRIBE_SECONDS):
@@ -401,18 +407,18 @@ class CommandTools(Implementation):
         for call_id, deliver in dropped:
             deliver(call_id, {"Err": {"NotRun": "not sent: the implementation no longer reads its input"}})
 
-    def _read(self) -> None:
-        from flowrt.tool_lines import lines
-
-        assert self.process is not None and self.process.stdout is not None
-        for number, (line, cut) in enumerate(lines(self.process.stdout.fileno()), 1):
+    def _serve_lines(self, lines: list[tuple[bytes, bool]]) -> None:
+        for line, cut in lines:
+            self.line_number += 1
             if self.broke is None:
                 try:
-                    self._line(number, line, cut)
+                    self._line(self.line_number, line, cut)
                 except Exception as problem:  # a host bug must not leave the calls out waiting forever
-                    self._break(number, f"a line the host failed to read ({type(problem).__name__}: {problem})", line)
-        # The process closed its output: it cannot answer any more. Every call still out is
-        # answered Unknown (its effects are unknown), and later calls are not sent.
+                    self._break(self.line_number, f"a line the host failed to read ({type(problem).__name__}: {problem})", line)
+
+    def _output_ended(self) -> None:
+        """The process closed its output: it cannot answer any more. Every call still out is
+        answered Unknown (its effects are unknown), and later calls are not sent."""
         assert self.writer is not None
         self.writer.stop()
         with self.lock:
@@ -538,7 +544,46 @@ class CommandTools(Implementation):
         finally:
             self.stderr_done.set()
 
+    def runs_inline(self, tool: str) -> bool:
+        return True
+
+    def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
+        """Send the call and read its reply on this thread for up to REPLY_HERE_SECONDS; a reply
+        later than that is read by the reader thread, given the output back."""
+        output = self.output
+        if output is None or not output.take():
+            self.call(run, call_id, tool, arguments, types, deliver)
+            return
+        here = threading.get_ident()
+        answered: list[str] = []
+
+        def delivery(got_id: str, outcome: Any) -> None:
+            answered.append(got_id)
+            # Settled from another thread (the writer's, when the process stops reading): queued.
+            (deliver_here if threading.get_ident() == here else deliver)(got_id, outcome)
+
+        try:
+            output.read_here(0)  # what it wrote since the last call: it may have exited, or broken the protocol
+            self._call(run, call_id, tool, arguments, types, delivery)
+            deadline = time.monotonic() + REPLY_HERE_SECONDS
+            while call_id not in answered and not output.done and self.broke is None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not output.read_here(left):
+                    break
+        finally:
+            with self.lock:
+                if call_id in self.deliveries:
+                    self.deliveries[call_id] = deliver  # its reply comes later, from the reader thread
+                out = bool(self.deliveries)
+            if output.done_here() or out or output.done or self.broke is not None:
+                output.give_back()
+
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
+        if self.output is not None:
+            self.output.give_back()  # its reply is read by the reader thread
+        self._call(run, call_id, tool, arguments, types, deliver)
+
+    def _call(self, run, call_id, tool, arguments, types, deliver) -> None:
         with self.lock:
             gone = self.gone
             if gone is None:
@@ -561,6 +606,8 @@ class CommandTools(Implementation):
                                           "for the implementation to read them"}})
 
     def cancel(self, call_id: str) -> None:
+        if self.output is not None:
+            self.output.give_back()  # a late reply to it is read as the reader thread reads
         with self.lock:
             if self.deliveries.pop(call_id, None) is not None:
                 self.cancelled.add(call_id)
@@ -569,6 +616,8 @@ class CommandTools(Implementation):
     def close(self) -> None:
         if self.process is None:
             return
+        if self.output is not None:
+            self.output.give_back()  # between runs, and until it ends, the reader thread reads
         if self.keeper is not None:
             if not self.lent:
                 return  # idle with its keeper, which closes it
@@ -585,6 +634,9 @@ class CommandTools(Implementation):
 
 
 DESCRIBE_SECONDS = 30
+#: how long the driving thread reads a Tool process's output for the reply to the call it waits
+#: for before the reader thread does (a run's halt tick: on_wait looks at the halt after it)
+REPLY_HERE_SECONDS = 0.05
 DEPTH_LIMIT = 256  # a line that failed to parse and nests deeper was too deep, not broken
 
 

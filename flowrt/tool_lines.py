@@ -30,39 +30,64 @@ def lines(fd: int, limit: int = LINE_LIMIT) -> Iterator[tuple[bytes, bool]]:
     `cut` when the line was longer than `limit`, and then `line` is its first `limit + 1` bytes,
     yielded as soon as the limit is passed (not when, if ever, the line ends). The rest of a cut
     line is read and dropped. A last line without a newline is yielded at end of file."""
-    held = bytearray()
-    dropping = False
+    reader = LineReader(fd, limit)
     while True:
-        try:
-            chunk = os.read(fd, CHUNK)
-        except InterruptedError:
-            continue
-        except OSError:
+        got = reader.read()
+        if got is None:
+            return
+        yield from got
+
+
+class LineReader:
+    """`lines` one read at a time, so that whichever thread reads `fd` next (one at a time)
+    carries on where the last left off: a line begun in one read ends in another's."""
+
+    def __init__(self, fd: int, limit: int = LINE_LIMIT) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.held = bytearray()
+        self.dropping = False
+
+    def read(self) -> list[tuple[bytes, bool]] | None:
+        """The lines that one read of `fd` (blocking if nothing waits) completes, possibly none;
+        None at end of file (after the last line, if it had no newline)."""
+        while True:
+            try:
+                chunk = os.read(self.fd, CHUNK)
+            except InterruptedError:
+                continue
+            except OSError:
+                chunk = b""
             break
         if not chunk:
-            break
+            last = [] if not self.held or self.dropping else [(bytes(self.held), False)]
+            self.held.clear()
+            return last or None
+        return self.split(chunk)
+
+    def split(self, chunk: bytes) -> list[tuple[bytes, bool]]:
+        held, limit = self.held, self.limit
+        out = []
         start = 0
         while True:
             newline = chunk.find(b"\n", start)
             end = len(chunk) if newline < 0 else newline
-            if dropping:
-                dropping = newline < 0
+            if self.dropping:
+                self.dropping = newline < 0
             elif len(held) + (end - start) > limit:
                 held += chunk[start:start + limit + 1 - len(held)]
-                yield bytes(held), True
+                out.append((bytes(held), True))
                 held.clear()
-                dropping = newline < 0
+                self.dropping = newline < 0
             elif newline >= 0:
                 held += chunk[start:end]
-                yield bytes(held), False
+                out.append((bytes(held), False))
                 held.clear()
             else:
                 held += chunk[start:end]
             if newline < 0:
-                break
+                return out
             start = newline + 1
-    if held and not dropping:
-        yield bytes(held), False
 
 
 def drain_tail(fd: int, tail: bytearray, limit: int = TAIL_BYTES) -> None:

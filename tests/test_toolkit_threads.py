@@ -1,7 +1,8 @@
 """`flowrt.toolkit.serve` runs each call on a thread of its own, reusing threads whose call ended:
 calls out at once still run at once (one waits for the other here, so serving them one at a time
 would never finish), round after round, and every thread that served a call is reused for the
-next round's rather than a new one started per call."""
+next round's rather than a new one started per call (tests/test_toolkit_serve.py speaks to it over
+its pipes directly)."""
 
 from __future__ import annotations
 
@@ -83,5 +84,7 @@ def test_calls_out_at_once_run_at_once_on_reused_threads(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     answers = json.loads(done.stdout)
     assert [a.split("/")[0] for a in answers] == ["released"] * 6
-    # Two calls are out at once at most (hold and release), so two threads serve all 18 calls.
-    assert {int(a.split("/")[1]) for a in answers} <= {1, 2} and int(answers[-1].split("/")[1]) == 2
+    # Two calls are out at once at most (hold and release), and the thread that reads the next line
+    # runs the call it reads: three threads at most serve all 18 calls (a thread per call: 18).
+    counts = [int(a.split("/")[1]) for a in answers]
+    assert counts == sorted(counts) and 2 <= counts[-1] <= 3
