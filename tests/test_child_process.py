@@ -96,7 +96,7 @@ def test_a_host_on_a_machine_with_no_cpu_to_spare_says_so_and_does_not_poll():
     waits, it polls again and the flag is gone."""
     switches = [0]
     with start() as child:
-        child.contention = Contention(lambda: switches[0])
+        child.contention = Contention(lambda: switches[0], every=1)
         polled = []
         real_poller = child._poller
         child._poller = type("Poller", (), {"poll": lambda self, ms: polled.append(ms) or []})()

@@ -6,13 +6,13 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from flowrt import cpu_contention
-from flowrt.cpu_contention import CONTENDED_MARKS, WINDOW, Contention
+from flowrt.cpu_contention import CONTENDED_MARKS, SAMPLE_EVERY, WINDOW, Contention
 
 
 def fed(counts):
     """A Contention reading `counts` in turn, and the verdicts it gives on each."""
     values = iter(counts)
-    contention = Contention(lambda: next(values))
+    contention = Contention(lambda: next(values), every=1)
     return contention, [contention.observe() for _ in counts]
 
 
@@ -60,6 +60,21 @@ def test_the_verdict_is_the_count_of_switching_waits_in_the_window(steps):
     expected = [sum(moved[max(1, i - WINDOW + 1):i + 1]) >= CONTENDED_MARKS if i else False
                 for i in range(len(counts))]
     assert verdicts == expected
+
+
+def test_the_counter_is_read_once_every_few_waits_and_the_verdict_holds_between():
+    reads = []
+
+    def read():
+        reads.append(len(reads))
+        return len(reads)  # a switch between every two readings
+
+    contention = Contention(read)
+    verdicts = [contention.observe() for _ in range(SAMPLE_EVERY * (CONTENDED_MARKS + 2))]
+    assert len(reads) == CONTENDED_MARKS + 2
+    # the first reading is the baseline; the CONTENDED_MARKS-th after it gives the verdict
+    first = SAMPLE_EVERY * CONTENDED_MARKS
+    assert verdicts == [False] * first + [True] * (len(verdicts) - first)
 
 
 def test_the_default_counter_is_this_threads_involuntary_switches():
