@@ -121,6 +121,25 @@ def test_a_host_on_a_machine_with_no_cpu_to_spare_says_so_and_does_not_poll():
         assert child.recv(timeout=5) == {"busy": False, "exact": False}
 
 
+def test_an_answer_already_there_leaves_the_hosts_backoff_as_it_was(monkeypatch):
+    """Only a poll that waited wears the backoff down: a message already in the pipe at the
+    first look (most of them, beside a CPU hog) says nothing of whether polling pays."""
+    ticks = iter(range(10 ** 6))
+    clock = lambda: next(ticks) * 1e-6  # noqa: E731  a microsecond a look, all of it on the CPU
+    with start() as child:
+        child.contention = Contention(lambda: 0)
+        child._spin._penalty = 8
+        with monkeypatch.context() as patch:
+            patch.setattr(child_module, "time", type("Clock", (), {"perf_counter": clock, "thread_time": clock}))
+            child._poller = type("Poller", (), {"poll": lambda self, ms: [(child._read_fd, 1)]})()
+            assert child._spin_for_message() is True
+            assert child._spin._penalty == 8
+            answers = iter([[], [], [(child._read_fd, 1)]])  # found on the third look
+            child._poller = type("Poller", (), {"poll": lambda self, ms: next(answers)})()
+            assert child._spin_for_message() is True
+            assert child._spin._penalty == 4
+
+
 def test_many_messages_and_a_large_one():
     """Pipelined messages and a 4 MiB message (many partial reads and writes) arrive whole."""
     big = "x" * (4 * 1024 * 1024)
