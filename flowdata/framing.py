@@ -25,9 +25,10 @@ is JSON by construction.
 
 Waiting polls briefly before it sleeps (`Spin`): host and child alternate on the pipe, and a
 process woken on another core costs more than the whole message (measured: a recorded call took
-~2x the CPU when each side slept on every read). A host that drives other runs besides this one
-sets `BUSY` in the length of the frames it sends: its next answer waits behind their work, so the
-child sleeps at once instead of polling for it, leaving the CPUs to the host and the other runs.
+~2x the CPU when each side slept on every read). A host that drives other runs besides this one,
+or finds the machine has no CPU to spare (`flowrt.cpu_contention`), sets `BUSY` in the length of
+the frames it sends: its next answer waits behind other work, so the child sleeps at once
+instead of polling for it, leaving the CPUs to whoever has work.
 
 Only `orjson`, `gc`, `os`, `select`, `struct`, `time` and `flowdata.canonical` are imported:
 this module is loaded inside the sandbox child, and by the host (`flowrt.sandbox_process`).
@@ -72,7 +73,8 @@ SPIN_PREEMPT_SHARE = 0.7
 HEADER = struct.Struct(">I")
 #: Set in a frame's length when its body holds an integer beyond 64 bits (see the module's doc).
 EXACT = 1 << 31
-#: Set in a frame's length when its sender drives other runs too: do not poll for its next frame.
+#: Set in a frame's length when its sender drives other runs too, or the machine has no CPU to
+#: spare: do not poll for its next frame.
 BUSY = 1 << 30
 _LENGTH = BUSY - 1
 _DUMP_OPTIONS = canonical.STRICT

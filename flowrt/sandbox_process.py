@@ -36,6 +36,7 @@ from typing import Callable
 from flowdata import framing as channel
 from flowdata.policy import LIMITS, STDERR_TAIL_BYTES, Limits
 from flowrt import sandbox_launch as launch
+from flowrt.cpu_contention import Contention
 # The layers FLOW_SANDBOX_WITHOUT may name, which callers compare with `Child.layers`.
 from flowrt.sandbox_launch import LAYER_NAMES  # noqa: F401
 
@@ -245,6 +246,8 @@ class Child:
         self._on_reaped: Callable[[], None] | None = None  # set by `StartingChild`
         self._eof = False
         self._spin = channel.Spin()  # polling before sleeping, as the child's Receiver does
+        #: whether the machine has a CPU to spare for polling (flowrt/cpu_contention.py)
+        self.contention = Contention()
         #: called when `recv` has waited on the child for IDLE_BEFORE_SLEEP and goes on waiting
         #: (the run makes a written Reply durable then: see flowrt/run.py)
         self.before_sleep: Callable[[], None] | None = None
@@ -312,9 +315,9 @@ class Child:
         """Queue one message and write what the pipe takes now; the rest goes out while `recv`
         waits. A host that also reads never deadlocks against a child that is writing (a
         blocking `send` could: both pipes full, each side waiting for the other). While this
-        host has other children, the frame says so (`channel.BUSY`): the child then sleeps
-        rather than polls for the next one."""
-        self.post_bytes(channel.encode(obj, launch.others_live()))
+        host has other children, or the machine no CPU to spare (`contention`), the frame says
+        so (`channel.BUSY`): the child then sleeps rather than polls for the next one."""
+        self.post_bytes(channel.encode(obj, launch.others_live() or self.contention.contended))
 
     def post_bytes(self, data: bytes) -> None:
         """Queue encoded frames, as `post`, after everything `feed` was given."""
@@ -469,19 +472,25 @@ class Child:
         spin = self._spin
         # With other children, this host's threads take turns under one GIL: polling here only
         # keeps the one with work to do off it, and the answer waits behind that work anyway.
-        if launch.others_live() or not spin.wanted():
+        # On a machine with no CPU to spare, a poll holds the CPU the child is queued for.
+        if launch.others_live() or self.contention.observe() or not spin.wanted():
             return False
         poll = self._poller.poll
         clock = time.perf_counter
         cpu = time.thread_time()
         started = clock()
         until = started + channel.SPIN_SECONDS
+        waited = False
         while (now := clock()) < until:
             if poll(0):
-                spin.hit()
-                spin.ran(now - started, time.thread_time() - cpu)
+                # An answer there at the first look was no poll: it says nothing of whether
+                # polling pays (beside a CPU hog, 7 answers in 10 were, and each halved the backoff).
+                if waited:
+                    spin.hit()
+                    spin.ran(now - started, time.thread_time() - cpu)
                 return True
             os.sched_yield()  # a child waiting for this CPU takes it now
+            waited = True
         spin.missed(started)
         spin.ran(now - started, time.thread_time() - cpu)
         return False

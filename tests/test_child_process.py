@@ -19,6 +19,7 @@ import pytest
 
 import flowrt.sandbox_launch as launch
 import flowrt.sandbox_process as child_module
+from flowrt.cpu_contention import CONTENDED_MARKS, WINDOW, Contention
 from flowrt.sandbox_process import Child, ChildDied, ChildTimeout
 from flowdata import framing
 from flowdata.policy import LIMITS, STDERR_TAIL_BYTES
@@ -67,6 +68,7 @@ def test_a_host_with_other_children_says_so_on_what_it_posts_and_does_not_poll()
     """While this host drives more than one child, each posted frame has BUSY set (the child
     then sleeps rather than polls for the next) and the host's own wait skips its poll."""
     first = start()
+    first.contention = Contention(lambda: 0)  # this machine's own load must not decide
     try:
         first.send({"op": "next_flags"}, timeout=5)
         first.post({"op": "anything"})
@@ -86,6 +88,56 @@ def test_a_host_with_other_children_says_so_on_what_it_posts_and_does_not_poll()
         assert not launch.others_live()
     finally:
         first.kill()
+
+
+def test_a_host_on_a_machine_with_no_cpu_to_spare_says_so_and_does_not_poll():
+    """Alone, but with its thread preempted on wait after wait (a made-up switch counter), the
+    host skips its poll and sets BUSY on what it posts; once the switches stop for a window's
+    waits, it polls again and the flag is gone."""
+    switches = [0]
+    with start() as child:
+        child.contention = Contention(lambda: switches[0], every=1)
+        polled = []
+        real_poller = child._poller
+        child._poller = type("Poller", (), {"poll": lambda self, ms: polled.append(ms) or []})()
+        child.contention.observe()  # the baseline
+        for _ in range(CONTENDED_MARKS - 1):  # still polls: a switch or two is no verdict
+            switches[0] += 1
+            assert child._spin_for_message() is False
+        assert polled and not child.contention.contended
+        polled.clear()
+        switches[0] += 1
+        assert child._spin_for_message() is False
+        assert child.contention.contended and polled == []
+        child._poller = real_poller
+        child.send({"op": "next_flags"}, timeout=5)
+        child.post({"op": "anything"})
+        assert child.recv(timeout=5) == {"busy": True, "exact": False}
+        for _ in range(WINDOW):
+            child._spin_for_message()
+        assert not child.contention.contended
+        child.send({"op": "next_flags"}, timeout=5)
+        child.post({"op": "anything"})
+        assert child.recv(timeout=5) == {"busy": False, "exact": False}
+
+
+def test_an_answer_already_there_leaves_the_hosts_backoff_as_it_was(monkeypatch):
+    """Only a poll that waited wears the backoff down: a message already in the pipe at the
+    first look (most of them, beside a CPU hog) says nothing of whether polling pays."""
+    ticks = iter(range(10 ** 6))
+    clock = lambda: next(ticks) * 1e-6  # noqa: E731  a microsecond a look, all of it on the CPU
+    with start() as child:
+        child.contention = Contention(lambda: 0)
+        child._spin._penalty = 8
+        with monkeypatch.context() as patch:
+            patch.setattr(child_module, "time", type("Clock", (), {"perf_counter": clock, "thread_time": clock}))
+            child._poller = type("Poller", (), {"poll": lambda self, ms: [(child._read_fd, 1)]})()
+            assert child._spin_for_message() is True
+            assert child._spin._penalty == 8
+            answers = iter([[], [], [(child._read_fd, 1)]])  # found on the third look
+            child._poller = type("Poller", (), {"poll": lambda self, ms: next(answers)})()
+            assert child._spin_for_message() is True
+            assert child._spin._penalty == 4
 
 
 def test_many_messages_and_a_large_one():
