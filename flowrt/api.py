@@ -144,17 +144,19 @@ class Host:
                 weakref.finalize(self, self._processes.close)
             return self._processes
 
-    def _child(self) -> Any:
-        """A started sandbox child for the next run or resume: from the second on, one this host
-        started ahead while the run before went on (flowrt/spare_child.py)."""
+    def _spares(self) -> Any:
+        """The sandbox children this host starts ahead of its runs (flowrt/spare_child.py): a
+        run or resume takes one (`_child()`), and a spare starts when one ends."""
         from flowrt.spare_child import SpareChild
 
         with self._lock:
             if self._spare is None:
                 self._spare = SpareChild()
                 weakref.finalize(self, self._spare.close)
-            spare = self._spare
-        return spare.take()
+            return self._spare
+
+    def _child(self) -> Any:
+        return self._spares().take()
 
     def close(self) -> None:
         """End the Tool processes this host keeps (started by its runs, resumes and queued runs)
@@ -218,6 +220,7 @@ class Host:
                           on_start=started, telemetry=self.telemetry, processes=self._tool_processes(),
                           child=self._child())
         finally:
+            self._spares().refill()
             with self._lock:
                 for run_id in [r for r, h in live.items() if h is halt]:
                     del live[run_id]
@@ -285,6 +288,7 @@ class Host:
                              durability=self.durability, halt=halt, telemetry=self.telemetry,
                              processes=self._tool_processes(), child=self._child())
         finally:
+            self._spares().refill()
             with self._lock:
                 if self._live.get(run_id) is halt:
                     del self._live[run_id]

@@ -247,6 +247,7 @@ class Driving:
             try:
                 box.append(work(halt))
             finally:
+                self.children.refill()  # the sandbox child of a later run, started now
                 with self.lock:
                     self.active.pop(halt, None)
                     self.runs.pop(halt, None)

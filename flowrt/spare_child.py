@@ -11,8 +11,9 @@ been spoken to, so it holds nothing of any run. It is made with the settings the
 gives when it starts (`FLOW_SANDBOX_WITHOUT`, `FLOW_SANDBOX_WALL_SECONDS`, the limits); one made
 under settings that have changed since is killed and not used.
 
-A host starts spares only from its second run on (a host that runs once starts none), keeps at
-most `keep` (one; a worker one per run it drives at once), and kills them at `close()`; a spare left when the process exits dies with it (its start
+A host starts a spare when a run ends (`refill`), once it has run two (a host that runs once
+starts none), keeps at most `keep` (one; a worker one per run it drives at once), and kills them
+at `close()`; a spare left when the process exits dies with it (its start
 thread's parent-death signal). While it waits it is not counted among the children the host
 drives (`sandbox_launch.others_live`): it neither makes the host think it drives several runs nor
 waits on anything."""
@@ -51,24 +52,33 @@ class SpareChild:
     def take(self):
         """A started child no one has spoken to, which the caller owns (kills or closes): a
         spare if there is a fit one, else a new one started now (what `Child.start()` raises, it
-        raises). From the second call on, a spare starts in the background for a later call."""
+        raises)."""
         from flowrt.sandbox_process import Child
 
         with self._lock:
             spare = self._spares.pop(0) if self._spares else None
             self._taken += 1
-            # a burst of runs starting at once starts `keep` spares, not one each
-            start_next = self._taken > 1 and not self._closed and len(self._spares) + self._starting < self.keep
-            if start_next:
-                self._starting += 1
-        if start_next:
-            self._start_spare()
         child = self._fit(spare)
         if child is not None:
             with self._lock:
                 self.used += 1
             return child
         return Child.start(limits=self.limits)
+
+    def refill(self) -> None:
+        """A run taken from here has ended: start a spare in the background for a later run,
+        unless `keep` wait or are starting already. Only once two runs were taken (a host that
+        runs once starts none), and after a run rather than beside it: a child's start is CPU
+        the runs going on would otherwise share (a spare started as a run began took a third of
+        a 2,000-call run's CPU on 2 cores)."""
+        with self._lock:
+            # spares being started count against the places: a burst of runs ending at once
+            # starts `keep` of them, not one each
+            start = self._taken > 1 and not self._closed and len(self._spares) + self._starting < self.keep
+            if start:
+                self._starting += 1
+        if start:
+            self._start_spare()
 
     def close(self) -> None:
         """Kill the spares, and start no more; the children already taken are their runs'."""

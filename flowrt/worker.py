@@ -331,6 +331,7 @@ class Worker:
             self.say(f"{run_id}: {_woke_because(why)}: failed: {type(problem).__name__}: {problem}")
         finally:
             log.close()
+            self.children.refill()
             with self.lock:
                 self.active.pop(run_id, None)
             self.changed.set()

@@ -53,7 +53,8 @@ def test_a_host_hands_its_later_runs_children_started_ahead(program, tmp_path):
         results = [host.run(program, {"n": n}) for n in range(4)]
         spares = host._spare
         assert [r.output for r in results] == [1, 2, 3, 4]
-        # the first two runs start their own; the second starts one for the third, and so on
+        # the first two runs start their own; the end of the second starts one for the third,
+        # and so on
         assert spares.used == 2
         waiting = ready_spare(spares)
         assert not gone(waiting.pid)
@@ -71,7 +72,8 @@ def test_a_spare_is_not_counted_among_the_children_a_host_drives():
     spares = SpareChild()
     first = spares.take()
     try:
-        second = spares.take()  # starts a spare beside it
+        second = spares.take()
+        spares.refill()  # as a third run's end would: a spare beside the two driven children
         try:
             ready_spare(spares)
             assert sandbox_launch.others_live()  # two driven children
@@ -86,6 +88,7 @@ def test_a_spare_is_not_counted_among_the_children_a_host_drives():
 def test_a_spare_made_under_other_sandbox_settings_is_killed_not_used(monkeypatch):
     spares = SpareChild()
     taken = [spares.take(), spares.take()]
+    spares.refill()
     try:
         stale = ready_spare(spares)
         monkeypatch.setenv("FLOW_SANDBOX_WALL_SECONDS", "7")
@@ -101,6 +104,7 @@ def test_a_spare_made_under_other_sandbox_settings_is_killed_not_used(monkeypatc
 def test_a_spare_that_died_while_it_waited_is_replaced():
     spares = SpareChild()
     taken = [spares.take(), spares.take()]
+    spares.refill()
     try:
         dead = ready_spare(spares)
         os.kill(dead.pid, signal.SIGKILL)
@@ -142,7 +146,7 @@ def test_a_host_dropped_without_close_kills_its_spare_when_collected(program, tm
     wait_for(lambda: gone(waiting.pid), "the spare of a collected host to be killed")
 
 
-def test_a_burst_of_runs_starting_at_once_wastes_no_spare(monkeypatch):
+def test_a_burst_of_runs_ending_at_once_wastes_no_spare(monkeypatch):
     import threading
 
     from flowrt.sandbox_process import Child
@@ -156,11 +160,12 @@ def test_a_burst_of_runs_starting_at_once_wastes_no_spare(monkeypatch):
 
     monkeypatch.setattr(Child, "start_soon", classmethod(counted))
     spares = SpareChild(keep=2)
-    spares.take().kill()  # past the first take: the next ones start spares
+    spares.take().kill()  # past the first run: each run's end refills
     taken, lock = [], threading.Lock()
 
     def take() -> None:
         child = spares.take()
+        spares.refill()  # the run ended at once
         with lock:
             taken.append(child)
 
@@ -178,4 +183,23 @@ def test_a_burst_of_runs_starting_at_once_wastes_no_spare(monkeypatch):
     finally:
         for child in taken:
             child.kill()
+        spares.close()
+
+
+def test_a_spare_starts_after_a_run_never_beside_it(monkeypatch):
+    """Taking a child starts nothing in the background: the runs going on keep the CPUs. A
+    spare starts when a run ends (`refill`), from the second on."""
+    from flowrt.sandbox_process import Child
+
+    started = []
+    real = Child.start_soon.__func__
+    monkeypatch.setattr(Child, "start_soon", classmethod(lambda cls, *a, **k: started.append(1) or real(cls, *a, **k)))
+    spares = SpareChild()
+    try:
+        for _ in range(3):
+            spares.take().kill()
+        assert started == []
+        spares.refill()
+        assert started == [1]
+    finally:
         spares.close()
