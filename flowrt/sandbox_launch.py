@@ -263,6 +263,12 @@ def wall_seconds(limits: Limits) -> float | None:
     return seconds or None
 
 
+def settings(limits: Limits) -> tuple:
+    """What a child started now takes from `limits` and the environment, as the launch reads
+    them: two children started under equal settings are alike (flowrt/spare_child.py)."""
+    return (limits, layers_left_out(), wall_seconds(limits))
+
+
 # -- children this host is responsible for ------------------------------------------------------
 
 #: every child not yet reaped: killed when the host exits or is told to terminate

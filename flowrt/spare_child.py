@@ -1,15 +1,16 @@
 """A sandbox child started ahead of the run that will use it (`SpareChild.take`, the one entry):
 a host that drives run after run (an application's `flowrt.Host`, a worker, `flow mcp`) hands
 each run a child that has already started its interpreter and imported its runtime, and starts
-the next one in the background while the run goes on.
+the next one in the background when a run ends.
 
 A child's start is most of what a short run waits for: the fork, the network namespace made
 between fork and exec, the exec, and the interpreter's start and imports take 20-40 ms on a quiet
 machine, and the host's own work for a cached program overlaps only part of it (docs/impl.md,
-"A spare sandbox child"). A spare is exactly a child `Child.start` would have made: it has not
-been spoken to, so it holds nothing of any run. It is made with the settings the environment
-gives when it starts (`FLOW_SANDBOX_WITHOUT`, `FLOW_SANDBOX_WALL_SECONDS`, the limits); one made
-under settings that have changed since is killed and not used.
+"What a host keeps from one run to the next"). A spare is exactly a child `Child.start` would
+have made: it has not been spoken to, so it holds nothing of any run. It is made with the
+settings the launch reads when it starts (`sandbox_launch.settings`: the limits,
+`FLOW_SANDBOX_WITHOUT`, `FLOW_SANDBOX_WALL_SECONDS`); one made under settings that have changed
+since is killed and not used.
 
 A host starts a spare when a run ends (`refill`), once it has run two (a host that runs once
 starts none), keeps at most `keep` (one; a worker one per run it drives at once), and kills them
@@ -20,19 +21,10 @@ waits on anything."""
 
 from __future__ import annotations
 
-import os
 import threading
 
 from flowdata.policy import LIMITS, Limits
 from flowrt import sandbox_launch as launch
-
-#: The environment's sandbox settings a child takes at its start (flowrt/sandbox_launch.py).
-_SETTINGS = ("FLOW_SANDBOX_WITHOUT", "FLOW_SANDBOX_WALL_SECONDS")
-
-
-def _settings(limits: Limits) -> tuple:
-    return (limits,) + tuple(os.environ.get(name) for name in _SETTINGS)
-
 
 class SpareChild:
     """Sandbox children started ahead of their runs, at most `keep` (a worker keeps one per run
@@ -91,13 +83,15 @@ class SpareChild:
     def _start_spare(self) -> None:
         from flowrt.sandbox_process import Child
 
+        # Read before the start: settings changed meanwhile make the spare look stale (killed,
+        # not used), never a stale spare look current.
+        settings = launch.settings(self.limits)
         try:
             starting = Child.start_soon(limits=self.limits, spare=True)
         except BaseException:
             with self._lock:
                 self._starting -= 1
             raise
-        settings = _settings(self.limits)
         with self._lock:
             self._starting -= 1
             if not self._closed:
@@ -115,7 +109,7 @@ class SpareChild:
             child = starting.child()
         except Exception:  # noqa: BLE001 - a failed start: the caller starts one and sees why
             return None
-        if settings != _settings(self.limits) or child._exited():
+        if settings != launch.settings(self.limits) or child._exited():
             child.kill()
             return None
         launch.in_use(child)
