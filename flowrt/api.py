@@ -65,6 +65,11 @@ class RunHandle:
         self._halt.set()
 
 
+def _close_kept(processes: Any, spare: Any) -> None:
+    processes.close()
+    spare.close()
+
+
 class Host:
     """An embedding host. `tools` binds Python callables to Tool identities (`module.tool`);
     Tools it does not name are bound by the program's flow.toml. `runs` is where runs are kept
@@ -131,29 +136,26 @@ class Host:
             raise StorageError(outcome.message or f"the run was not queued (exit {outcome.exit_code})")
         return outcome.run_id
 
-    def _tool_processes(self) -> Any:
-        """The flow.toml Tool processes this host keeps from one run to the next, as a worker
-        does: each lent to one run at a time (flowrt/tool_processes.py; `reuse = false` opts an
-        entry out), so a host that runs many short runs starts each command once."""
+    def _kept(self) -> tuple[Any, Any]:
+        """What this host keeps from one run to the next, made on first use: the flow.toml Tool
+        processes, each lent to one run at a time as a worker's are (flowrt/tool_processes.py;
+        `reuse = false` opts an entry out), and the sandbox children started ahead of its runs
+        (flowrt/spare_child.py: a run or resume takes one, and a spare starts when one ends)."""
+        from flowrt.spare_child import SpareChild
         from flowrt.tool_processes import ToolProcesses
 
         with self._lock:
             if self._processes is None:
-                self._processes = ToolProcesses()
+                self._processes, self._spare = ToolProcesses(), SpareChild()
                 # a host dropped without close() ends them when it is collected
-                weakref.finalize(self, self._processes.close)
-            return self._processes
+                weakref.finalize(self, _close_kept, self._processes, self._spare)
+            return self._processes, self._spare
+
+    def _tool_processes(self) -> Any:
+        return self._kept()[0]
 
     def _spares(self) -> Any:
-        """The sandbox children this host starts ahead of its runs (flowrt/spare_child.py): a
-        run or resume takes one (`_child()`), and a spare starts when one ends."""
-        from flowrt.spare_child import SpareChild
-
-        with self._lock:
-            if self._spare is None:
-                self._spare = SpareChild()
-                weakref.finalize(self, self._spare.close)
-            return self._spare
+        return self._kept()[1]
 
     def _child(self) -> Any:
         return self._spares().take()
@@ -163,12 +165,10 @@ class Host:
         and the sandbox child it started ahead; the host stays usable. Processes a run still
         holds end when it lets them go."""
         with self._lock:
-            processes, self._processes = self._processes, None
-            spare, self._spare = self._spare, None
+            processes, spare = self._processes, self._spare
+            self._processes = self._spare = None
         if processes is not None:
-            processes.close()
-        if spare is not None:
-            spare.close()
+            _close_kept(processes, spare)
 
     def __enter__(self) -> "Host":
         return self
