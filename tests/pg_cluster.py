@@ -141,3 +141,22 @@ def pg_url(pg_cluster):
 
     init_schema(url)
     return url
+
+
+def tables_at(cluster: Cluster, schema: str, version: int) -> str:
+    """The URL of a fresh `schema` whose tables are as `flow store init` of layout `version`
+    made them (the migrations up to it, each recorded), for a test of what a later one does."""
+    import psycopg
+
+    from flowrt.store.postgres_schema import MIGRATIONS
+
+    url = cluster.url_for("flow", schema)
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE flow_schema (version integer NOT NULL, "
+                     "applied timestamptz NOT NULL DEFAULT clock_timestamp())")
+        for step in range(version):
+            conn.execute(MIGRATIONS[step])
+            conn.execute("INSERT INTO flow_schema (version) VALUES (%s)", (step + 1,))
+    return url

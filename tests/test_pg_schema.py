@@ -14,7 +14,8 @@ import pytest
 
 from flowrt.store import StorageError
 from flowrt.store.postgres import PostgresStore
-from flowrt.store.postgres_schema import MIGRATIONS, RUN_TABLES, SCHEMA_VERSION, delete_run
+from tests.pg_cluster import tables_at
+from flowrt.store.postgres_schema import RUN_TABLES, SCHEMA_VERSION, delete_run
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDERS = ROOT / "examples" / "orders"
@@ -36,20 +37,6 @@ def rows(url: str, query: str, args: tuple = ()) -> list:
 def foreign_keys(url: str) -> list:
     return rows(url, "SELECT conrelid::regclass::text FROM pg_constraint WHERE contype = 'f' "
                      "AND connamespace = current_schema()::regnamespace ORDER BY 1")
-
-
-def tables_at(pg_cluster, schema: str, version: int) -> str:
-    """A schema whose tables are as `flow store init` of layout `version` made them."""
-    url = pg_cluster.url_for("flow", schema)
-    with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE flow_schema (version integer NOT NULL, "
-                     "applied timestamptz NOT NULL DEFAULT clock_timestamp())")
-        for step in range(version):
-            conn.execute(MIGRATIONS[step])
-            conn.execute("INSERT INTO flow_schema (version) VALUES (%s)", (step + 1,))
-    return url
 
 
 def test_fresh_tables_have_no_foreign_keys(pg_url):

@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.pg_cluster import tables_at
 from tests.test_worker_dir import NOTE_TOOL, WORK
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,22 +229,8 @@ def test_racing_claims_hand_each_run_to_exactly_one_worker(pg_url):
 
 
 
-def _version_1_tables(pg_cluster, schema: str) -> str:
-    from flowrt.store.postgres_schema import MIGRATIONS
-
-    url = pg_cluster.url_for("flow", schema)
-    with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE flow_schema (version integer NOT NULL, "
-                     "applied timestamptz NOT NULL DEFAULT clock_timestamp())")
-        conn.execute(MIGRATIONS[0])
-        conn.execute("INSERT INTO flow_schema (version) VALUES (1)")
-    return url
-
-
 def test_version_1_tables_migrate_an_ended_run_wants_no_host_and_the_rest_are_looked_at(pg_cluster, tmp_path):
-    url = _version_1_tables(pg_cluster, "migrate_v1")
+    url = tables_at(pg_cluster, "migrate_v1", 1)
     old = flow("runs", "--store", url, cwd=tmp_path)
     assert old.returncode == 5 and "flow store init" in old.stderr
     with psycopg.connect(url, autocommit=True) as conn:  # rows as a version-1 flow wrote them
