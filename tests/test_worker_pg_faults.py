@@ -170,6 +170,17 @@ def test_the_database_going_away_mid_run_stops_the_run_and_a_worker_resumes_it(o
 # -- a lost lease ------------------------------------------------------------------------------------
 
 
+def taken_elsewhere(url: str) -> None:
+    """Another host takes the run (as after the lease ran out): a new epoch, its owner."""
+    rows(url, "UPDATE flow_runs SET epoch = epoch + 1, owner = 'thief', "
+              "lease_until = clock_timestamp() + interval '1 hour' RETURNING epoch")
+
+
+def halted_records(url: str, run: str) -> int:
+    return rows(url, "SELECT count(*) FROM flow_host WHERE run = %s AND "
+                     "convert_from(line, 'UTF8')::jsonb ->> 'kind' = 'halted'", (run,))[0][0]
+
+
 def test_a_host_whose_lease_was_lost_writes_nothing_more_and_stops_driving(pg_url, gated, tmp_path):
     gate = tmp_path / "gate"
     run = detach_gated(pg_url, gated, gate)
@@ -177,15 +188,43 @@ def test_a_host_whose_lease_was_lost_writes_nothing_more_and_stops_driving(pg_ur
     try:
         wait_until(lambda: call_out(pg_url, run), "the worker to send the gated call")
         before = facts(pg_url, run)
-        # Another host takes the run (as after the lease ran out): a new epoch, its owner.
-        rows(pg_url, "UPDATE flow_runs SET epoch = epoch + 1, owner = 'thief', "
-                     "lease_until = clock_timestamp() + interval '1 hour' RETURNING epoch")
+        taken_elsewhere(pg_url)
         gate.write_text("too late")
         wait_until(lambda: "lease lost" in _drain(host), "the worker to find its lease lost")
         assert facts(pg_url, run) == before  # its Reply inserted nothing
-        assert rows(pg_url, "SELECT count(*) FROM flow_host WHERE run = %s AND "
-                            "convert_from(line, 'UTF8')::jsonb ->> 'kind' = 'halted'", (run,)) == [(0,)]
+        assert halted_records(pg_url, run) == 0
         assert rows(pg_url, "SELECT owner FROM flow_runs") == [("thief",)]
+    finally:
+        code, out, err = stop(host)
+    assert code == 0, err
+
+
+STUCK_TOOL = """\
+import threading
+from flowrt.toolkit import serve
+
+
+def wait(path):
+    threading.Event().wait()  # never answers: the process ends when the host closes its input
+
+
+serve({"gated.wait": wait}, declared_in="gated.flow")
+"""
+
+
+def test_a_host_whose_lease_was_lost_stops_driving_though_its_call_never_returns(pg_url, gated, tmp_path):
+    """Found lost by the lease's renewal, not at the next write: the call out never returns, and
+    the worker still lets go of the run, writing nothing."""
+    (gated / "gated_tool.py").write_text(STUCK_TOOL)
+    run = detach_gated(pg_url, gated, tmp_path / "gate")
+    host = worker(pg_url, "--allow", cwd=gated, env=lease_env())
+    try:
+        wait_until(lambda: call_out(pg_url, run), "the worker to send the call")
+        before = facts(pg_url, run)
+        taken_elsewhere(pg_url)
+        wait_until(lambda: "lease lost" in _drain(host), "the worker to find its lease lost")
+        assert facts(pg_url, run) == before
+        assert halted_records(pg_url, run) == 0
     finally:
         code, out, err = stop(host)
     assert code == 0, err
@@ -236,36 +275,3 @@ def test_sigkill_of_a_worker_mid_run_another_takes_its_runs_over_with_the_same_e
         assert facts(pg_url, run)[-1]["outcome"] == {"Completed": f"{name.upper()}:A {name.upper()}:B"}
         assert f"{run}: recovered (crashed): completed" in out
     assert sorted(notes(work)) == sorted(f"{n}:{step}" for n in names for step in "ab")  # none sent twice
-
-
-STUCK_TOOL = """\
-import threading
-from flowrt.toolkit import serve
-
-
-def wait(path):
-    threading.Event().wait()  # never answers: the process ends when the host closes its input
-
-
-serve({"gated.wait": wait}, declared_in="gated.flow")
-"""
-
-
-def test_a_host_whose_lease_was_lost_stops_driving_though_its_call_never_returns(pg_url, gated, tmp_path):
-    """Found lost by the lease's renewal, not at the next write: the call out never returns, and
-    the worker still lets go of the run, writing nothing."""
-    (gated / "gated_tool.py").write_text(STUCK_TOOL)
-    run = detach_gated(pg_url, gated, tmp_path / "gate")
-    host = worker(pg_url, "--allow", cwd=gated, env=lease_env())
-    try:
-        wait_until(lambda: call_out(pg_url, run), "the worker to send the call")
-        before = facts(pg_url, run)
-        rows(pg_url, "UPDATE flow_runs SET epoch = epoch + 1, owner = 'thief', "
-                     "lease_until = clock_timestamp() + interval '1 hour' RETURNING epoch")
-        wait_until(lambda: "lease lost" in _drain(host), "the worker to find its lease lost")
-        assert facts(pg_url, run) == before
-        assert rows(pg_url, "SELECT count(*) FROM flow_host WHERE run = %s AND "
-                            "convert_from(line, 'UTF8')::jsonb ->> 'kind' = 'halted'", (run,)) == [(0,)]
-    finally:
-        code, out, err = stop(host)
-    assert code == 0, err
