@@ -52,6 +52,7 @@ from flowrt import timers
 from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
+from flowrt.store.durable import _strerror
 from flowrt.spare_child import SpareChild
 from flowrt.worker_look import DirectoryRuns
 from flowrt.tool_processes import ToolProcesses
@@ -210,7 +211,7 @@ class Worker:
         except FileNotFoundError:
             return found  # no run was ever made here
         except OSError as problem:
-            raise StorageError(f"the runs root: {problem.strerror or problem}") from None
+            raise StorageError(f"the runs root: {_strerror(problem)}") from None
         for row in rows:
             if row.get("record") != "incomplete" or row.get("problem") is not None:
                 continue
