@@ -730,10 +730,11 @@ def resume(runs_dir: str, run_id: str, *, call: str | None = None, reply_text: s
            manifest: str | None = None, admit_bad_reply: bool = False, telemetry=None,
            processes=None, child=None) -> RunOutcome:
     """Continue a paused, halted, sleeping or crashed run. `halt`, `park_after`, `telemetry` and
-    `processes`: as for `flowrt.run.run`, and `child` as for `resume_claimed`; `manifest`: a flow.toml to bind from instead of the one
-    beside the file the run was started from. A reply that does not decode against the call's
-    declared types is refused before anything is recorded (flowrt/reply_check.py), unless
-    `admit_bad_reply` admits it as BadReply, as a live one is."""
+    `processes`: as for `flowrt.run.run`, and `child` as for `resume_claimed`; `manifest`: a
+    flow.toml to bind from instead of the one beside the file the run was started from. A reply
+    that does not decode against the call's declared types is refused before anything is
+    recorded (flowrt/reply_check.py), unless `admit_bad_reply` admits it as BadReply, as a live
+    one is."""
     try:
         store = open_store(runs_dir).open(run_id, for_append=True, durability=durability)
     except BaseException as problem:
