@@ -28,8 +28,9 @@ body binds are fresh names of the enclosing function (lower.py binds every local
 name), and the names the lambda captured are the enclosing function's own, read where they were
 captured. `filter` keeps the item when the body is true; `fold` carries its accumulator in the
 lambda's first parameter; `any`, `all` and `find` leave the loop (`break`) at the first item that
-decides, as the intrinsic returned there, so the items after it are neither visited nor counted. The fields the body reads of a value bound outside the loop (`p.x` of
-a captured record) are read once, before it (`_hoist_field_reads`).
+decides, as the intrinsic returned there, so the items after it are neither visited nor counted.
+The fields the body reads of a value bound outside the loop (`p.x` of a captured record) are read
+once, before it (`_hoist_field_reads`).
 
 Only a body that ends where it is lowered qualifies: a Flow `return`, a `?` or a `guard` leaves
 its function, which in place would be the enclosing one, so such a lambda keeps the call (as do a
@@ -96,7 +97,8 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
         value_of_item, computed = computed[0].value, []  # one expression: used where it is needed
     at_body = f.body.span  # where a fault computing the value is located, as in the lambda
     body: list[ast.stmt] = [_at(ast.Expr(_call("rt_step", [])), f.span)] + computed
-    stops = False
+    if not all(_stays_in_place(stmt) for stmt in body + [ast.Expr(value_of_item)]):
+        return None
     if identity == "std@v1/list.fold":
         acc = params[0]
         stmts.append(_at(ast.Assign([_store(acc)], values[1]), span))
@@ -111,7 +113,6 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
         given = _call("rt_Some", [_load(item)]) if gives == "item" else ast.Constant(gives)
         body.append(_at(ast.If(test, [ast.Assign([_store(found)], given), ast.Break()], []), at_body))
         value = _load(found)
-        stops = True
     else:
         out = low.fresh("filter_out" if identity == "std@v1/list.filter" else "map_out")
         append = low.fresh(f"{out}_append")
@@ -122,8 +123,6 @@ def _loop(low, identity: str, e: S.Call, f: S.Lambda) -> tuple[list[ast.stmt], a
         else:
             body.append(_at(ast.Expr(_call(append, [value_of_item])), at_body))
         value = _call("rt_list", [_load(out)])
-    if not all(_stays_in_place(stmt) for stmt in (body[:-1] if stops else body)):
-        return None  # (a search's last statement is its own `break`)
     stmts.extend(_at(stmt, span) for stmt in _hoist_field_reads(low, body, item))
     stmts.append(_at(ast.For(_store(item), _call("rt_items_from", [_load(items), _load(at)]), body, []), span))
     return stmts, value
