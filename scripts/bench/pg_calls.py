@@ -2,10 +2,10 @@
 --store URL`, with what each costs the server.
 
 1,000 sequential calls of a trivial Tool (a Python Tool process bound in flow.toml, answering
-its argument) in one `flow run`, and the same with the Tool bound in-process (`flowrt.Host` with a
-Python callable, as a DBOS step is a function in the application's process), against a run directory and against a PostgreSQL cluster
-started here (tests/pg_cluster.py's, on a Unix socket, with fsync on: commits durable as in
-production). Per-call cost is the steady state: (run of N calls - run of 1 call) / (N - 1), so
+its argument) in one `flow run`, and the same with the Tool bound in-process (`flowrt.Host` with
+a Python callable, as a DBOS step is a function in the application's process), against a run
+directory and against a PostgreSQL cluster started here (tests/pg_cluster.py's, on a Unix
+socket, with fsync on: commits durable as in production). Per-call cost is the steady state: (run of N calls - run of 1 call) / (N - 1), so
 start-up (checking, binding, the sandbox child, connecting) is left out. Runs alternate between
 the stores so both see the same machine; medians of `--runs`.
 
@@ -70,15 +70,19 @@ def server_counters(url: str, log: str | None = None) -> dict[str, int]:
     return counted
 
 
-def flow_run(directory: str, location: str, calls: int) -> float:
+def _timed(arguments: list[str], directory: str, what: str) -> float:
+    """Seconds a Python process with `arguments` took, start-up included; it must succeed."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "run", os.path.join(directory, "echo.flow"),
-                           "--allow", "--store", location, "--input", f'{{"n": {calls}}}'],
-                          capture_output=True, text=True, cwd=directory, timeout=600)
+    done = subprocess.run([sys.executable, *arguments], capture_output=True, text=True, cwd=directory, timeout=600)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"flow run failed ({done.returncode}): {done.stderr}")
+        raise SystemExit(f"{what} failed ({done.returncode}): {done.stderr}")
     return elapsed
+
+
+def flow_run(directory: str, location: str, calls: int) -> float:
+    return _timed(["-m", "flowrt.cli", "run", os.path.join(directory, "echo.flow"), "--allow", "--store", location,
+                   "--input", f'{{"n": {calls}}}'], directory, "flow run")
 
 
 # The same program with `echo` bound in the application's process (`flowrt.Host(tools)`), as a
@@ -93,13 +97,8 @@ sys.exit(0 if done.output == int(sys.argv[3]) * (int(sys.argv[3]) + 1) // 2 else
 def hosted_run(directory: str, location: str, calls: int) -> float:
     """`flow_run`'s figure for a process that runs the program through `flowrt.Host` with `echo`
     bound in-process (no Tool process)."""
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", HOSTED, os.path.join(directory, "echo.flow"), location, str(calls)],
-                          capture_output=True, text=True, cwd=directory, timeout=600)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"the hosted run failed ({done.returncode}): {done.stderr}")
-    return elapsed
+    return _timed(["-c", HOSTED, os.path.join(directory, "echo.flow"), location, str(calls)], directory,
+                  "the hosted run")
 
 
 def counted_run(directory: str, url: str, calls: int, log: str | None) -> dict[str, int]:
