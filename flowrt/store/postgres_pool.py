@@ -5,9 +5,12 @@ checked before it is handed out only when it has been idle a while.
 psycopg_pool's `check_connection` costs a round trip on every `getconn`; a run's open, reads and
 host records take a dozen connections, so on a worker that was ~6% of a run (py-spy). A
 connection that was given back less than `CHECK_AFTER_IDLE` seconds ago was working then: it is
-handed out unchecked. If the database went away within that window, the first statement on it
-fails, which is a storage failure as any other (the run stops, and resumes later); a broken
-connection is never given back to the pool (psycopg_pool discards it)."""
+handed out unchecked. The moment is taken in `putconn`, not in psycopg_pool's `reset` hook: with a
+`reset` the pool gives every connection back on a worker thread, so a `getconn` right after a
+`putconn` found the pool empty and opened another connection (and paid a thread hand-off). If the
+database went away within that window, the first statement on it fails, which is a storage
+failure as any other (the run stops, and resumes later); a broken connection is never given back
+to the pool (psycopg_pool discards it)."""
 
 from __future__ import annotations
 
@@ -34,19 +37,21 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.execute(f"SET statement_timeout = '{STATEMENT_SECONDS}s'")
 
 
-def _given_back(conn: psycopg.Connection) -> None:
-    _returned[conn] = time.monotonic()
-
-
 def _check_if_idle(conn: psycopg.Connection) -> None:
     given_back = _returned.get(conn)
     if given_back is None or time.monotonic() - given_back >= CHECK_AFTER_IDLE:
         psycopg_pool.ConnectionPool.check_connection(conn)
 
 
+class _StampingPool(psycopg_pool.ConnectionPool):
+    def putconn(self, conn: psycopg.Connection) -> None:
+        _returned[conn] = time.monotonic()
+        super().putconn(conn)
+
+
 def new_pool(url: str) -> psycopg_pool.ConnectionPool:
     """A pool for `url`, not yet opened."""
-    return psycopg_pool.ConnectionPool(
+    return _StampingPool(
         url, min_size=1, max_size=POOL_SIZE, open=False, timeout=CONNECT_SECONDS,
-        configure=_configure, reset=_given_back, check=_check_if_idle,
+        configure=_configure, check=_check_if_idle,
         kwargs={"connect_timeout": int(CONNECT_SECONDS)}, name="flow")
