@@ -7,7 +7,6 @@ one worker. The faults are in tests/test_worker_pg_faults.py."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
