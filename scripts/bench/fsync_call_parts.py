@@ -15,7 +15,7 @@ the child's Call frame in to the next one:
 
 Without fsync, `before sync` is the whole of the host's work and `sync`, `after sync` are zero.
 Each round measures a run with fsync, a run without, and the bare floor (one line over reserved
-zeros and one fdatasync per call, bare_reserved.py), one after the other; the figures are medians
+zeros and one fdatasync per call, under_load.py's `floor`), one after the other; the figures are medians
 per call over the run's middle calls, then medians over the rounds. The timing adds ~1 µs a point.
 
     python scripts/bench/fsync_call_parts.py [--calls 2000] [--rounds 5]
@@ -36,21 +36,26 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
 import flowrt  # noqa: E402
-from bare_reserved import write_over_zeros  # noqa: E402
 from flowrt import sandbox_process  # noqa: E402
 from recorded_calls import PROGRAM  # noqa: E402
+from under_load import floor  # noqa: E402
 
 PARTS = ("before sync", "sync", "after sync", "reply out", "child", "call")
 
 
 class Timeline:
-    """The host's contact points, timed in place while `on` (perf_counter, in order)."""
+    """The host's contact points, timed in place inside `with timeline:` (perf_counter, in
+    order); outside it the real functions are back, so the bare floor is timed without them."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, float]] = []
+        self._real = (os.fdatasync, sandbox_process.Child.recv, sandbox_process.Child.post)
+
+    def __enter__(self) -> "Timeline":
         clock = time.perf_counter
         events = self.events
-        real_sync, real_recv, real_post = os.fdatasync, sandbox_process.Child.recv, sandbox_process.Child.post
+        events.clear()
+        real_sync, real_recv, real_post = self._real
 
         def fdatasync(fd):
             events.append(("sync", clock()))
@@ -68,6 +73,10 @@ class Timeline:
             events.append(("posted", clock()))
 
         os.fdatasync, sandbox_process.Child.recv, sandbox_process.Child.post = fdatasync, recv, post
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.fdatasync, sandbox_process.Child.recv, sandbox_process.Child.post = self._real
 
     def parts(self) -> dict[str, float]:
         """Median seconds per call of each part, over the calls between the first and last 10%
@@ -107,22 +116,20 @@ def main() -> None:
         timeline = Timeline()
         figures: dict[str, list[dict[str, float]]] = {durability: [] for durability in hosts}
         floors = []
-        lines = [b'{"n": %d, "kind": "Call", "arguments": {"n": %d}}\n' % (i, i) for i in range(args.calls)]
         for _ in range(args.rounds):
             for durability, host in hosts.items():
-                timeline.events.clear()
-                assert host.run(program, {"n": args.calls}).exit_code == 0
+                with timeline:
+                    assert host.run(program, {"n": args.calls}).exit_code == 0
                 figures[durability].append(timeline.parts())
-            timeline.events.clear()
-            floors.append(write_over_zeros(os.path.join(directory, "floor.jsonl"), lines) / args.calls)
+            floors.append(floor(args.calls, directory))
     print(f"median over {args.rounds} rounds of the median per call, µs (load average {os.getloadavg()[0]:.1f})")
     print(f"{'':12s}" + "".join(f"{part:>13s}" for part in PARTS))
     for durability, rounds in figures.items():
         print(f"{durability:12s}" + "".join(f"{statistics.median(r[part] for r in rounds) * 1e6:13.1f}"
                                            for part in PARTS))
-    floor = statistics.median(floors)
+    bare = statistics.median(floors)
     synced = statistics.median(r["call"] for r in figures["fsync"])
-    print(f"bare floor {floor * 1e6:.1f} µs; fsync call / floor {synced / floor:.2f}x; "
+    print(f"bare floor {bare * 1e6:.1f} µs; fsync call / floor {synced / bare:.2f}x; "
           f"what is not the sync, fsync / none: "
           f"{statistics.median(r['call'] - r['sync'] for r in figures['fsync']) * 1e6:.1f} / "
           f"{statistics.median(r['call'] for r in figures['none']) * 1e6:.1f} µs")
