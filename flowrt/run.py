@@ -403,7 +403,8 @@ class Driver:
             return
         try:
             self.store.host_record({"kind": "sandbox", "layers": layers,
-                                    "missing": sorted(n for n, layer in layers.items() if not layer["applied"])})
+                                    "missing": sorted(n for n, layer in layers.items() if not layer["applied"]),
+                                    "origin": getattr(self.child, "origin", "its own interpreter, started for it")})
         except (StorageError, ValueError):
             pass  # the run's outcome stands; only this report is lost
 

@@ -61,7 +61,7 @@ PR_SET_PDEATHSIG = 1
 class Launched:
     """A child process just started, and what the host knows about its isolation so far."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen  # or flowrt.child_template.ForkedProcess, which acts as one
     workdir: str
     argv: list[str]
     network_isolated: bool
@@ -72,6 +72,48 @@ class Launched:
     wall: float | None
     #: whether the child was asked to lock itself down (and so will report its layers)
     lockdown: bool
+    #: how the process came to be: its own interpreter, or forked from the child template
+    origin: str = "its own interpreter, started for it"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a child started now gets, read from `limits` and the environment once: its command
+    line (the lockdown's part names the process the child must find as its parent), its limits
+    and what is left out. A forked child (flowrt/child_template.py) follows the same plan."""
+
+    target: tuple  # after the interpreter's flags: ("-m", module) or a script and its arguments
+    lockdown: bool
+    lockdown_args: tuple  # uid, filter (hex), without: after "--lockdown PARENT_PID"
+    without: frozenset
+    wall: float | None
+    rlimits: tuple  # (resource, (soft, hard)) pairs
+    seccomp_problem: str
+
+    def argv(self, parent_pid: int) -> list[str]:
+        """The child's whole command line, with `parent_pid` as the parent its lockdown checks."""
+        tail = list(self.target)
+        if self.lockdown:
+            tail += ["--lockdown", str(parent_pid), *self.lockdown_args]
+        return [sys.executable, *CHILD_PYTHON_FLAGS, *tail]
+
+
+def plan(main_module: str, limits: Limits, *, argv_tail: list[str] | None = None,
+         lockdown: bool | None = None) -> Plan:
+    """The plan for a child of `-m main_module`, or of `argv_tail` (see `start`)."""
+    without = layers_left_out()
+    target = tuple(argv_tail) if argv_tail is not None else ("-m", main_module)
+    if lockdown is None:
+        lockdown = argv_tail is None
+    lockdown_args: tuple = ()
+    problem = ""
+    if lockdown:
+        from flowrt import syscall_filter
+
+        program, problem = ((b"", "left out on purpose (FLOW_SANDBOX_WITHOUT)") if "seccomp" in without
+                            else syscall_filter.program())
+        lockdown_args = (str(CHILD_UID), program.hex(), ",".join(sorted(without)))
+    return Plan(target, lockdown, lockdown_args, without, wall_seconds(limits), tuple(_rlimits(limits)), problem)
 
 
 def start(main_module: str, limits: Limits, *, argv_tail: list[str] | None = None,
@@ -79,20 +121,9 @@ def start(main_module: str, limits: Limits, *, argv_tail: list[str] | None = Non
     """Launch the child: `-m main_module`, or `argv_tail` (e.g. [script path, args...]).
     `lockdown` (default: only for `-m`) passes the child what it needs to lock itself down
     (`sandbox.lockdown.parse_argv`), which a test script may also use."""
-    without = layers_left_out()
-    wall = wall_seconds(limits)
-    target = list(argv_tail) if argv_tail is not None else ["-m", main_module]
-    if lockdown is None:
-        lockdown = argv_tail is None
-    if lockdown:
-        from flowrt import syscall_filter
-
-        program, problem = ((b"", "left out on purpose (FLOW_SANDBOX_WITHOUT)") if "seccomp" in without
-                            else syscall_filter.program())
-        target += ["--lockdown", str(os.getpid()), str(CHILD_UID), program.hex(), ",".join(sorted(without))]
-    argv = [sys.executable, *CHILD_PYTHON_FLAGS, *target]
-    env = dict(CHILD_ENV)
-    env["PYTHONPATH"] = child_path()
+    how = plan(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
+    argv = how.argv(os.getpid())
+    env = child_env()
     workdir = tempfile.mkdtemp(prefix="flow-sandbox-")
     try:
         proc = subprocess.Popen(
@@ -104,7 +135,7 @@ def start(main_module: str, limits: Limits, *, argv_tail: list[str] | None = Non
             env=env,
             close_fds=True,
             start_new_session=True,
-            preexec_fn=_make_preexec(_rlimits(limits), without),
+            preexec_fn=_make_preexec(list(how.rlimits), how.without),
             bufsize=0,
         )
     except BaseException:
@@ -114,25 +145,42 @@ def start(main_module: str, limits: Limits, *, argv_tail: list[str] | None = Non
     own_namespace = _net_namespace("self")
     theirs = _net_namespace(proc.pid)
     isolated = own_namespace is not None and theirs is not None and own_namespace != theirs
+    return launched(how, proc, workdir, argv, isolated)
+
+
+def child_env() -> dict:
+    """The child's environment, entire (`policy.CHILD_ENV` and its PYTHONPATH)."""
+    env = dict(CHILD_ENV)
+    env["PYTHONPATH"] = child_path()
+    return env
+
+
+def launched(how: Plan, proc, workdir: str, argv: list[str], isolated: bool,
+             origin: str = "its own interpreter, started for it") -> Launched:
+    """The `Launched` of a child started by `how`: `proc` is its process (a Popen, or what
+    flowrt/child_template.py gives for a forked one) and the layers the host holds for it."""
+    without, wall = how.without, how.wall
+    proc_started_here = origin == Launched.origin
     layers = {
         "process_group": {"applied": True, "detail": f"its own session and group {proc.pid}, killed with it"},
         "network": {"applied": isolated, "detail": "a new network namespace (loopback only)" if isolated else
                     "missing: " + ("left out on purpose (FLOW_SANDBOX_WITHOUT)" if "network" in without
                                    else "unshare(CLONE_NEWNET) was refused")},
         "parent_death": {"applied": _PRCTL is not None and "parent_death" not in without,
-                         "detail": "SIGKILL when the host exits (armed before exec)"
+                         "detail": ("SIGKILL when the host exits (armed before exec)" if proc_started_here
+                                    else "SIGKILL when the template exits, which dies with the host (armed at the fork)")
                          if _PRCTL is not None and "parent_death" not in without else
                          "missing: " + ("left out on purpose (FLOW_SANDBOX_WITHOUT)"
                                         if "parent_death" in without else "no prctl")},
         "rlimits": {"applied": True, "detail": ", ".join(
-            f"{_RLIMIT_NAMES.get(which, which)}={soft}" for which, (soft, _) in _rlimits(limits))},
+            f"{_RLIMIT_NAMES.get(which, which)}={soft}" for which, (soft, _) in how.rlimits)},
         "wall_clock": {"applied": wall is not None,
                        "detail": f"killed after {wall:g} s without a message" if wall is not None
                        else "missing: no deadline (FLOW_SANDBOX_WALL_SECONDS=0 or Limits.wall_seconds=None)"},
     }
-    if lockdown and "seccomp" not in without and problem:
-        layers["seccomp"] = {"applied": False, "detail": f"missing: {problem}"}
-    return Launched(proc, workdir, argv, isolated, layers, wall, lockdown)
+    if how.lockdown and "seccomp" not in without and how.seccomp_problem:
+        layers["seccomp"] = {"applied": False, "detail": f"missing: {how.seccomp_problem}"}
+    return Launched(proc, workdir, argv, isolated, layers, wall, how.lockdown, origin)
 
 
 # -- between fork and exec ----------------------------------------------------------------------

@@ -35,6 +35,7 @@ from typing import Callable
 
 from flowdata import framing as channel
 from flowdata.policy import LIMITS, STDERR_TAIL_BYTES, Limits
+from flowrt import child_template
 from flowrt import sandbox_launch as launch
 from flowrt.cpu_contention import Contention
 # The layers FLOW_SANDBOX_WITHOUT may name, which callers compare with `Child.layers`.
@@ -216,6 +217,8 @@ class Child:
         self.limits = limits
         self.argv = argv
         self.network_isolated = network_isolated
+        #: how its process came to be (`sandbox_launch.Launched.origin`)
+        self.origin = "its own interpreter, started for it"
         #: layer -> {"applied": bool, "detail": text}: the host's own (process group, network,
         #: parent death, rlimits) now, the child's lockdown once it reports (`lockdown_reported`)
         self.layers: dict = dict(layers or {})
@@ -262,9 +265,14 @@ class Child:
         e.g. [script path, args...]) and take it over. `lockdown` (default: only for `-m`) passes
         the child what it needs to lock itself down (`sandbox.lockdown.parse_argv`), which a test
         script may also use."""
-        launched = launch.start(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
+        launched = None
+        if argv_tail is None:
+            launched = child_template.start(launch.plan(main_module, limits, lockdown=lockdown))
+        if launched is None:
+            launched = launch.start(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
         child = cls(launched.proc, launched.workdir, limits, launched.argv, launched.network_isolated,
                     launched.layers, launched.wall)
+        child.origin = launched.origin
         child._expect_report = launched.lockdown
         launch.own(child)
         if argv_tail is None:
@@ -560,6 +568,8 @@ class Child:
         """Whether the child has exited, without reaping it (its pid stays reserved)."""
         if self._proc.returncode is not None:
             return True
+        if isinstance(self._proc, child_template.ForkedProcess):
+            return self._proc.has_exited()
         try:
             info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:

@@ -38,25 +38,41 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+def children_of(pid: int) -> list[int]:
+    """The processes `pid`'s threads started (any thread may fork: `flow run` starts its child on
+    a thread of its own)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += (task / "children").read_text().split()
+        except FileNotFoundError:
+            continue
+    return list(map(int, children))
+
+
+def command_of(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
 def sandbox_child_of(host: subprocess.Popen, timeout: float = 20.0) -> int:
-    """The pid of the host's sandbox child, once it has started and is computing."""
+    """The pid of the host's sandbox child, once it has started and is computing: its own child,
+    or a child of its child template (flowrt/child_template.py)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        # Any of the host's threads may have forked it (`flow run` starts it on a thread).
-        children = []
-        for task in Path(f"/proc/{host.pid}/task").glob("*"):
-            try:
-                children += (task / "children").read_text().split()
-            except FileNotFoundError:
-                continue
-        for pid in map(int, children):
-            try:
-                if b"sandbox.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    return pid
-            except FileNotFoundError:
-                continue
+        for pid in children_of(host.pid):
+            if b"sandbox.child" in command_of(pid):
+                return pid
+            if b"sandbox.template" in command_of(pid) and children_of(pid):
+                return children_of(pid)[0]
         time.sleep(0.05)
     raise AssertionError("the host started no sandbox child")
+
+
+def template_of(host: subprocess.Popen) -> int | None:
+    return next((pid for pid in children_of(host.pid) if b"sandbox.template" in command_of(pid)), None)
 
 
 def spinning_host(tmp_path, env=None) -> tuple[subprocess.Popen, int]:
@@ -98,21 +114,43 @@ def wait_gone(pid: int, seconds: float) -> bool:
     return gone(pid)
 
 
+@pytest.mark.parametrize("template", ["0", "1"], ids=["started", "forked"])
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
-def test_the_child_dies_with_its_host(tmp_path, how):
-    host, pid = spinning_host(tmp_path)
+def test_the_child_dies_with_its_host(tmp_path, how, template):
+    host, pid = spinning_host(tmp_path, {"FLOW_SANDBOX_TEMPLATE": template})
+    forked_from = template_of(host)
+    assert (forked_from is not None) == (template == "1")
     try:
         host.send_signal(how)
         assert host.wait(timeout=10) == -how
         assert wait_gone(pid, 5.0), f"the sandbox child {pid} outlived its host's {how.name}"
+        if forked_from is not None:
+            assert wait_gone(forked_from, 5.0), f"the child template {forked_from} outlived its host"
     finally:
-        if not gone(pid):
-            os.kill(pid, signal.SIGKILL)
+        for left in (pid, forked_from):
+            if left is not None and not gone(left):
+                os.kill(left, signal.SIGKILL)
+
+
+def test_without_the_parent_death_signal_the_template_still_ends_its_children(tmp_path):
+    """A template started without the parent-death signal still sees the host's end of its
+    socket close when the host is killed, and kills its children's groups before it exits."""
+    host, pid = spinning_host(tmp_path, {"FLOW_SANDBOX_WITHOUT": "parent_death", "FLOW_SANDBOX_TEMPLATE": "1"})
+    forked_from = template_of(host)
+    try:
+        host.kill()
+        host.wait(timeout=10)
+        assert wait_gone(pid, 5.0)
+        assert wait_gone(forked_from, 5.0)
+    finally:
+        for left in (pid, forked_from):
+            if not gone(left):
+                os.kill(left, signal.SIGKILL)
 
 
 def test_without_the_parent_death_signal_a_killed_host_leaves_an_orphan(tmp_path):
     """What the layer stops, shown by its absence (and reported: see the sandbox record test)."""
-    host, pid = spinning_host(tmp_path, {"FLOW_SANDBOX_WITHOUT": "parent_death"})
+    host, pid = spinning_host(tmp_path, {"FLOW_SANDBOX_WITHOUT": "parent_death", "FLOW_SANDBOX_TEMPLATE": "0"})
     try:
         host.kill()
         host.wait(timeout=10)

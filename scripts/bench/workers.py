@@ -204,7 +204,7 @@ def check_runs(url: str, ids: list[str], expected: dict[str, int], log: Path, ca
 
 
 def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, workers: int, tag: str,
-               cached: bool = True) -> dict:
+               cached: bool = True, env: dict | None = None) -> dict:
     names = [f"{tag}{i}" for i in range(runs)]
     began = time.perf_counter()
     ids = queue(url, directory, "main", [{"name": name, "n": calls} for name in names])
@@ -216,7 +216,7 @@ def throughput(url: str, directory: Path, log: Path, runs: int, calls: int, work
     rows(url, "UPDATE flow_runs SET ready_at = 'infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
     used_before = children_cpu()
     starts_before = len(starts_log.read_text().splitlines()) if starts_log.exists() else 0
-    hosts = [start_worker(url, directory, "--concurrency", "4", cached=cached) for _ in range(workers)]
+    hosts = [start_worker(url, directory, "--concurrency", "4", cached=cached, env=env) for _ in range(workers)]
     rows(url, "UPDATE flow_runs SET ready_at = '-infinity' WHERE run = ANY(%s) RETURNING 1", (ids,))
     start = time.perf_counter()
     wait_until(lambda: ended_count(url) - before >= runs, f"{workers} workers to drive {runs} runs")
@@ -409,6 +409,9 @@ def main() -> None:
     options.add_argument("--compare-cache", action="store_true",
                          help="Part 1 also with workers that keep no recorded programs (before/after).")
     options.add_argument("--throughput-only", action="store_true", help="Part 1 only.")
+    options.add_argument("--compare-template", action="store_true",
+                         help="Part 1 also with workers whose sandbox children are all started as interpreters of "
+                              "their own (FLOW_SANDBOX_TEMPLATE=0), beside forked ones (before/after).")
     args = options.parse_args()
     if args.quick:
         args.runs, args.kills, args.call_n, args.rounds = (40 if args.runs == 1000 else args.runs), 5, 200, 1
@@ -427,10 +430,17 @@ def main() -> None:
             print(f"1. {args.runs} runs of {args.calls} calls, queued, then driven by N workers (--concurrency 4 each)")
             for workers in (1, 2, 4):
                 # Before (no cache of recorded programs) and after, one beside the other.
-                for cached in ((False, True) if args.compare_cache else (True,)):
-                    tag = f"w{workers}{'' if cached else 'u'}-"
-                    figures = throughput(url, directory, log, args.runs, args.calls, workers, tag, cached=cached)
-                    label = "" if not args.compare_cache else " (programs kept)" if cached else " (no cache)"
+                ways = [(cached, None) for cached in ((False, True) if args.compare_cache else (True,))]
+                if args.compare_template:
+                    ways = [(True, "0"), (True, "auto")]
+                for cached, template in ways:
+                    tag = f"w{workers}{'' if cached else 'u'}{template or ''}-"
+                    env = None if template is None else {**os.environ, "FLOW_SANDBOX_TEMPLATE": template}
+                    figures = throughput(url, directory, log, args.runs, args.calls, workers, tag, cached=cached,
+                                         env=env)
+                    label = ("" if not args.compare_cache else " (programs kept)" if cached else " (no cache)") + (
+                        "" if template is None else " (children started)" if template == "0"
+                        else " (children forked)")
                     print(f"   {workers} worker(s){label}: {figures['runs per second']:.1f} runs/s "
                           f"({figures['seconds']:.1f} s); " + ", ".join(
                               f"{k}: {v}" for k, v in figures.items() if k not in ("workers", "runs per second",

@@ -1,0 +1,198 @@
+"""Children forked from the child template (flowrt/child_template.py, sandbox/template.py): each
+is the child a started one would have been (its own session, network namespace, working
+directory, descriptors, limits and lockdown; the same history for the same run), an exit is
+reported as a started child's is, the template reaps what it forks, and whatever goes wrong with
+the template (killed, stopped, switched off) leaves children started as before, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import flowrt
+from flowrt import child_template
+from flowrt.sandbox_process import Child, ChildDied
+
+HELLO = "pub flow main(n: Int) -> Int = n + 1\n"
+TOOLS = """\
+@tool pub flow twice(n: Int) -> Int
+
+pub flow main(n: Int) -> List<Int> !tool = [twice(n), twice(n + 1)]
+"""
+FORKED = "forked from the child template"
+
+
+@pytest.fixture
+def fresh_template(monkeypatch):
+    """This process's template state from scratch, and the template (if any) ended after."""
+    child_template.shut_down()
+    monkeypatch.setattr(child_template, "_started_directly", 0)
+    monkeypatch.setattr(child_template, "_restarts", 0)
+    yield
+    child_template.shut_down()
+
+
+def forked_child(monkeypatch) -> Child:
+    monkeypatch.setenv("FLOW_SANDBOX_TEMPLATE", "1")
+    child = Child.start()
+    assert child.origin.startswith(FORKED), child.origin
+    return child
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += map(int, (task / "children").read_text().split())
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def state_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def wait_for(condition, what: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_a_forked_child_is_set_up_as_a_started_one(fresh_template, monkeypatch):
+    one, two = forked_child(monkeypatch), forked_child(monkeypatch)
+    try:
+        template = child_template._template.pid
+        assert set(children_of(template)) == {one.pid, two.pid}
+        for child in (one, two):
+            assert os.getpgid(child.pid) == child.pid and os.getsid(child.pid) == child.pid
+            assert Path(f"/proc/{child.pid}/cwd").resolve() == Path(child.workdir).resolve()
+            # its three pipes, and the channel's copies of 0 and 1 once sandbox.child has
+            # claimed them (framing.claim_stdio): nothing of the template's or the host's
+            fds = lambda pid=child.pid: sorted(map(int, os.listdir(f"/proc/{pid}/fd")))  # noqa: E731
+            wait_for(lambda: len(fds()) >= 5, "the child to claim its channel")
+            assert fds() == [0, 1, 2, 3, 4]
+            limits = Path(f"/proc/{child.pid}/limits").read_text()
+            assert any(line.startswith("Max open files") and line.split()[3:5] == ["32", "32"]
+                       for line in limits.splitlines())
+            assert any(line.startswith("Max cpu time") and line.split()[3:5] == ["300", "305"]
+                       for line in limits.splitlines())
+            assert child.network_isolated and child.layers["network"]["applied"]
+            assert "template exits" in child.layers["parent_death"]["detail"]
+        namespaces = {os.readlink(f"/proc/{pid}/ns/net") for pid in (one.pid, two.pid, os.getpid())}
+        assert len(namespaces) == 3  # each child its own, neither the host's (nor the template's)
+        assert os.readlink(f"/proc/{template}/ns/net") == os.readlink("/proc/self/ns/net")
+    finally:
+        one.kill()
+        two.kill()
+
+
+def test_exits_and_signals_are_reported_as_a_started_childs(fresh_template, monkeypatch):
+    child = forked_child(monkeypatch)
+    os.kill(child.pid, signal.SIGSEGV)
+    with pytest.raises(ChildDied) as died:
+        child.recv(timeout=10)
+    assert died.value.signal == signal.SIGSEGV and child.returncode == -signal.SIGSEGV
+    assert "killed from outside" in str(died.value)
+    quiet = forked_child(monkeypatch)
+    assert quiet.close() == 0  # its input closed before a load: sandbox.child returns, exit 0
+
+
+def test_the_template_reaps_every_child_it_forked(fresh_template, monkeypatch):
+    children = [forked_child(monkeypatch) for _ in range(5)]
+    template = child_template._template.pid
+    for child in children:
+        child.kill()
+    wait_for(lambda: children_of(template) == [], "the template to reap its children")
+    assert all(state_of(c.pid) == "gone" for c in children)
+
+
+def test_runs_on_forked_children_record_what_runs_on_started_ones(fresh_template, monkeypatch, tmp_path):
+    (tmp_path / "tools.flow").write_text(TOOLS)
+    histories = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("FLOW_SANDBOX_TEMPLATE", mode)
+        with flowrt.Host({"tools.twice": lambda n: 2 * n}, runs=str(tmp_path / f"runs-{mode}"),
+                         durability="none") as host:
+            done = host.run(str(tmp_path / "tools.flow"), {"n": 20})
+        assert done.exit_code == 0 and done.output == [40, 42]
+        (run,) = (tmp_path / f"runs-{mode}").iterdir()
+        facts = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+        histories[mode] = [{k: v for k, v in fact.items() if k not in ("at", "run", "hash", "prev")}
+                           for fact in facts]
+        records = [json.loads(line) for line in (run / "host.jsonl").read_text().splitlines()]
+        (sandbox,) = [r for r in records if r["kind"] == "sandbox"]
+        assert sandbox["origin"].startswith(FORKED) == (mode == "1")
+        assert sandbox["missing"] == sorted(n for n, layer in sandbox["layers"].items() if not layer["applied"])
+        assert {"uid", "user_namespace", "capabilities", "landlock", "seccomp"} <= set(sandbox["layers"])
+    assert histories["0"] == histories["1"]
+
+
+def test_by_default_a_process_forks_from_its_third_child_on(fresh_template, monkeypatch):
+    monkeypatch.delenv("FLOW_SANDBOX_TEMPLATE", raising=False)
+    children = [Child.start() for _ in range(4)]
+    try:
+        assert [c.origin.startswith(FORKED) for c in children] == [False, False, True, True]
+    finally:
+        for child in children:
+            child.kill()
+
+
+def test_switched_off_no_template_is_started(fresh_template, monkeypatch):
+    monkeypatch.setenv("FLOW_SANDBOX_TEMPLATE", "0")
+    children = [Child.start() for _ in range(3)]
+    for child in children:
+        assert not child.origin.startswith(FORKED)
+        child.kill()
+    assert child_template._template is None
+
+
+def test_a_bad_setting_is_said_and_auto_used(fresh_template, monkeypatch, capsys):
+    monkeypatch.setenv("FLOW_SANDBOX_TEMPLATE", "sometimes")
+    assert child_template.mode() == "auto"
+    assert "FLOW_SANDBOX_TEMPLATE is 'sometimes'" in capsys.readouterr().err
+
+
+def test_a_killed_template_takes_its_children_and_another_is_started(fresh_template, monkeypatch):
+    child = forked_child(monkeypatch)
+    template = child_template._template.pid
+    os.kill(template, signal.SIGKILL)
+    with pytest.raises(ChildDied):
+        child.recv(timeout=10)  # its parent-death signal: it dies with the template
+    wait_for(lambda: child_template._template.ended, "the host to see the template end")
+    again = forked_child(monkeypatch)
+    try:
+        assert child_template._template.pid != template
+        assert child_template._restarts == 1
+    finally:
+        again.kill()
+
+
+def test_a_template_that_does_not_answer_leaves_the_child_started_as_before(fresh_template, monkeypatch):
+    first = forked_child(monkeypatch)
+    first.kill()
+    template = child_template._template
+    monkeypatch.setattr(child_template, "ANSWER_SECONDS", 0.5)
+    os.kill(template.pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        child = Child.start()
+        assert time.monotonic() - began < 5
+        assert not child.origin.startswith(FORKED)  # started itself, after half a second
+        child.kill()
+        wait_for(lambda: template.ended, "the stuck template to be given up")
+    finally:
+        try:
+            os.kill(template.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
