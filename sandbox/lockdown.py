@@ -120,7 +120,8 @@ def arm_parent_death(host_pid: int) -> str:
     _libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(got), 0, 0, 0)
     if got.value != SIGKILL:
         raise Missing(f"PR_GET_PDEATHSIG reads {got.value}")
-    return "SIGKILL when the host exits"
+    # The parent is the host, or the child template (sandbox/template.py), which dies with it.
+    return f"SIGKILL when its parent (pid {host_pid}) exits"
 
 
 def enter_user_namespace() -> str:
