@@ -326,6 +326,21 @@ def shut_down(seconds: float = EXIT_SECONDS) -> None:
         template._thread.join(timeout=seconds)
 
 
+def _forget_in_forked_process() -> None:
+    """In a process forked from a host (an application's workers, say): the template and its
+    socket are the parent's, and the thread that reads its answers was not copied. This process
+    starts its own when it needs one."""
+    global _template, _started_directly, _restarts
+    template, _template, _started_directly, _restarts = _template, None, 0, 0
+    if template is not None and template._sock is not None:
+        try:
+            template._sock.close()  # this process's copy only: the parent's stays open
+        except OSError:
+            pass
+
+
+os.register_at_fork(after_in_child=_forget_in_forked_process)
+
 _AT_EXIT = False
 
 

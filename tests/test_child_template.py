@@ -196,3 +196,29 @@ def test_a_template_that_does_not_answer_leaves_the_child_started_as_before(fres
             os.kill(template.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
+
+
+def test_a_process_forked_from_a_host_starts_a_template_of_its_own(fresh_template, monkeypatch):
+    first = forked_child(monkeypatch)
+    first.kill()
+    parents = child_template._template.pid
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the forked application process: not the parent's template, a child all the same
+        try:
+            os.close(read_end)
+            child = Child.start()
+            mine = child_template._template.pid
+            child.kill()
+            child_template.shut_down(5.0)
+            os.write(write_end, json.dumps({"origin": child.origin, "template": mine}).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        said = json.loads(answer.read() or "{}")
+    os.waitpid(pid, 0)
+    assert said["origin"].startswith(FORKED) and said["template"] != parents
+    again = forked_child(monkeypatch)  # the parent's template is untouched
+    assert child_template._template.pid == parents
+    again.kill()
