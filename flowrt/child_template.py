@@ -65,6 +65,8 @@ class ForkedProcess:
         self.pid = pid
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
+        #: it ended because its template did (flowrt/run.py halts the run, it does not fault it)
+        self.template_lost = False
         self._template = template
         self._exit = threading.Event()
         self._released = False
@@ -85,8 +87,8 @@ class ForkedProcess:
         if not self._exit.wait(EXIT_SECONDS if timeout is None else timeout):
             if timeout is not None:
                 raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout)
-            self.exited(-9)  # the template never said: it is stuck; its children die with it
-            self._template.stop()
+            self.exited(-9)  # the template never said: it is stuck, and forks no more
+            self._template.retire()
         if not self._released:
             self._released = True
             self._template.release(self.pid)
@@ -108,6 +110,7 @@ class Template:
         self.pid: int | None = None
         self.error: str | None = None
         self.ended = False
+        self.retired = False  # forks no more (see `retire`)
         self._thread = threading.Thread(target=self._run, name="sandbox-template", daemon=True)
         self._thread.start()
 
@@ -183,6 +186,7 @@ class Template:
             waiting, self._waiting = list(self._waiting.values()), {}
         for child in children:
             _kill_group(child.pid)
+            child.template_lost = True
             child.exited(-9)
         for slot in waiting:
             slot[0].set()
@@ -193,7 +197,7 @@ class Template:
 
     def fork(self, how: launch.Plan) -> launch.Launched | None:
         """A child forked for `how`, or None (the template is gone or did not answer in time)."""
-        if not self._ready.wait(ANSWER_SECONDS) or self.ended or self._sock is None:
+        if not self._ready.wait(ANSWER_SECONDS) or self.ended or self.retired or self._sock is None:
             return None
         workdir = tempfile.mkdtemp(prefix="flow-sandbox-")
         pipes = [os.pipe() for _ in range(3)]  # (read, write) each: stdin, stdout, stderr
@@ -224,7 +228,7 @@ class Template:
                 os.close(fd)
             shutil.rmtree(workdir, ignore_errors=True)
             if answer is None:
-                self.stop()  # it did not answer: a template that does not is not used again
+                self.retire()  # it did not answer: a template that does not is not used again
             return None
         proc = ForkedProcess(self, answer["pid"], open(ours[0], "wb", buffering=0),
                              open(ours[1], "rb", buffering=0), open(ours[2], "rb", buffering=0))
@@ -251,6 +255,19 @@ class Template:
             sock.send(orjson.dumps({"op": "release", "pid": pid}))
         except OSError:
             pass
+        with self._lock:
+            last = self.retired and not self._children
+        if last:
+            self.stop()
+
+    def retire(self) -> None:
+        """Fork no more from this template (it did not answer in time), but leave the children
+        it has running: it is ended once the last of them has exited."""
+        with self._lock:
+            self.retired = True
+            idle = not self._children
+        if idle:
+            self.stop()
 
     def stop(self) -> None:
         """End the template (its children with it): closing our end ends its loop."""
@@ -290,8 +307,9 @@ def start(how: launch.Plan) -> launch.Launched | None:
         return None
     with _lock:
         template = _template
-        if template is not None and template.ended:
-            error, template, _template = template.error, None, None
+        if template is not None and (template.ended or template.retired):
+            error = template.error if template.ended else f"it did not answer within {ANSWER_SECONDS:g} s"
+            template, _template = None, None
             _restarts += 1
             launch._warn(f"the sandbox child template ended ({error}); "
                          + ("starting another" if _restarts <= RESTARTS

@@ -30,6 +30,7 @@ from flowdata import canonical, codec
 from flowrt import bindings as B
 from flowc.files import read_text
 from flowrt.store import RunLog, open_store, StorageError
+from flowrt.store.format import TEMPLATE_LOST
 from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind, close_bound
 from flowrt.refusal import INPUT, Refused, _line_of, refuse
@@ -215,10 +216,18 @@ class DeadlineHalt(KeyboardInterrupt):
         self.message = message
 
 
+class TemplateLostHalt(DeadlineHalt):
+    """The child died because the child template it was forked from ended (killed from outside:
+    flowrt/child_template.py). Nothing the program did: the run is halted (reason `template`,
+    resumable), never Faulted."""
+
+    reason = TEMPLATE_LOST
+
+
 def halt_reason(interrupt: KeyboardInterrupt) -> tuple[str, str]:
     """(the `halted` record's reason, the message) for an interrupt that halted a run."""
     if isinstance(interrupt, DeadlineHalt):
-        return "deadline", f"halted: {interrupt.message}"
+        return interrupt.reason, f"halted: {interrupt.message}"
     if isinstance(interrupt, HaltRequested) and interrupt.reason != "interrupt":
         return interrupt.reason, f"halted ({interrupt.reason})"
     return "interrupt", "halted by an interrupt"
@@ -375,6 +384,12 @@ class Driver:
                 elif op == "stuck":
                     raise RuntimeError(f"the sandbox and the host disagree about the record: {message.get('message')}")
         except ChildDied as died:
+            if died.template_lost:
+                try:
+                    self.make_durable()
+                except StorageError:
+                    pass  # the halt is still reported; the run resumes from the facts before
+                raise TemplateLostHalt(str(died)) from None
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
             return self.on_died(fault)

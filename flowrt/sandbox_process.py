@@ -70,6 +70,8 @@ class ChildDied(ChildError):
         self.stderr_tail = stderr_tail
         self.reason = reason
         self.explanation = explanation
+        #: it was forked from the child template, and died because the template ended
+        self.template_lost = False
         if signal is not None:
             status = f"was killed by {_signal_name(signal)}"
         else:
@@ -596,10 +598,13 @@ class Child:
         signal = -returncode if returncode is not None and returncode < 0 else None
         if killed_by_host:
             reason += f" but did not exit within {EXIT_GRACE:g} s (the host killed it)"
+        lost = isinstance(self._proc, child_template.ForkedProcess) and self._proc.template_lost
         self._died = ChildDied(
             None if signal is not None else returncode, signal, self.stderr_tail(), reason,
-            self._explain(signal, killed_by_host),
+            "its child template ended (killed from outside the host), and the children forked from it with it"
+            if lost else self._explain(signal, killed_by_host),
         )
+        self._died.template_lost = lost
         raise self._died
 
     def _explain(self, signal: int | None, killed_by_host: bool) -> str:

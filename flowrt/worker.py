@@ -63,6 +63,7 @@ STOP_GRACE_SECONDS = 20.0
 
 #: a `halted` record with this reason was written by a worker that stopped: the run is due
 WORKER_STOP = postgres_queue.WORKER_STOP
+TEMPLATE_LOST = postgres_queue.TEMPLATE_LOST
 
 #: how long a run whose drive hit a storage failure on PostgreSQL is passed over (the database
 #: may be back by then; its lease has run out or been given back)
@@ -99,7 +100,7 @@ def claim(store: Store, run_id: str) -> RunLog | None:
 
 
 def why_due(log: RunLog, at_ns: int) -> str | None:
-    """Why a claimed run is due now (`crashed`, `worker-stop`, `sleeping`), or None. Read from
+    """Why a claimed run is due now (`crashed`, `worker-stop`, `template`, `sleeping`), or None. Read from
     the claimed record itself: what the scan saw may have changed before the claim."""
     if log.ended:
         return None
@@ -111,8 +112,8 @@ def why_due(log: RunLog, at_ns: int) -> str | None:
 
 def _due_by_decision(decision: dict, at_ns: int) -> str | None:
     kind = decision.get("kind")
-    if kind == "halted" and decision.get("reason") == WORKER_STOP:
-        return WORKER_STOP
+    if kind == "halted" and decision.get("reason") in postgres_queue.HOST_HALTS:
+        return decision["reason"]
     if kind == "queued":
         return "queued"
     if kind == "sleeping":
@@ -386,6 +387,7 @@ def _shown(location: str) -> str:
 
 def _woke_because(why: str) -> str:
     return {"crashed": "recovered (crashed)", WORKER_STOP: "recovered (a worker stopped)",
+            TEMPLATE_LOST: "recovered (its child template ended)",
             "sleeping": "woke (timer due)", "queued": "drove (queued)"}.get(why, why)
 
 

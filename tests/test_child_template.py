@@ -222,3 +222,82 @@ def test_a_process_forked_from_a_host_starts_a_template_of_its_own(fresh_templat
     again = forked_child(monkeypatch)  # the parent's template is untouched
     assert child_template._template.pid == parents
     again.kill()
+
+
+SLOW = """\
+@tool pub flow step(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = walk(n, 0)
+
+flow walk(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { walk(n - 1, acc + step(n)) }
+"""
+
+
+def test_a_run_whose_template_is_killed_is_halted_not_faulted_and_resumes(fresh_template, monkeypatch, tmp_path):
+    """Nothing the program did: the run halts (reason `template`), keeps every fact, and a
+    resume on a new template reaches the End an undisturbed run has."""
+    monkeypatch.setenv("FLOW_SANDBOX_TEMPLATE", "1")
+    (tmp_path / "slow.flow").write_text(SLOW)
+    killed = []
+
+    def step(n):
+        if n == 3 and not killed:
+            killed.append(child_template._template.pid)
+            os.kill(killed[0], signal.SIGKILL)
+            wait_for(lambda: child_template._template.ended, "the host to see the template end")
+        return n
+
+    with flowrt.Host({"slow.step": step}, runs=str(tmp_path / "runs"), durability="none") as host:
+        halted = host.run(str(tmp_path / "slow.flow"), {"n": 5})
+        assert halted.exit_code == 130 and killed, halted
+        (run,) = (tmp_path / "runs").iterdir()
+        facts = [json.loads(line)["kind"] for line in (run / "history.jsonl").read_text().splitlines()]
+        assert "End" not in facts and facts.count("Reply") >= 3
+        records = [json.loads(line) for line in (run / "host.jsonl").read_text().splitlines()]
+        assert [r for r in records if r["kind"] == "halted"][-1]["reason"] == "template"
+        done = host.resume(run.name)
+    assert done.exit_code == 0 and done.output == 15
+    assert child_template._template.pid != killed[0]
+
+
+def test_a_worker_takes_up_again_a_run_halted_by_its_templates_end(tmp_path):
+    """Through `flow worker`: the template is killed while the worker drives a run (its child
+    waits in a sleep); the run halts with reason `template`, and the worker drives it again to
+    the End an undisturbed run has, each Tool call made once."""
+    import subprocess
+    import sys
+
+    from tests.test_sandbox_lifetime import children_of as children_of_process, command_of
+    from tests.test_worker_dir import NOTE_TOOL, WORK, facts, host_records, notes, start
+
+    work = tmp_path / "program"
+    work.mkdir()
+    (work / "work.flow").write_text(WORK)
+    (work / "note_tool.py").write_text(NOTE_TOOL)
+    (work / "flow.toml").write_text('[tools]\n"work" = { python = "note_tool.py" }\n')
+    runs = tmp_path / "runs"
+    done, run_id = start(work, runs, "r0", "PT3S", kill_after=3)  # crashed after note a's Reply
+    assert done.returncode == -signal.SIGKILL
+    host = subprocess.Popen([sys.executable, "-m", "flowrt.cli", "worker", "--runs", str(runs), "--allow",
+                             "--poll", "0.2"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "FLOW_SANDBOX_TEMPLATE": "1"})
+    try:
+        def template_with_a_child():
+            for pid in children_of_process(host.pid):
+                if b"sandbox.template" in command_of(pid) and children_of_process(pid):
+                    return pid
+            return None
+
+        wait_for(lambda: template_with_a_child() is not None, "the worker's run on a forked child", 60)
+        time.sleep(0.5)  # the child is in its sleep
+        os.kill(template_with_a_child(), signal.SIGKILL)
+        wait_for(lambda: any(f["kind"] == "End" for f in facts(runs, run_id)), "the run's End", 60)
+    finally:
+        host.send_signal(signal.SIGTERM)
+        out, err = host.communicate(timeout=60)
+    halts = [r for r in host_records(runs, run_id) if r["kind"] == "halted"]
+    assert [h["reason"] for h in halts] == ["template"], err
+    assert "recovered (its child template ended)" in out + err
+    (end,) = [f for f in facts(runs, run_id) if f["kind"] == "End"]
+    assert end["outcome"] == {"Completed": "R0:A R0:B"}
+    assert notes(work) == ["r0:a", "r0:b"]

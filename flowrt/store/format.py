@@ -25,6 +25,13 @@ _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _RESERVED = ("n", "kind", "prev", "hash")
 _RESERVED_SET = frozenset(_RESERVED)
+#: a `halted` decision with this reason was written by a worker that stopped (flowrt.worker)
+WORKER_STOP = "worker-stop"
+#: ... by a host whose child template ended under the run (flowrt/child_template.py)
+TEMPLATE_LOST = "template"
+#: the halts a host made, not a person: any worker takes the run up again
+HOST_HALTS = frozenset({WORKER_STOP, TEMPLATE_LOST})
+
 STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable", "times"})  # host records only the store writes
 _ENDINGS = {"Completed": "completed", "Faulted": "faulted"}
 

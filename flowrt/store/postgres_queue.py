@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import psycopg
 
 from flowrt.store import postgres_lease as leases
-from flowrt.store.format import STORE_RECORDS
+from flowrt.store.format import HOST_HALTS, STORE_RECORDS, TEMPLATE_LOST, WORKER_STOP  # noqa: F401 - the worker reads them here
 
 #: the `ready_at` of a run that wants a host whenever nobody holds it
 NOW = "-infinity"
@@ -31,8 +31,6 @@ NOW = "-infinity"
 #: what `ready_after` answers for a record that changes nothing (the store's own records)
 KEEP = object()
 
-#: a `halted` decision with this reason was written by a worker that stopped (flowrt.worker)
-WORKER_STOP = "worker-stop"
 
 _CLAIM = (
     "WITH due AS (SELECT run FROM flow_runs "
@@ -60,7 +58,7 @@ def ready_after(record: dict):
     if kind == "paused":
         return None
     if kind == "halted":
-        return NOW if record.get("reason") == WORKER_STOP else None
+        return NOW if record.get("reason") in HOST_HALTS else None
     if kind == "sleeping":
         until = record.get("until")
         return until if isinstance(until, str) else NOW
