@@ -386,6 +386,7 @@ class Driver:
         except ChildDied as died:
             if died.template_lost:
                 try:
+                    self.record_arrived()
                     self.make_durable()
                 except StorageError:
                     pass  # the halt is still reported; the run resumes from the facts before
@@ -584,6 +585,25 @@ class Driver:
             self.record("Reply", {"call": call_id, "outcome": admitted}, sync=False)
             self.child.post({"op": "reply", "id": call_id, "outcome": admitted})
             return None
+
+    def record_arrived(self) -> None:
+        """The Replies that came in and were not yet admitted, recorded (in the order they came)
+        before the run halts: those calls happened, and a resume replays their replies instead of
+        settling them Unknown. Calls still out stay open, as at any halt."""
+        while True:
+            try:
+                self.arrived.append(self.replies.get_nowait())
+            except queue.Empty:
+                break
+        arrived, self.arrived = self.arrived, []
+        for call_id, outcome in arrived:
+            entry = self.open_calls.get(call_id)
+            if entry is None or outcome is B.PENDING:
+                continue
+            del self.open_calls[call_id]
+            self.timers.pop(call_id, None)
+            typed = entry["typed"]
+            self.record("Reply", {"call": call_id, "outcome": (typed.admit or admitted_by(typed))(outcome)}, sync=False)
 
     def arrive(self, call_id: str, outcome: Any) -> None:
         """An outcome delivered on this thread (`call_here`)."""

@@ -3,10 +3,12 @@
     python peer_workloads.py SYSTEM WORKLOAD N DIR
 
 SYSTEM is flow, dbos, langgraph or temporal; WORKLOAD is steps (N sequential durable steps),
-replay (recovering or replaying a history of N steps) or fanout (N concurrent steps). Each is
-measured as the steady state, (T(N) - T(1)) / (N - 1) per step, after a warm-up in the same
-process, so that start-up (Flow's sandbox child, DBOS's launch, a graph's compilation) is left
-out of every figure alike. Flow runs under the project's interpreter; the peers under the virtual
+replay (recovering or replaying a history of N steps), fanout (N concurrent steps) or workflows
+(N workflows of one step each, one after another, as an application starting one per request).
+Each is measured as the steady state, (T(N) - T(1)) / (N - 1) per step, after a warm-up in the
+same process, so that start-up (Flow's sandbox child, DBOS's launch, a graph's compilation) is
+left out of every figure alike; workflows as T(N workflows) / N after three, so that what each
+workflow's own start costs (Flow: a run, its sandbox child and its history) is in it. Flow runs under the project's interpreter; the peers under the virtual
 environment peers.py makes. Each system keeps its default durability: Flow fsyncs every fact a
 consequence depends on; DBOS and LangGraph commit to SQLite with its default synchronous mode.
 """
@@ -37,6 +39,16 @@ use "std@v1/list"
 pub flow main(n: Int) -> Int !tool =
     list.fold(task.all(list.map(list.range(0, n), flow(i) = flow() = echo(i))), 0, flow(a, b) = a + b)
 """
+
+
+def per_workflow(start_one, n: int) -> float:
+    """Microseconds per workflow of one step: n of them one after another, after three."""
+    for i in range(3):
+        start_one(f"warm-{i}")
+    began = time.perf_counter()
+    for i in range(n):
+        start_one(f"w-{i}")
+    return (time.perf_counter() - began) / n * 1e6
 
 
 def steady(measure, n: int) -> float:
@@ -70,6 +82,8 @@ def flow(workload: str, n: int, directory: str) -> dict:
         recorded[label] = outcome.run_id
         return elapsed
 
+    if workload == "workflows":
+        return {"us": per_workflow(lambda label: run(1, label), n)}
     if workload != "replay":
         return {"us": steady(run, n)}
     for label, count in (("warm", 1), ("one", 1), ("many", n)):
@@ -117,6 +131,8 @@ def dbos(workload: str, n: int, directory: str) -> dict:
 
     DBOS.launch()
     try:
+        if workload == "workflows":
+            return {"us": per_workflow(lambda label: steps(1), n)}
         if workload == "steps":
             def measure(count: int, label: str) -> float:
                 start = time.perf_counter()
@@ -214,7 +230,7 @@ def langgraph(workload: str, n: int, directory: str) -> dict:
     def spread(state: Fan) -> list:
         return [Send("work", {"k": k}) for k in range(state["n"])]
 
-    if workload == "steps":
+    if workload in ("steps", "workflows"):
         graph = StateGraph(Loop)
         graph.add_node("step", step)
         graph.add_edge(START, "step")
@@ -234,6 +250,8 @@ def langgraph(workload: str, n: int, directory: str) -> dict:
         app.invoke(start_state(count), config)
         return time.perf_counter() - start
 
+    if workload == "workflows":
+        return {"us": per_workflow(lambda label: measure(1, label), n)}
     return {"us": steady(measure, n)}
 
 

@@ -2,7 +2,7 @@
 LangGraph (its SQLite checkpointer) and Temporal (its Replayer; no server runs offline).
 
     python scripts/bench/peers.py [--rounds 5] [--steps 1000] [--replay-steps 3000] [--fan 100]
-                                  [--venv DIR] [--quick]
+                                  [--workflows 100] [--venv DIR] [--quick]
 
 The peers are installed into a virtual environment of their own (created on first use, by
 default under ~/.cache/flow-bench/peers) from the package registry. Every figure is measured in
@@ -10,7 +10,8 @@ a fresh process (peer_workloads.py) as the steady state per step, and the rounds
 systems, so that each ratio pairs figures taken on the same machine at the same time: each round
 runs every workload of every system quiet, then again with a CPU hog (one busy process, started
 and stopped here) beside it. Printed: medians over the rounds, in microseconds per step, and each
-peer's cost divided by Flow's (above 1: Flow is cheaper).
+peer's cost divided by Flow's (above 1: Flow is cheaper); workflows of one step are per workflow,
+each its own run (for Flow: its sandbox child, forked from the child template, and its history).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ WORKLOADS = {
     "steps": "sequential durable steps",
     "replay": "recovery / replay of a finished history",
     "fanout": "concurrent steps (fan-out)",
+    "workflows": "workflows of one step, one after another",
 }
 HOG = "while True: pass"
 
@@ -58,15 +60,16 @@ def main() -> None:
     options.add_argument("--steps", type=int, default=1000)
     options.add_argument("--replay-steps", type=int, default=3000)
     options.add_argument("--fan", type=int, default=100)
+    options.add_argument("--workflows", type=int, default=100)
     options.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "flow-bench" / "peers")
     options.add_argument("--quick", action="store_true", help="One round of smaller workloads.")
     args = options.parse_args()
     if args.quick:
-        args.rounds, args.steps, args.replay_steps, args.fan = 1, 200, 600, 50
+        args.rounds, args.steps, args.replay_steps, args.fan, args.workflows = 1, 200, 600, 50, 30
     pythons = {"flow": sys.executable}
     peer = peers_python(args.venv)
     pythons.update({system: peer for system in SYSTEMS if system != "flow"})
-    sizes = {"steps": args.steps, "replay": args.replay_steps, "fanout": args.fan}
+    sizes = {"steps": args.steps, "replay": args.replay_steps, "fanout": args.fan, "workflows": args.workflows}
     figures: dict[tuple, list[float]] = {}
     why: dict[tuple, str] = {}
     for round_ in range(args.rounds):
@@ -87,7 +90,8 @@ def main() -> None:
                     hog.wait()
         print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
     print(f"medians of {args.rounds} interleaved rounds, microseconds per step "
-          f"(steps {args.steps}, replay {args.replay_steps}, fan-out {args.fan}); peer / Flow in brackets")
+          f"(steps {args.steps}, replay {args.replay_steps}, fan-out {args.fan}; per workflow of one step, "
+          f"{args.workflows} of them); peer / Flow in brackets")
     print(f"{'workload':44} {'load':14} " + " ".join(f"{s:>18}" for s in SYSTEMS))
     for workload, title in WORKLOADS.items():
         for load in ("quiet", "one core busy"):
