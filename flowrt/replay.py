@@ -40,7 +40,8 @@ from flowrt.bind import RunHost, bind
 from flowrt.refusal import Refused
 from flowrt import timers
 from flowrt.admission import admitted_by
-from flowrt.run import Driver, Prepared, RunOutcome, halt_reason, let_go_record
+from flowrt.halts import halt_reason
+from flowrt.run import Driver, Prepared, RunOutcome, let_go_record
 from flowrt.store import Hole, RunLog, open_store, StorageError
 
 

@@ -30,7 +30,7 @@ from flowdata import canonical, codec
 from flowrt import bindings as B
 from flowc.files import read_text
 from flowrt.store import RunLog, open_store, StorageError
-from flowrt.store.format import TEMPLATE_LOST
+from flowrt.halts import DeadlineHalt, HaltRequested, TemplateLostHalt, halt_reason
 from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind, close_bound
 from flowrt.refusal import INPUT, Refused, _line_of, refuse
@@ -191,46 +191,6 @@ def checkpoint_functions(compiled: Compiled) -> dict[str, dict]:
                              for p in fn.params],
                   "defs": dict(fn.defs)}
             for key, fn in compiled.checkpoint_functions().items()}
-
-
-class HaltRequested(KeyboardInterrupt):
-    """A halt asked for from another thread by setting the run's `halt` event (an MCP client
-    cancelled the call that drives the run). It is an interrupt, handled exactly as Ctrl-C is.
-    `reason` is the `halted` record's: the event's own `reason` attribute when it has one (a
-    worker that stops says `worker-stop`), else `interrupt`."""
-
-    def __init__(self, reason: str | None = None) -> None:
-        super().__init__(reason or "interrupt")
-        self.reason = reason or "interrupt"
-
-
-class DeadlineHalt(KeyboardInterrupt):
-    """The child passed its wall-clock deadline (`flowrt.sandbox_process.ChildDeadline`). A limit of this
-    host, not an outcome of the program, so the run is halted as an interrupt halts it (a
-    `halted` host record with reason `deadline`, exit 130, resumable), never Faulted."""
-
-    reason = "deadline"
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
-class TemplateLostHalt(DeadlineHalt):
-    """The child died because the child template it was forked from ended (killed from outside:
-    flowrt/child_template.py). Nothing the program did: the run is halted (reason `template`,
-    resumable), never Faulted."""
-
-    reason = TEMPLATE_LOST
-
-
-def halt_reason(interrupt: KeyboardInterrupt) -> tuple[str, str]:
-    """(the `halted` record's reason, the message) for an interrupt that halted a run."""
-    if isinstance(interrupt, DeadlineHalt):
-        return interrupt.reason, f"halted: {interrupt.message}"
-    if isinstance(interrupt, HaltRequested) and interrupt.reason != "interrupt":
-        return interrupt.reason, f"halted ({interrupt.reason})"
-    return "interrupt", "halted by an interrupt"
 
 
 def let_go_record(store: RunLog, outcome: RunOutcome) -> None:

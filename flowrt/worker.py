@@ -72,7 +72,7 @@ STORAGE_RETRY_SECONDS = 5.0
 
 class _Stop(threading.Event):
     """The halt event a worker hands each run it drives; its `reason` goes into the `halted`
-    record (`flowrt.run.HaltRequested`)."""
+    record (`flowrt.halts.HaltRequested`)."""
 
     reason = WORKER_STOP
 

@@ -52,8 +52,11 @@ def per_workflow(start_one, n: int) -> float:
 
 
 def steady(measure, n: int) -> float:
-    """Microseconds per step: (T(n) - T(1)) / (n - 1), after one warm-up."""
-    measure(1, "warm")
+    """Microseconds per step: (T(n) - T(1)) / (n - 1), after three warm-ups: the runs measured
+    then start alike (Flow's first two sandbox children are interpreters started for them, the
+    later ones forked from its child template: flowrt/child_template.py)."""
+    for _ in range(3):
+        measure(1, "warm")
     one = measure(1, "one")
     many = measure(n, "many")
     return (many - one) / (n - 1) * 1e6
