@@ -117,7 +117,9 @@ class Template:
     # -- the thread that owns the template ---------------------------------------------------
 
     def _run(self) -> None:
+        host_end = None
         try:
+            launch.compile_for_child()  # the template imports what a child does, with `-B`
             host_end, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
                 proc = subprocess.Popen(
@@ -129,6 +131,8 @@ class Template:
             finally:
                 template_end.close()
         except BaseException as problem:  # noqa: BLE001 - reported as the template's error
+            if host_end is not None:
+                host_end.close()
             self.error = f"the template did not start: {problem}"
             self.ended = True
             self._ready.set()
@@ -197,7 +201,10 @@ class Template:
 
     def fork(self, how: launch.Plan) -> launch.Launched | None:
         """A child forked for `how`, or None (the template is gone or did not answer in time)."""
-        if not self._ready.wait(ANSWER_SECONDS) or self.ended or self.retired or self._sock is None:
+        if not self._ready.wait(ANSWER_SECONDS):
+            self.retire()  # not started in time: the next child asks a new one, or starts itself
+            return None
+        if self.ended or self.retired or self._sock is None:
             return None
         workdir = tempfile.mkdtemp(prefix="flow-sandbox-")
         pipes = [os.pipe() for _ in range(3)]  # (read, write) each: stdin, stdout, stderr
