@@ -139,6 +139,8 @@ class Template:
             return
         self._sock, self.pid = host_end, proc.pid
         self._ready.set()
+        if self.retired:
+            self.stop()  # given up on while it started: it is not wanted
         try:
             self._read_answers(host_end)
         finally:
