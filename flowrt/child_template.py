@@ -336,6 +336,21 @@ def start(how: launch.Plan) -> launch.Launched | None:
     return template.fork(how)
 
 
+def reaped_cpu_seconds() -> float:
+    """CPU seconds of the children this process's template has reaped (its `cutime + cstime`):
+    a forked child is the template's child, so the host's `RUSAGE_CHILDREN` never counts it
+    (benchmarks add this). 0 without a running template."""
+    template = _template
+    if template is None or template.pid is None or template.ended:
+        return 0.0
+    try:
+        with open(f"/proc/{template.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)

@@ -301,3 +301,19 @@ def test_a_worker_takes_up_again_a_run_halted_by_its_templates_end(tmp_path):
     (end,) = [f for f in facts(runs, run_id) if f["kind"] == "End"]
     assert end["outcome"] == {"Completed": "R0:A R0:B"}
     assert notes(work) == ["r0:a", "r0:b"]
+
+
+def test_the_cpu_of_reaped_forked_children_is_counted(fresh_template, monkeypatch, tmp_path):
+    """A forked child is the template's child: what it cost shows in the template's reaped CPU
+    (benchmarks add it to the host's RUSAGE_CHILDREN, which never sees it)."""
+    spin = "pub flow main(n: Int) -> Int = count(n, 0)\n\nflow count(n: Int, acc: Int) -> Int = if n == 0 { acc } else { count(n - 1, acc + 1) }\n"
+    (tmp_path / "count.flow").write_text(spin)
+    monkeypatch.setenv("FLOW_SANDBOX_TEMPLATE", "1")
+    assert child_template.reaped_cpu_seconds() == 0.0  # no template yet
+    with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
+        assert host.run(str(tmp_path / "count.flow"), {"n": 10}).output == 10
+        template = child_template._template.pid
+        wait_for(lambda: children_of(template) == [], "the first child to be reaped")
+        before = child_template.reaped_cpu_seconds()
+        assert host.run(str(tmp_path / "count.flow"), {"n": 20_000_000}).output == 20_000_000
+    wait_for(lambda: child_template.reaped_cpu_seconds() - before >= 0.2, "the counting child's CPU to be reaped")

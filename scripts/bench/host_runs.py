@@ -54,11 +54,7 @@ def cpu_seconds() -> tuple[float, float]:
     """(this process's CPU, its children's: reaped ones and those its template reaped)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    children = reaped.ru_utime + reaped.ru_stime
-    template = child_template._template
-    if template is not None and template.pid is not None and not template.ended:
-        fields = Path(f"/proc/{template.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        children += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
+    children = reaped.ru_utime + reaped.ru_stime + child_template.reaped_cpu_seconds()
     return own.ru_utime + own.ru_stime, children
 
 
