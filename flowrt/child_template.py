@@ -42,7 +42,6 @@ import threading
 
 import orjson
 
-from flowdata.policy import Limits
 from flowrt import sandbox_launch as launch
 
 #: how long the host waits for the template to start, or to answer a fork, before starting the
@@ -59,7 +58,8 @@ class ForkedProcess:
     """A child forked by the template, as the `subprocess.Popen` that `sandbox_process.Child`
     drives: `pid`, `stdin`/`stdout`/`stderr` (the host's ends of its pipes), `returncode` (set
     when it has exited: it is a zombie until `wait` releases it, so its pid cannot be reused
-    while the host may still kill its group), `wait()`."""
+    while the host may still kill its group), `wait()`; and `has_exited()`, where `Child` asks
+    `waitid(WNOWAIT)` of a process of its own."""
 
     def __init__(self, template: Template, pid: int, stdin, stdout, stderr) -> None:
         self.pid = pid
@@ -77,9 +77,6 @@ class ForkedProcess:
 
     def has_exited(self) -> bool:
         return self._exit.is_set()
-
-    def poll(self) -> int | None:
-        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Wait for the exit (at most EXIT_SECONDS: the template answers, or its end marks every
@@ -248,10 +245,7 @@ class Template:
         if early is not None:
             proc.exited(early)
         launch._take_responsibility()
-        own_namespace = launch._net_namespace("self")
-        theirs_ns = launch._net_namespace(proc.pid)
-        isolated = bool(answer["network"]) and own_namespace is not None and theirs_ns is not None \
-            and own_namespace != theirs_ns
+        isolated = bool(answer["network"]) and launch.network_isolated(proc.pid)
         return launch.launched(how, proc, workdir, argv, isolated,
                                origin=f"forked from the child template (pid {self.pid})")
 

@@ -298,6 +298,17 @@ class Driver:
         self.write_deferred()
         self.store.sync()
 
+    def durable_before_halt(self, *, record_arrived: bool = False) -> None:
+        """What the run had reached is recorded before it halts (with `record_arrived`, the
+        Replies that came in too). A storage failure here does not stop the halt, which is still
+        reported: the run resumes from the facts before."""
+        try:
+            if record_arrived:
+                self.record_arrived()
+            self.make_durable()
+        except StorageError:
+            pass
+
     def run(self) -> RunOutcome:
         from flowrt.sandbox_process import Child, ChildDeadline, ChildDied
 
@@ -345,26 +356,16 @@ class Driver:
                     raise RuntimeError(f"the sandbox and the host disagree about the record: {message.get('message')}")
         except ChildDied as died:
             if died.template_lost:
-                try:
-                    self.record_arrived()
-                    self.make_durable()
-                except StorageError:
-                    pass  # the halt is still reported; the run resumes from the facts before
+                self.durable_before_halt(record_arrived=True)
                 raise TemplateLostHalt(str(died)) from None
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
             return self.on_died(fault)
         except ChildDeadline as passed:
-            try:
-                self.make_durable()
-            except StorageError:
-                pass  # the halt is still reported; the run resumes from the facts before
+            self.durable_before_halt()
             raise DeadlineHalt(str(passed)) from None
         except KeyboardInterrupt:
-            try:
-                self.make_durable()  # what the run had reached is recorded before the halt
-            except StorageError:
-                pass  # the halt is still reported; the run resumes from the facts before
+            self.durable_before_halt()
             raise
         finally:
             self.child.kill()
@@ -380,7 +381,7 @@ class Driver:
         try:
             self.store.host_record({"kind": "sandbox", "layers": layers,
                                     "missing": sorted(n for n, layer in layers.items() if not layer["applied"]),
-                                    "origin": getattr(self.child, "origin", "its own interpreter, started for it")})
+                                    "origin": self.child.origin})
         except (StorageError, ValueError):
             pass  # the run's outcome stands; only this report is lost
 
@@ -550,11 +551,7 @@ class Driver:
         """The Replies that came in and were not yet admitted, recorded (in the order they came)
         before the run halts: those calls happened, and a resume replays their replies instead of
         settling them Unknown. Calls still out stay open, as at any halt."""
-        while True:
-            try:
-                self.arrived.append(self.replies.get_nowait())
-            except queue.Empty:
-                break
+        self.take_delivered()
         arrived, self.arrived = self.arrived, []
         for call_id, outcome in arrived:
             entry = self.open_calls.get(call_id)
@@ -564,6 +561,14 @@ class Driver:
             self.timers.pop(call_id, None)
             typed = entry["typed"]
             self.record("Reply", {"call": call_id, "outcome": (typed.admit or admitted_by(typed))(outcome)}, sync=False)
+
+    def take_delivered(self) -> None:
+        """Move every reply delivered so far off the queue into `arrived`, in order."""
+        while True:
+            try:
+                self.arrived.append(self.replies.get_nowait())
+            except queue.Empty:
+                return
 
     def arrive(self, call_id: str, outcome: Any) -> None:
         """An outcome delivered on this thread (`call_here`)."""
@@ -596,11 +601,7 @@ class Driver:
         """Record the Stop first, then close each open call of the stopped task: a reply that
         already arrived is recorded as that call's Reply; a call with none is closed as having
         none, and its implementation is told to cancel."""
-        while True:
-            try:
-                self.arrived.append(self.replies.get_nowait())
-            except queue.Empty:
-                break
+        self.take_delivered()
         calls = [c for c in message.get("calls", []) if c in self.open_calls]
         answered = {call_id: outcome for call_id, outcome in self.arrived
                     if call_id in calls and outcome is not B.PENDING}

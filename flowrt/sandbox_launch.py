@@ -57,6 +57,10 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
 
 
+#: the `Launched.origin` of a child started as an interpreter of its own
+STARTED_ORIGIN = "its own interpreter, started for it"
+
+
 @dataclass
 class Launched:
     """A child process just started, and what the host knows about its isolation so far."""
@@ -73,7 +77,7 @@ class Launched:
     #: whether the child was asked to lock itself down (and so will report its layers)
     lockdown: bool
     #: how the process came to be: its own interpreter, or forked from the child template
-    origin: str = "its own interpreter, started for it"
+    origin: str = STARTED_ORIGIN
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,13 @@ def plan(main_module: str, limits: Limits, *, argv_tail: list[str] | None = None
 
 
 def start(main_module: str, limits: Limits, *, argv_tail: list[str] | None = None,
-          lockdown: bool | None = None) -> Launched:
+          lockdown: bool | None = None, how: Plan | None = None) -> Launched:
     """Launch the child: `-m main_module`, or `argv_tail` (e.g. [script path, args...]).
     `lockdown` (default: only for `-m`) passes the child what it needs to lock itself down
-    (`sandbox.lockdown.parse_argv`), which a test script may also use."""
-    how = plan(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
+    (`sandbox.lockdown.parse_argv`), which a test script may also use. `how`: the `plan` of
+    those, when the caller has made it already."""
+    if how is None:
+        how = plan(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
     argv = how.argv(os.getpid())
     env = child_env()
     workdir = tempfile.mkdtemp(prefix="flow-sandbox-")
@@ -142,10 +148,15 @@ def start(main_module: str, limits: Limits, *, argv_tail: list[str] | None = Non
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     _take_responsibility()
+    return launched(how, proc, workdir, argv, network_isolated(proc.pid))
+
+
+def network_isolated(pid: int) -> bool:
+    """Whether process `pid` is in a network namespace other than this process's, as read back
+    from /proc (false where either cannot be read)."""
     own_namespace = _net_namespace("self")
-    theirs = _net_namespace(proc.pid)
-    isolated = own_namespace is not None and theirs is not None and own_namespace != theirs
-    return launched(how, proc, workdir, argv, isolated)
+    theirs = _net_namespace(pid)
+    return own_namespace is not None and theirs is not None and own_namespace != theirs
 
 
 def child_env() -> dict:
@@ -156,11 +167,11 @@ def child_env() -> dict:
 
 
 def launched(how: Plan, proc, workdir: str, argv: list[str], isolated: bool,
-             origin: str = "its own interpreter, started for it") -> Launched:
+             origin: str = STARTED_ORIGIN) -> Launched:
     """The `Launched` of a child started by `how`: `proc` is its process (a Popen, or what
     flowrt/child_template.py gives for a forked one) and the layers the host holds for it."""
     without, wall = how.without, how.wall
-    proc_started_here = origin == Launched.origin
+    proc_started_here = origin == STARTED_ORIGIN
     layers = {
         "process_group": {"applied": True, "detail": f"its own session and group {proc.pid}, killed with it"},
         "network": {"applied": isolated, "detail": "a new network namespace (loopback only)" if isolated else

@@ -64,14 +64,14 @@ class ChildDied(ChildError):
     """The child exited, was killed, or closed its end of the pipe."""
 
     def __init__(self, returncode: int | None, signal: int | None, stderr_tail: str,
-                 reason: str = "ended", explanation: str = ""):
+                 reason: str = "ended", explanation: str = "", template_lost: bool = False):
         self.returncode = returncode
         self.signal = signal
         self.stderr_tail = stderr_tail
         self.reason = reason
         self.explanation = explanation
         #: it was forked from the child template, and died because the template ended
-        self.template_lost = False
+        self.template_lost = template_lost
         if signal is not None:
             status = f"was killed by {_signal_name(signal)}"
         else:
@@ -220,7 +220,7 @@ class Child:
         self.argv = argv
         self.network_isolated = network_isolated
         #: how its process came to be (`sandbox_launch.Launched.origin`)
-        self.origin = "its own interpreter, started for it"
+        self.origin = launch.STARTED_ORIGIN
         #: layer -> {"applied": bool, "detail": text}: the host's own (process group, network,
         #: parent death, rlimits) now, the child's lockdown once it reports (`lockdown_reported`)
         self.layers: dict = dict(layers or {})
@@ -267,11 +267,10 @@ class Child:
         e.g. [script path, args...]) and take it over. `lockdown` (default: only for `-m`) passes
         the child what it needs to lock itself down (`sandbox.lockdown.parse_argv`), which a test
         script may also use."""
-        launched = None
-        if argv_tail is None:
-            launched = child_template.start(launch.plan(main_module, limits, lockdown=lockdown))
+        how = launch.plan(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
+        launched = child_template.start(how) if argv_tail is None else None
         if launched is None:
-            launched = launch.start(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
+            launched = launch.start(main_module, limits, how=how)
         child = cls(launched.proc, launched.workdir, limits, launched.argv, launched.network_isolated,
                     launched.layers, launched.wall)
         child.origin = launched.origin
@@ -602,9 +601,8 @@ class Child:
         self._died = ChildDied(
             None if signal is not None else returncode, signal, self.stderr_tail(), reason,
             "its child template ended (killed from outside the host), and the children forked from it with it"
-            if lost else self._explain(signal, killed_by_host),
+            if lost else self._explain(signal, killed_by_host), template_lost=lost,
         )
-        self._died.template_lost = lost
         raise self._died
 
     def _explain(self, signal: int | None, killed_by_host: bool) -> str:

@@ -53,6 +53,7 @@ from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
 from flowrt.store.durable import _strerror
+from flowrt.store.format import HOST_HALTS, TEMPLATE_LOST, WORKER_STOP
 from flowrt.spare_child import SpareChild
 from flowrt.worker_look import DirectoryRuns
 from flowrt.tool_processes import ToolProcesses
@@ -60,10 +61,6 @@ from flowrt.tool_processes import ToolProcesses
 #: how long a stopping worker waits for its runs to let go before it exits anyway (each is then
 #: left as a crashed run, which the next worker recovers)
 STOP_GRACE_SECONDS = 20.0
-
-#: a `halted` record with this reason was written by a worker that stopped: the run is due
-WORKER_STOP = postgres_queue.WORKER_STOP
-TEMPLATE_LOST = postgres_queue.TEMPLATE_LOST
 
 #: how long a run whose drive hit a storage failure on PostgreSQL is passed over (the database
 #: may be back by then; its lease has run out or been given back)
@@ -112,7 +109,7 @@ def why_due(log: RunLog, at_ns: int) -> str | None:
 
 def _due_by_decision(decision: dict, at_ns: int) -> str | None:
     kind = decision.get("kind")
-    if kind == "halted" and decision.get("reason") in postgres_queue.HOST_HALTS:
+    if kind == "halted" and decision.get("reason") in HOST_HALTS:
         return decision["reason"]
     if kind == "queued":
         return "queued"

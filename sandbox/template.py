@@ -53,7 +53,6 @@ import json  # noqa: F401,E401 - the channel imports these lazily (sandbox.child
 import math  # noqa: F401
 
 CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 MAX_MESSAGE = 1 << 20
 #: the descriptor a new child tells the template it is ready on (then closes)
@@ -160,9 +159,10 @@ def _become_child(message: dict, fds: list[int], ready_write: int, template_pid:
     try:
         os.setsid()
         if message["parent_death"]:
-            lockdown._libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() != template_pid:
-                os._exit(1)
+            try:
+                lockdown.arm_parent_death(template_pid)  # exits if the template is gone already
+            except lockdown.Missing:
+                pass  # as a started child's preexec_fn: the lockdown arms it again and reports it
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.dup2(ready_write, READY_FD)

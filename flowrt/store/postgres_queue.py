@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import psycopg
 
 from flowrt.store import postgres_lease as leases
-from flowrt.store.format import HOST_HALTS, STORE_RECORDS, TEMPLATE_LOST, WORKER_STOP  # noqa: F401 - the worker reads them here
+from flowrt.store.format import HOST_HALTS, STORE_RECORDS
 
 #: the `ready_at` of a run that wants a host whenever nobody holds it
 NOW = "-infinity"
