@@ -17,6 +17,8 @@ import pytest
 import flowrt
 from flowrt import child_template
 from flowrt.sandbox_process import Child, ChildDied
+from tests.test_sandbox_lifetime import children_of, command_of
+from tests.test_spare_child import wait_for
 
 HELLO = "pub flow main(n: Int) -> Int = n + 1\n"
 TOOLS = """\
@@ -44,29 +46,11 @@ def forked_child(monkeypatch) -> Child:
     return child
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += map(int, (task / "children").read_text().split())
-        except FileNotFoundError:
-            continue
-    return found
-
-
 def state_of(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return "gone"
-
-
-def wait_for(condition, what: str, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_a_forked_child_is_set_up_as_a_started_one(fresh_template, monkeypatch):
@@ -80,7 +64,7 @@ def test_a_forked_child_is_set_up_as_a_started_one(fresh_template, monkeypatch):
             # its three pipes, and the channel's copies of 0 and 1 once sandbox.child has
             # claimed them (framing.claim_stdio): nothing of the template's or the host's
             fds = lambda pid=child.pid: sorted(map(int, os.listdir(f"/proc/{pid}/fd")))  # noqa: E731
-            wait_for(lambda: len(fds()) >= 5, "the child to claim its channel")
+            wait_for(lambda: len(fds()) >= 5, "the child to claim its channel", 10)
             assert fds() == [0, 1, 2, 3, 4]
             limits = Path(f"/proc/{child.pid}/limits").read_text()
             assert any(line.startswith("Max open files") and line.split()[3:5] == ["32", "32"]
@@ -113,7 +97,7 @@ def test_the_template_reaps_every_child_it_forked(fresh_template, monkeypatch):
     template = child_template._template.pid
     for child in children:
         child.kill()
-    wait_for(lambda: children_of(template) == [], "the template to reap its children")
+    wait_for(lambda: children_of(template) == [], "the template to reap its children", 10)
     assert all(state_of(c.pid) == "gone" for c in children)
 
 
@@ -169,7 +153,7 @@ def test_a_killed_template_takes_its_children_and_another_is_started(fresh_templ
     os.kill(template, signal.SIGKILL)
     with pytest.raises(ChildDied):
         child.recv(timeout=10)  # its parent-death signal: it dies with the template
-    wait_for(lambda: child_template._template.ended, "the host to see the template end")
+    wait_for(lambda: child_template._template.ended, "the host to see the template end", 10)
     again = forked_child(monkeypatch)
     try:
         assert child_template._template.pid != template
@@ -190,7 +174,7 @@ def test_a_template_that_does_not_answer_leaves_the_child_started_as_before(fres
         assert time.monotonic() - began < 5
         assert not child.origin.startswith(FORKED)  # started itself, after half a second
         child.kill()
-        wait_for(lambda: template.ended, "the stuck template to be given up")
+        wait_for(lambda: template.ended, "the stuck template to be given up", 10)
     finally:
         try:
             os.kill(template.pid, signal.SIGCONT)
@@ -244,7 +228,7 @@ def test_a_run_whose_template_is_killed_is_halted_not_faulted_and_resumes(fresh_
         if n == 3 and not killed:
             killed.append(child_template._template.pid)
             os.kill(killed[0], signal.SIGKILL)
-            wait_for(lambda: child_template._template.ended, "the host to see the template end")
+            wait_for(lambda: child_template._template.ended, "the host to see the template end", 10)
         return n
 
     with flowrt.Host({"slow.step": step}, runs=str(tmp_path / "runs"), durability="none") as host:
@@ -267,7 +251,6 @@ def test_a_worker_takes_up_again_a_run_halted_by_its_templates_end(tmp_path):
     import subprocess
     import sys
 
-    from tests.test_sandbox_lifetime import children_of as children_of_process, command_of
     from tests.test_worker_dir import NOTE_TOOL, WORK, facts, host_records, notes, start
 
     work = tmp_path / "program"
@@ -283,8 +266,8 @@ def test_a_worker_takes_up_again_a_run_halted_by_its_templates_end(tmp_path):
                             env={**os.environ, "FLOW_SANDBOX_TEMPLATE": "1"})
     try:
         def template_with_a_child():
-            for pid in children_of_process(host.pid):
-                if b"sandbox.template" in command_of(pid) and children_of_process(pid):
+            for pid in children_of(host.pid):
+                if b"sandbox.template" in command_of(pid) and children_of(pid):
                     return pid
             return None
 
@@ -313,7 +296,7 @@ def test_the_cpu_of_reaped_forked_children_is_counted(fresh_template, monkeypatc
     with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
         assert host.run(str(tmp_path / "count.flow"), {"n": 10}).output == 10
         template = child_template._template.pid
-        wait_for(lambda: children_of(template) == [], "the first child to be reaped")
+        wait_for(lambda: children_of(template) == [], "the first child to be reaped", 10)
         before = child_template.reaped_cpu_seconds()
         assert host.run(str(tmp_path / "count.flow"), {"n": 20_000_000}).output == 20_000_000
-    wait_for(lambda: child_template.reaped_cpu_seconds() - before >= 0.2, "the counting child's CPU to be reaped")
+    wait_for(lambda: child_template.reaped_cpu_seconds() - before >= 0.2, "the counting child's CPU to be reaped", 10)
