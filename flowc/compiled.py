@@ -12,7 +12,7 @@ the syntax trees and checker facts it was read from stay behind in the compiler.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from flowc import types as T
 from flowc.diagnostics import Diagnostic
@@ -24,6 +24,9 @@ from flowc.program import Reader
 from flowc.syntax import walk
 from flowc.typeinfo import is_data
 from flowc.typeterms import term, tool_description
+
+if TYPE_CHECKING:
+    from flowc.compile_cache import CompileCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +150,24 @@ class Compiled:
 
 
 def compile(root_file: str, read: Reader, *, generate: bool = True, std_read: Reader | None = None,
-            parse_cache: dict | None = None, disk: DiskChecks | None = DISK) -> Compiled:
+            parse_cache: dict | None = None, disk: DiskChecks | None = DISK,
+            cache: "CompileCache | None" = None) -> Compiled:
     """Compile the program rooted at `root_file`, reading its files with `read` (and std modules
     with `std_read` when they come from elsewhere than the package, as a recorded run's do).
     Never raises on bad input: every problem is a diagnostic. `generate=False` skips code
     generation (a host that only needs the manifest). `disk` keeps the modules read inside the
-    program's root (flowc/disk.py); `disk=None` when `read` reads no real files."""
+    program's root (flowc/disk.py); `disk=None` when `read` reads no real files. With `cache`
+    (flowc/compile_cache.py), an unchanged program's last result is reused once every file it
+    read reads the same again."""
+    if cache is not None:
+        return cache.compile(
+            lambda r, s, d: _compile(root_file, r, generate, s, parse_cache, d),
+            root_file, read, std_read, disk, (generate,))
+    return _compile(root_file, read, generate, std_read, parse_cache, disk)
+
+
+def _compile(root_file: str, read: Reader, generate: bool, std_read: Reader | None, parse_cache: dict | None,
+             disk: DiskChecks | None) -> Compiled:
     checked = check_program(root_file, read, parse_cache, std_read=std_read, disk=disk)
     modules = tuple(ModuleSource(m.identity, m.file, m.source) for m in checked.program.modules)
     if not checked.ok:

@@ -158,7 +158,7 @@ class Host:
         return self._kept()[1]
 
     def _child(self) -> Any:
-        return self._spares().take()
+        return self._spares().take_soon()
 
     def close(self) -> None:
         """End the Tool processes this host keeps (started by its runs, resumes and queued runs)

@@ -101,7 +101,7 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
         return await feed.around(_drive(
             lambda halt: run_program(program, entry=entry, input_text=text, runs_dir=runs_dir, allow=allow,
                                      ask=None, halt=halt, jail=served, processes=driving.processes,
-                                     child=driving.children.take(),
+                                     child=driving.children.take_soon(),
                                      on_start=lambda run_id, start: started(halt, run_id, start))))
 
     async def resume(run: str, ctx: Context, call: str | None = None, reply: dict[str, Any] | None = None,
@@ -126,7 +126,7 @@ def build_server(runs_dir: str, *, allow: bool = False, driving: "Driving | None
             feed.halt = halt
             return resume_run(runs_dir, run, call=call, reply_text=reply_text, resend=set(resend or ()),
                               allow=allow, ask=None, halt=halt, admit_bad_reply=admit_bad_reply,
-                              processes=driving.processes, child=driving.children.take())
+                              processes=driving.processes, child=driving.children.take_soon())
 
         return await feed.around(_drive(work, run))
 

@@ -25,6 +25,7 @@ from flowc.diagnostics import Diagnostic
 from flowc.diagnostics import M
 from flowc.diagnostics.places import json_error_location
 from flowc.emit import Generated
+from flowc.compile_cache import CompileCache
 from flowc.disk import DiskChecks
 from flowdata import canonical, codec
 from flowrt import bindings as B
@@ -40,6 +41,9 @@ from flowrt.admission import admitted_by
 
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
+#: This process's compiles of the programs it runs: a program run again unchanged (every file it
+#: read reads the same) is not checked or generated again (flowc/compile_cache.py)
+COMPILES = CompileCache()
 
 
 @dataclass
@@ -91,7 +95,7 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
     the host's own std Tools need to know of the run (`std@v1/runner`); `manifest_dir` is where
     flow.toml is (default: beside `path`)."""
     # Only the file reader reads real files; a nested run's reader serves its submitted source.
-    compiled = flowc.compile(path, read, disk=DiskChecks(jail) if read is read_text else None)
+    compiled = flowc.compile(path, read, disk=DiskChecks(jail) if read is read_text else None, cache=COMPILES)
     if not compiled.ok:
         raise Refused(list(compiled.diagnostics), compiled.sources())
     fn = compiled.entry(entry_name)
@@ -314,6 +318,8 @@ class Driver:
 
         if self.child is None:
             self.child = Child.start()
+        elif hasattr(self.child, "started"):  # a child to come (flowrt/spare_child.py): here now
+            self.child = self.child.started()
         # The child usually asks for the next call within a spin, and that Call's fsync covers
         # the Reply before it; when it does not, the Reply is synced while the host sleeps.
         self.child.before_sleep = self.store.sync
@@ -368,7 +374,12 @@ class Driver:
             self.durable_before_halt()
             raise
         finally:
-            self.child.kill()
+            # The outcome is recorded: the child is killed now and reaped off the run's path.
+            let_go = getattr(self.child, "let_go", None)
+            if let_go is not None:
+                let_go()
+            else:
+                self.child.kill()
             self.record_sandbox()
             close_bound(self.prepared.implementations)
 

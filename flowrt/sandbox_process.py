@@ -35,7 +35,7 @@ from typing import Callable
 
 from flowdata import framing as channel
 from flowdata.policy import LIMITS, STDERR_TAIL_BYTES, Limits
-from flowrt import child_template
+from flowrt import child_reaper, child_template
 from flowrt import sandbox_launch as launch
 from flowrt.cpu_contention import Contention
 # The layers FLOW_SANDBOX_WITHOUT may name, which callers compare with `Child.layers`.
@@ -648,6 +648,19 @@ class Child:
         if not self._closed:
             self._reap()
         return self._proc.returncode
+
+    def let_go(self) -> None:
+        """SIGKILL the child's whole process group now, and reap it on the reaper thread
+        (flowrt/child_reaper.py): for a run that has ended, whose caller need not wait for the
+        exit. It no longer counts among the children the host drives."""
+        if self._closed:
+            return
+        try:
+            os.killpg(self.pid, signals.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        launch.disown(self)
+        child_reaper.let_go(self)
 
     def close(self, grace: float = 1.0) -> int | None:
         """Close the child's input, give it `grace` seconds to exit, then kill the group."""

@@ -45,17 +45,31 @@ class SpareChild:
         """A started child no one has spoken to, which the caller owns (kills or closes): a
         spare if there is a fit one, else a new one started now (what `Child.start()` raises, it
         raises)."""
-        from flowrt.sandbox_process import Child
-
         with self._lock:
             spare = self._spares.pop(0) if self._spares else None
             self._taken += 1
+        return self._arrived(spare)
+
+    def _arrived(self, spare):
+        from flowrt.sandbox_process import Child
+
         child = self._fit(spare)
         if child is not None:
             with self._lock:
                 self.used += 1
             return child
         return Child.start(limits=self.limits)
+
+    def take_soon(self) -> "ChildToCome":
+        """`take()`, with the wait for the spare's start put off until the run first needs its
+        child (`ChildToCome.started`, which `flowrt.run.Driver.run` calls): the host checks the
+        program, opens the history and writes Start while the spare is still being forked. A
+        host running run after run back to back otherwise waited ~3.5 ms a run for a spare
+        asked for when the run before ended (docs/impl.md, "Session 11")."""
+        with self._lock:
+            spare = self._spares.pop(0) if self._spares else None
+            self._taken += 1
+        return ChildToCome(self, spare)
 
     def refill(self) -> None:
         """A run taken from here has ended: start a spare in the background for a later run,
@@ -114,3 +128,35 @@ class SpareChild:
             return None
         launch.in_use(child)
         return child
+
+
+class ChildToCome:
+    """The child `SpareChild.take_soon` promised a run: the spare, once its start is waited for,
+    if it is fit, else one started then. Passed as a run's `child`; the run's driver calls
+    `started()` before it speaks to it, and a run refused before that calls `kill()`."""
+
+    def __init__(self, spares: SpareChild, spare) -> None:
+        self._spares = spares
+        self._spare = spare
+        self._child = None
+        self._killed = False
+
+    def started(self):
+        """The child (waiting for the spare's start, or starting one now); what starting one
+        raises, it raises."""
+        if self._child is None:
+            if self._killed:
+                raise RuntimeError("the run's sandbox child was let go before it was used")
+            spare, self._spare = self._spare, None
+            self._child = self._spares._arrived(spare)
+        return self._child
+
+    def kill(self) -> None:
+        """Let go of the child unused: the spare is killed once started, a child already handed
+        over is killed."""
+        self._killed = True
+        if self._child is not None:
+            self._child.kill()
+        elif self._spare is not None:
+            spare, self._spare = self._spare, None
+            spare[0].kill()

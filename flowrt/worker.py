@@ -318,7 +318,7 @@ class Worker:
         log.when_lease_lost(stop.lease_lost)
         try:
             outcome = resume_claimed(log, self.runs, allow=self.allow, halt=stop, park_after=self.park_after,
-                                     manifest=self.manifest, processes=self.processes, child=self.children.take())
+                                     manifest=self.manifest, processes=self.processes, child=self.children.take_soon())
             if outcome.exit_code == 5 and self.database:
                 self.stuck[run_id] = (head, timers.now_ns() + int(max(STORAGE_RETRY_SECONDS, self.poll) * 1e9))
             elif outcome.exit_code in (2, 5):
