@@ -203,3 +203,63 @@ def test_a_spare_starts_after_a_run_never_beside_it(monkeypatch):
         assert started == [1]
     finally:
         spares.close()
+
+
+def test_a_child_to_come_is_the_spare_once_the_run_speaks_to_it():
+    spares = SpareChild()
+    taken = [spares.take(), spares.take()]
+    spares.refill()
+    try:
+        waiting = ready_spare(spares)
+        coming = spares.take_soon()
+        assert spares._spares == []  # taken at once, waited for only now:
+        child = coming.started()
+        assert child is waiting and coming.started() is child and spares.used == 1
+        taken.append(child)
+    finally:
+        for child in taken:
+            child.kill()
+        spares.close()
+
+
+def test_a_run_refused_before_its_child_was_used_kills_the_spare(program, tmp_path):
+    with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
+        for n in range(2):
+            host.run(program, {"n": n})
+        waiting = ready_spare(host._spare)
+        with pytest.raises(flowrt.Refused):
+            host.run(program, {"n": "not a number"})
+        wait_for(lambda: gone(waiting.pid), "the refused run's spare to be killed")
+        assert host.run(program, {"n": 2}).output == 3
+
+
+def test_a_child_to_come_with_no_spare_starts_one_when_needed():
+    spares = SpareChild()
+    coming = spares.take_soon()
+    child = coming.started()
+    try:
+        assert not child._exited() and spares.used == 0
+    finally:
+        child.kill()
+    coming.kill()  # once handed over, killing it again is harmless
+    assert gone(child.pid)
+
+
+def test_an_ended_runs_child_is_killed_at_once_and_reaped_soon_after(program, tmp_path):
+    from flowrt import child_reaper
+    from flowrt.sandbox_process import Child
+
+    child = Child.start()
+    pid, workdir = child.pid, child.workdir
+    assert os.path.isdir(workdir)
+    child.let_go()
+    assert not sandbox_launch.others_live() and child not in sandbox_launch._LIVE
+    assert child_reaper.wait_for_reaps(10)
+    assert gone(pid) and not os.path.exists(workdir) and child.returncode == -signal.SIGKILL
+    # a host's run lets its child go the same way: nothing of it is left once the reaps are done
+    with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
+        before = set(os.listdir(os.path.dirname(workdir)))
+        assert host.run(program, {"n": 1}).output == 2
+        assert child_reaper.wait_for_reaps(10)
+        left = {d for d in set(os.listdir(os.path.dirname(workdir))) - before if d.startswith("flow-sandbox-")}
+        assert left == set()
