@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import flowrt  # noqa: E402
-from flowrt import child_template  # noqa: E402
+from flowrt import child_reaper, child_template  # noqa: E402
 from flowrt.sandbox_process import Child  # noqa: E402
 
 HELLO = "pub flow main(n: Int) -> Int = n + 1\n"
@@ -52,9 +52,8 @@ serve({"echo.echo": lambda n: n}, declared_in="echo.flow")
 
 def cpu_seconds() -> tuple[float, float]:
     """(this process's CPU, its children's: reaped ones and those its template reaped)."""
+    children = child_reaper.children_cpu_seconds()
     own = resource.getrusage(resource.RUSAGE_SELF)
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    children = reaped.ru_utime + reaped.ru_stime + child_template.reaped_cpu_seconds()
     return own.ru_utime + own.ru_stime, children
 
 

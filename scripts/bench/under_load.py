@@ -54,10 +54,9 @@ from recorded_calls import PROGRAM  # noqa: E402
 def children_cpu() -> float:
     """CPU seconds of this process's reaped children, and of those its child template reaped
     (each run's sandbox child, started or forked: flowrt/child_template.py)."""
-    from flowrt import child_template
+    from flowrt import child_reaper
 
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return children.ru_utime + children.ru_stime + child_template.reaped_cpu_seconds()
+    return child_reaper.children_cpu_seconds()
 
 
 def cpu_seconds() -> float:
