@@ -12,6 +12,7 @@ for at most `EXIT_WAIT` seconds (docs/impl.md, "Session 11").
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 
@@ -26,6 +27,29 @@ _idle.set()
 _count = 0  # children handed over and not yet reaped
 
 
+def _forget() -> None:
+    """In a process forked from a host: the parent's children are the parent's to reap, and its
+    reaper thread and locks were not copied in a usable state."""
+    global _pending, _lock, _thread, _idle, _count
+    _pending, _lock, _thread, _count = queue.SimpleQueue(), threading.Lock(), None, 0
+    _idle = threading.Event()
+    _idle.set()
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
+_registered: list = []  # the exit wait is registered once a process
+
+
+def _wait_at_exit() -> None:
+    if not _registered:
+        import atexit
+
+        atexit.register(lambda: wait_for_reaps(EXIT_WAIT))
+        _registered.append(True)
+
+
 def let_go(child) -> None:
     """Reap `child` (whose group has been sent SIGKILL, see `Child.let_go`) on the reaper thread:
     `child.kill()` there waits for the exit and cleans up after it."""
@@ -34,10 +58,7 @@ def let_go(child) -> None:
         _count += 1
         _idle.clear()
         if _thread is None or not _thread.is_alive():
-            if _thread is None:
-                import atexit
-
-                atexit.register(wait_for_reaps, EXIT_WAIT)
+            _wait_at_exit()
             _thread = threading.Thread(target=_reap_forever, name="sandbox-reaper", daemon=True)
             _thread.start()
     _pending.put(child)

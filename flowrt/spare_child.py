@@ -45,10 +45,7 @@ class SpareChild:
         """A started child no one has spoken to, which the caller owns (kills or closes): a
         spare if there is a fit one, else a new one started now (what `Child.start()` raises, it
         raises)."""
-        with self._lock:
-            spare = self._spares.pop(0) if self._spares else None
-            self._taken += 1
-        return self._arrived(spare)
+        return self.take_soon().started()
 
     def _arrived(self, spare):
         from flowrt.sandbox_process import Child

@@ -263,3 +263,17 @@ def test_an_ended_runs_child_is_killed_at_once_and_reaped_soon_after(program, tm
         assert child_reaper.wait_for_reaps(10)
         left = {d for d in set(os.listdir(os.path.dirname(workdir))) - before if d.startswith("flow-sandbox-")}
         assert left == set()
+
+
+def test_a_process_forked_from_a_host_has_none_of_its_reaps():
+    from flowrt import child_reaper
+    from flowrt.sandbox_process import Child
+
+    child = Child.start()
+    child.let_go()
+    pid = os.fork()
+    if pid == 0:  # the parent's pending reap is not this process's to wait for
+        os._exit(0 if child_reaper._thread is None and child_reaper._count == 0 and child_reaper.wait_for_reaps(0) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert child_reaper.wait_for_reaps(10) and gone(child.pid)
