@@ -23,8 +23,9 @@ from typing import Any, Callable
 
 from flowc.disk import DiskChecks
 
-#: How many programs a cache keeps, and how much source text in all: a checked program is many
-#: times its source in memory, and a host serves few programs many times each.
+#: How many programs a cache keeps, and how much source text in all: each entry holds its
+#: generated code, its manifest and the texts it read, and a host serves few programs many
+#: times each.
 ENTRIES = 16
 SOURCE_CHARS = 4_000_000
 
