@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import flowrt.sandbox_launch as launch
+from flowrt import child_reaper
 from flowrt.sandbox_process import Child, ChildTimeout
 from flowrt.cli import plain_run
 from flowdata.policy import CHILD_PACKAGES, CHILD_PYTHON_FLAGS
@@ -294,7 +295,9 @@ def test_run_takes_a_child_already_started(tmp_path, monkeypatch):
     monkeypatch.setattr(Child, "start", no_second)
     outcome = run(str(program), runs_dir=str(tmp_path / "runs"), child=child)
     assert outcome.exit_code == 0 and outcome.output == b'"hello, world"'
-    assert child._closed  # the run owned it: reaped
+    # the run owned it: its group was killed as the run ended, and it is reaped off the run's path
+    assert child not in launch._LIVE
+    assert child_reaper.wait_for_reaps(10) and child._closed
     monkeypatch.undo()
     child = Child.start()
     outcome = run(str(tmp_path / "missing.flow"), runs_dir=str(tmp_path / "runs"), child=child)
