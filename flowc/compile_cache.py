@@ -146,9 +146,7 @@ class CompileCache:
                 now = _ask(read, args)
             elif question == "std_read":
                 now = _ask(std_read, args)
-            elif disk is None:
-                return False
-            else:
+            else:  # a disk check: the entry's slot says there are disk checks, as there are now
                 now = _ask(getattr(disk, question), args)
             if now != answer:
                 return False

@@ -12,6 +12,7 @@ for at most `EXIT_WAIT` seconds (docs/impl.md, "Session 11").
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
@@ -37,17 +38,7 @@ def _forget() -> None:
 
 
 os.register_at_fork(after_in_child=_forget)
-
-
-_registered: list = []  # the exit wait is registered once a process
-
-
-def _wait_at_exit() -> None:
-    if not _registered:
-        import atexit
-
-        atexit.register(lambda: wait_for_reaps(EXIT_WAIT))
-        _registered.append(True)
+atexit.register(lambda: wait_for_reaps(EXIT_WAIT))  # at once when nothing is pending
 
 
 def let_go(child) -> None:
@@ -58,7 +49,6 @@ def let_go(child) -> None:
         _count += 1
         _idle.clear()
         if _thread is None or not _thread.is_alive():
-            _wait_at_exit()
             _thread = threading.Thread(target=_reap_forever, name="sandbox-reaper", daemon=True)
             _thread.start()
     _pending.put(child)

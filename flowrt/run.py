@@ -375,11 +375,7 @@ class Driver:
             raise
         finally:
             # The outcome is recorded: the child is killed now and reaped off the run's path.
-            let_go = getattr(self.child, "let_go", None)
-            if let_go is not None:
-                let_go()
-            else:
-                self.child.kill()
+            self.child.let_go()
             self.record_sandbox()
             close_bound(self.prepared.implementations)
 

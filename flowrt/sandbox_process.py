@@ -577,12 +577,17 @@ class Child:
             return True
         return info is not None and info.si_pid != 0
 
-    def _reap(self) -> None:
-        """Kill the whole process group (the leader may already be a zombie), then reap."""
+    def _kill_group(self) -> None:
+        """SIGKILL the whole process group (the leader may already be a zombie, its pid still
+        reserved)."""
         try:
             os.killpg(self.pid, signals.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+    def _reap(self) -> None:
+        """Kill the whole process group, then reap."""
+        self._kill_group()
         self._proc.wait()
         self._cleanup()
 
@@ -655,10 +660,7 @@ class Child:
         exit. It no longer counts among the children the host drives."""
         if self._closed:
             return
-        try:
-            os.killpg(self.pid, signals.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self._kill_group()
         launch.disown(self)
         child_reaper.let_go(self)
 

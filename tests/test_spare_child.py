@@ -5,6 +5,7 @@ the host kills it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -85,37 +86,36 @@ def test_a_spare_is_not_counted_among_the_children_a_host_drives():
         spares.close()
 
 
-def test_a_spare_made_under_other_sandbox_settings_is_killed_not_used(monkeypatch):
+@contextlib.contextmanager
+def spare_after_two_runs():
+    """(spares, the children taken, the spare waiting): as after two runs' ends, all of them
+    killed after."""
     spares = SpareChild()
     taken = [spares.take(), spares.take()]
     spares.refill()
     try:
-        stale = ready_spare(spares)
-        monkeypatch.setenv("FLOW_SANDBOX_WALL_SECONDS", "7")
-        taken.append(spares.take())
-        assert taken[-1] is not stale and taken[-1].wall_seconds == 7 and spares.used == 0
-        wait_for(lambda: gone(stale.pid), "the stale spare to be killed")
+        yield spares, taken, ready_spare(spares)
     finally:
         for child in taken:
             child.kill()
         spares.close()
 
 
+def test_a_spare_made_under_other_sandbox_settings_is_killed_not_used(monkeypatch):
+    with spare_after_two_runs() as (spares, taken, stale):
+        monkeypatch.setenv("FLOW_SANDBOX_WALL_SECONDS", "7")
+        taken.append(spares.take())
+        assert taken[-1] is not stale and taken[-1].wall_seconds == 7 and spares.used == 0
+        wait_for(lambda: gone(stale.pid), "the stale spare to be killed")
+
+
 def test_a_spare_that_died_while_it_waited_is_replaced():
-    spares = SpareChild()
-    taken = [spares.take(), spares.take()]
-    spares.refill()
-    try:
-        dead = ready_spare(spares)
+    with spare_after_two_runs() as (spares, taken, dead):
         os.kill(dead.pid, signal.SIGKILL)
         wait_for(lambda: dead._exited(), "the spare to die")
         taken.append(spares.take())
         assert taken[-1] is not dead and spares.used == 0
         assert not taken[-1]._exited()
-    finally:
-        for child in taken:
-            child.kill()
-        spares.close()
 
 
 def test_a_worker_keeps_spares_for_the_runs_it_drives(program, tmp_path):
@@ -206,20 +206,12 @@ def test_a_spare_starts_after_a_run_never_beside_it(monkeypatch):
 
 
 def test_a_child_to_come_is_the_spare_once_the_run_speaks_to_it():
-    spares = SpareChild()
-    taken = [spares.take(), spares.take()]
-    spares.refill()
-    try:
-        waiting = ready_spare(spares)
+    with spare_after_two_runs() as (spares, taken, waiting):
         coming = spares.take_soon()
         assert spares._spares == []  # taken at once, waited for only now:
         child = coming.started()
-        assert child is waiting and coming.started() is child and spares.used == 1
         taken.append(child)
-    finally:
-        for child in taken:
-            child.kill()
-        spares.close()
+        assert child is waiting and coming.started() is child and spares.used == 1
 
 
 def test_a_run_refused_before_its_child_was_used_kills_the_spare(program, tmp_path):
