@@ -490,18 +490,19 @@ def carry_records(fn: ast.FunctionDef, used: set[str]) -> ast.FunctionDef:
         locals_ = [_fresh(f"{name}_{f}", used) for f in fields]
         for node, parent, _ in list(_positions(loop)):
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
-                _replace(parent, node, ast.Name(locals_[_small_int(node.slice)], ast.Load()))
+                # p[k] is field k - 1: a record's fields follow its tag
+                _replace(parent, node, ast.Name(locals_[_small_int(node.slice) - 1], ast.Load()))
         for assign in rounds:
             value = assign.value.elts[index]
             if isinstance(value, ast.Name):
                 news = [ast.Name(local, ast.Load()) for local in locals_]
             else:
-                news = list(value.args[0].elts)
+                news = list(value.elts[1:])  # the literal (tag, *fields), without its tag
             assign.targets[0].elts[index:index + 1] = [ast.Name(local, ast.Store()) for local in locals_]
             assign.value.elts[index:index + 1] = news
         setup[:0] = [ast.Assign([ast.Name(local, ast.Store())],
                                 ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(k), ast.Load()))
-                     for k, local in enumerate(locals_)]
+                     for k, local in enumerate(locals_, start=1)]
     fn.body[-1:-1] = setup
     return fn
 
@@ -530,9 +531,10 @@ def _record_fields(name: str, index: int, loop: ast.While, rounds: list[ast.Assi
             handed.add(id(value))
             continue
         marked = getattr(value, "flow_record_fields", None)
-        if marked is None or fields not in (None, marked) or (func is not None and ast.dump(value.func) != func):
+        tag = ast.dump(value.elts[0]) if marked is not None else None
+        if marked is None or fields not in (None, marked) or (func is not None and tag != func):
             return None
-        fields, func = marked, ast.dump(value.func)
+        fields, func = marked, tag
     if fields is None:
         return None
     targets = {id(a.targets[0].elts[index]) for a in rounds}
@@ -542,7 +544,7 @@ def _record_fields(name: str, index: int, loop: ast.While, rounds: list[ast.Assi
         if not (isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.ctx, ast.Load)):
             return None
         k = _small_int(parent.slice)
-        if k is None or k >= len(fields):
+        if k is None or not 1 <= k <= len(fields):  # a field, after the tag at 0
             return None
     return fields
 

@@ -166,7 +166,7 @@ class _ModuleLowerer:
         if info.module == PRELUDE:
             return []  # Option, Result and ToolProblem are the runtime's own (rt_Some, rt_Ok, ...)
         if info.kind == "record":
-            call = _call("rt_record_type", [ast.Constant(info.identity),
+            call = _call("rt_record_tag", [ast.Constant(info.identity),
                                              _tuple([ast.Constant(f.name) for f in info.fields])])
             return [_at(ast.Assign([_store(info.name)], call), info.decl.span if info.decl else S.NO_SPAN)]
         if info.kind == "enum":
@@ -533,7 +533,7 @@ class _ModuleLowerer:
         info, ctor = self.facts.ctors[id(p)]
         if ctor is None:  # a record pattern
             fields = info.fields
-            subs = self.named_subs(p, fields, access, offset=0)
+            subs = self.named_subs(p, fields, access, offset=1)  # after the record's tag
             return self.sub_patterns(subs)
         tag = ast.Compare(_index(access, 0), [ast.Eq()], [ast.Constant(ctor.name)])
         if ctor.form == "bare":
@@ -721,7 +721,9 @@ class _ModuleLowerer:
         ref = self.facts.refs.get(id(e))
         if ref is not None and ref[0] == "field":
             stmts, obj = self.expr(e.obj)
-            read = _index(obj, ref[1])
+            # A record's fields follow its tag (flowdata.values.RecordType); a tuple's start at 0.
+            record = self.facts.fields_read.get(id(e)) is not None
+            read = _index(obj, ref[1] + 1 if record else ref[1])
             read.flow_field = e.name  # type: ignore[attr-defined]  # cannot fault: inline_lists may hoist it
             return stmts, read
         return [], self.ref_value(e)
@@ -938,12 +940,13 @@ class _ModuleLowerer:
                 items.append(given[name])
             else:
                 assert base_value is not None
-                read = _index(base_value, i)
+                read = _index(base_value, i + 1)  # (only a record is updated: check.py)
                 read.flow_field = name  # type: ignore[attr-defined]  # as a field read (x_Member)
                 items.append(read)
         if ctor is not None:
             return stmts, ast.Call(self.ctor_value(info, ctor), items, [])
-        built = ast.Call(self.type_value(info), [_tuple(items)], [])
+        # A record is the plain tuple (tag, *fields): a tuple display, the cheapest value to build.
+        built = _tuple([self.type_value(info)] + items)
         built.flow_record_fields = tuple(order)  # type: ignore[attr-defined]  # for loops.carry_records
         return stmts, built
 

@@ -256,7 +256,8 @@ def canonical(value, term, defs=None) -> bytes:
 
 
 def _describe(v) -> str:
-    return type(v).__name__
+    kind = V.record_type_of(v)
+    return f"a {kind.__name__} record" if kind is not None else type(v).__name__
 
 
 class _Encoder:
@@ -376,10 +377,11 @@ class _Encoder:
         info = self.types.named(key)
         kind = info.kind
         if kind == "record":
-            if getattr(type(v), "flow_identity", None) != info.identity or len(v) != len(info.fields):
+            kind = V.record_type_of(v)
+            if kind is None or kind.flow_identity != info.identity or len(v) != len(info.fields) + 1:
                 raise _Fail(f"expected a {info.name} record, found {v!r:.80}")
             out = {}
-            for (name, t), x in zip(info.fields, v):
+            for (name, t), x in zip(info.fields, v[1:]):
                 try:
                     out[name] = self.enc(x, t)
                 except _Fail as f:
@@ -831,7 +833,7 @@ class _Decoder:
         info = self.types.named(key)
         kind = info.kind
         if kind == "record":
-            return tuple.__new__(info.cls, self.fields(j, info.fields, info.names, info.name))
+            return (info.cls.tag, *self.fields(j, info.fields, info.names, info.name))
         if kind == "enum":
             return self.enum(j, info)
         if kind == "host":

@@ -15,7 +15,7 @@ Every Flow data value has exactly one Python representation here:
 | List<T>, tuples | `tuple`                                                         |
 | Set<T>          | `FlowSet` (immutable, sorted by `order_key`)                    |
 | Dict<K, V>      | `FlowDict` (immutable, sorted by `order_key` of the keys)       |
-| records         | a `tuple` subclass made by `record_type` (fields in order)      |
+| records         | `(tag, *fields)`: a plain tuple, `tag` its `record_type`'s      |
 | enums           | a `tuple` subclass made by `enum_type`: `(tag, *payload)`       |
 | Option<T>       | the enum `OPTION` (`NONE`, `some(x)`)                           |
 | host types      | `Token(identity, token)`                                        |
@@ -54,7 +54,7 @@ from flowdata.flowdecimal import DECIMAL_PLAIN_LIMIT, DecimalOverLimit, FlowDeci
 
 __all__ = [
     "Duration", "Instant", "Token", "FlowSet", "FlowDict", "MISSING",
-    "record_type", "enum_type", "order_key", "value_json",
+    "record_type", "record_type_of", "record_text", "RecordType", "enum_type", "order_key", "value_json",
     "OPTION", "RESULT", "TOOL_PROBLEM", "JSON_VALUE", "NONE", "some", "ok", "err",
     "failed", "not_run", "unknown", "bad_reply", "is_option", "is_json_value",
     "OPTION_ID", "RESULT_ID", "TOOL_PROBLEM_ID", "JSON_VALUE_ID",
@@ -329,44 +329,75 @@ def _class_name(identity: str) -> str:
     return name if name.isidentifier() else "FlowValue"
 
 
-def _record_repr(self):
-    inner = ", ".join(f"{n}={v!r}" for n, v in zip(self.flow_fields, self))
-    return f"{type(self).__name__}({inner})"
+class RecordType:
+    """The record type `flow_identity` with fields `flow_fields`.
 
-
-def _record_of(cls, *values):
-    """Build a record from its field values in declaration order."""
-    return tuple.__new__(cls, values)
-
-
-def record_type(identity: str, fields: tuple) -> type:
-    """The class of the record type `identity` with `fields` (names, in declaration order).
-
-    A record is a `tuple` subclass holding its field values in declaration order: `R((1, 2))`
-    or `R.of(1, 2)`. Class attributes: `flow_identity`, `flow_fields`, `flow_index` (name to
-    position) and `flow_kind == "record"`. Equality and hashing are the tuple's. The same
-    identity and fields always give the same class (every instantiation of a generic record
-    shares it).
+    A record is the plain tuple `(tag, *field values)`, fields in declaration order, where `tag`
+    is this type's `tag`: a bare `object()`, which no Flow value ever is, so `record_type_of(v)`
+    tells a record from a list or a tuple. Why a plain tuple: it is built by a tuple display, the
+    cheapest value CPython makes, and its fields are read by the exact tuple's fast path (a tuple
+    subclass took ~3x as long to build). Why a bare object as the tag: it is not tracked by the
+    cyclic collector, so a record of atoms is untracked at its first collection as any tuple of
+    atoms is (a tag of a Python class kept every record tracked, ~40 ns more per record in a
+    loop that builds them). Build one as `R((1, 2))` or `R.of(1, 2)`; generated code writes
+    `(Point, 1, 2)` with `Point` the tag (`sandbox.runtime.rt_record_tag`). Equality is the
+    tuple's (the tag by identity: one per identity and fields in a process); a record's hash,
+    as the tag's, follows its address, and nothing orders by it (sets and dicts order by
+    `order_key`).
     """
+
+    __slots__ = ("flow_identity", "flow_fields", "flow_index", "__name__", "tag")
+    flow_kind = "record"
+
+    def __init__(self, identity: str, fields: tuple):
+        self.flow_identity = identity
+        self.flow_fields = fields
+        #: field name -> its position in the record's tuple (after the tag)
+        self.flow_index = {f: i + 1 for i, f in enumerate(fields)}
+        self.__name__ = _class_name(identity)
+        self.tag = object()
+
+    def __call__(self, values) -> tuple:
+        """The record with these field values, in declaration order."""
+        return (self.tag, *values)
+
+    def of(self, *values) -> tuple:
+        """Build a record from its field values in declaration order."""
+        return (self.tag, *values)
+
+    def __repr__(self) -> str:
+        return f"<record type {self.flow_identity}>"
+
+
+#: a record's tag -> its RecordType
+_RECORD_TYPES_BY_TAG: dict = {}
+
+
+def record_type_of(v) -> RecordType | None:
+    """The record type of `v` when `v` is a record, else None."""
+    if type(v) is tuple and v and type(v[0]) is object:
+        return _RECORD_TYPES_BY_TAG.get(v[0])
+    return None
+
+
+def record_text(v) -> str:
+    """`Point(x=1, y=2)`: a record's text for messages (a record's repr is its tuple's)."""
+    kind = record_type_of(v)
+    inner = ", ".join(f"{n}={x!r}" for n, x in zip(kind.flow_fields, v[1:]))
+    return f"{kind.__name__}({inner})"
+
+
+def record_type(identity: str, fields: tuple) -> RecordType:
+    """The record type `identity` with `fields` (names, in declaration order): see `RecordType`.
+    The same identity and fields always give the same type (every instantiation of a generic
+    record shares it)."""
     fields = tuple(fields)
     key = (identity, fields)
-    cls = _RECORD_CLASSES.get(key)
-    if cls is None:
-        name = _class_name(identity)
-        cls = type(name, (tuple,), {
-            "__slots__": (),
-            "__module__": __name__,
-            "__qualname__": name,
-            "__doc__": f"The record type {identity}.",
-            "flow_kind": "record",
-            "flow_identity": identity,
-            "flow_fields": fields,
-            "flow_index": {f: i for i, f in enumerate(fields)},
-            "of": classmethod(_record_of),
-            "__repr__": _record_repr,
-        })
-        _RECORD_CLASSES[key] = cls
-    return cls
+    kind = _RECORD_CLASSES.get(key)
+    if kind is None:
+        kind = _RECORD_CLASSES[key] = RecordType(identity, fields)
+        _RECORD_TYPES_BY_TAG[kind.tag] = kind
+    return kind
 
 
 def _enum_repr(self):
@@ -688,6 +719,9 @@ def _vj(v, out):
         out.append("null")
     elif t is FlowDecimal:
         out.append('"' + decimal_text(v) + '"')
+    elif t is tuple and v and type(v[0]) is object:  # a record (RecordType)
+        out.append("{" + ",".join(json_string(n) + ":" + value_json(x) for n, x in
+                                  sorted(zip(_RECORD_TYPES_BY_TAG[v[0]].flow_fields, v[1:]), key=_first)) + "}")
     elif t is tuple or t is ListView:
         out.append("[")
         first = True
@@ -717,11 +751,7 @@ def _vj(v, out):
             pairs = sorted((value_json(k), value_json(x)) for k, x in zip(v._ks, v._vs))
             out.append("[" + ",".join(f"[{k},{x}]" for k, x in pairs) + "]")
     else:
-        kind = getattr(t, "flow_kind", None)
-        if kind == "record":
-            out.append("{" + ",".join(json_string(n) + ":" + value_json(x)
-                                      for n, x in sorted(zip(t.flow_fields, v), key=_first)) + "}")
-        elif kind == "enum":
+        if getattr(t, "flow_kind", None) == "enum":
             _vj_enum(v, t, out)
         else:
             raise TypeError(f"not a Flow data value: {type(v).__name__}")
@@ -820,6 +850,8 @@ def order_key(v):
     if t is str or t is int or t is FlowDecimal or t is bool or t is bytes:
         return v
     if t is tuple or t is ListView:
+        if t is tuple and v and type(v[0]) is object:  # a record (RecordType)
+            return value_json(v)
         return tuple(map(order_key, v))
     if t is Duration or t is Instant:
         return v.nanos
@@ -829,7 +861,7 @@ def order_key(v):
         return v.token
     if getattr(t, "flow_identity", None) == OPTION_ID:
         return () if v[0] == "None" else (order_key(v[1]),)
-    if t is FlowSet or t is FlowDict or getattr(t, "flow_kind", None) in ("record", "enum"):
+    if t is FlowSet or t is FlowDict or getattr(t, "flow_kind", None) == "enum":
         return value_json(v)
     raise TypeError(f"not a Flow data value: {type(v).__name__}")
 

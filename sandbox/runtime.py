@@ -115,7 +115,11 @@ def rt_finish(generator):
 
 # ---- values ------------------------------------------------------------------------------------
 
-rt_record_type = V.record_type
+def rt_record_tag(identity: str, fields: tuple) -> object:
+    """The tag generated code builds records with, `(tag, *fields)` (flowdata.values.RecordType)."""
+    return V.record_type(identity, fields).tag
+
+
 rt_enum_type = V.enum_type
 rt_Some = V.some
 rt_None = V.NONE
@@ -253,10 +257,10 @@ def to_json(value, option_nested: bool = False):
             return {k: to_json(v) for k, v in value.items()}
         pairs = [[to_json(k), to_json(v)] for k, v in value.items()]
         return sorted(pairs, key=lambda p: canonical.dumps(p[0]))
-    flow_kind = getattr(kind, "flow_kind", None)
-    if flow_kind == "record":
-        return {name: to_json(v) for name, v in zip(kind.flow_fields, value)}
-    if flow_kind == "enum":
+    record = V.record_type_of(value)
+    if record is not None:
+        return {name: to_json(v) for name, v in zip(record.flow_fields, value[1:])}
+    if getattr(kind, "flow_kind", None) == "enum":
         tag = value[0]
         if kind.flow_identity == V.OPTION_ID:
             if tag == "None":

@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import decimal as pydecimal
+import gc
 
 from flowdata.flowdecimal import FlowDecimal as Decimal  # the Python value of a Flow Decimal
 from pathlib import Path
@@ -20,7 +21,7 @@ from flowdata import values as V
 from flowdata.values import (
     Duration, FlowDict, FlowSet, Instant, MISSING, NONE, Token, decimal_text, duration_text,
     enum_type, instant_text, order_key, parse_decimal, parse_duration, parse_instant,
-    record_type, some, value_json,
+    record_text, record_type, some, value_json,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,18 +240,32 @@ def test_flowdict_from_pairs_later_wins(pairs, rnd):
 
 
 def test_record_type():
-    """A record is a tuple subclass with its fields in declaration order."""
+    """A record is the plain tuple (tag, *fields), fields in declaration order."""
     Point = record_type("geo.Point", ("x", "y"))
     assert record_type("geo.Point", ("x", "y")) is Point
     p = Point((1, 2))
-    assert p == Point.of(1, 2) and p[0] == 1 and isinstance(p, tuple)
+    assert p == Point.of(1, 2) == (Point.tag, 1, 2) and p[1] == 1 and type(p) is tuple
     assert hash(p) == hash(Point.of(1, 2)) and p != Point.of(2, 1)
     assert Point.flow_identity == "geo.Point" and Point.flow_fields == ("x", "y") and Point.flow_kind == "record"
-    assert Point.flow_index == {"x": 0, "y": 1}
-    assert repr(p) == "Point(x=1, y=2)" and Point.__name__ == "Point"
-    assert not hasattr(p, "__dict__")
+    assert Point.flow_index == {"x": 1, "y": 2}
+    assert record_text(p) == "Point(x=1, y=2)" and Point.__name__ == "Point"
+    assert V.record_type_of(p) is Point and V.record_type_of((1, 2)) is None and V.record_type_of(()) is None
+    # Another record type with the same values is another value.
+    assert p != record_type("geo.Vector", ("x", "y")).of(1, 2)
     Empty = record_type("geo.Empty", ())
-    assert Empty.of() == Empty(()) and repr(Empty.of()) == "Empty()"
+    assert Empty.of() == Empty(()) == (Empty.tag,) and record_text(Empty.of()) == "Empty()"
+
+
+def test_a_record_of_atoms_is_left_alone_by_the_collector():
+    """A record's tag is not tracked by the cyclic collector, so a record holding only atoms is
+    untracked at its first collection, as a tuple of atoms is (docs/impl.md, session 12)."""
+    Point = record_type("geo.Point", ("x", "y"))
+    p = Point.of(1, 2)
+    gc.collect()
+    assert not gc.is_tracked(p)
+    nested = Point.of((1, 2), "a")
+    gc.collect()
+    assert not gc.is_tracked(nested)
 
 
 def test_enum_type():
