@@ -477,6 +477,35 @@ def test_legitimate_modules_load_and_run():
     assert stop.value.value == ("done", ("e1", "e2", [0]))
 
 
+def test_a_name_read_before_its_binding_is_allowed_and_one_bound_nowhere_is_not():
+    """The verifier judges reads of names once it has walked the whole module: a function may
+    call one defined after it and read a constant bound below it; a name the module binds
+    nowhere is refused wherever it is read, however often."""
+    later = "def first(x):\n    return second(x) + LATER\n\ndef second(y):\n    return y\n\nLATER = 1\n"
+    assert verify(later, "m.py") == []
+    assert load([("m", "m.py", later)], {})["m"].first(2) == 3
+    nowhere = "def first(x):\n    return nowhere(x)\n\ndef second(x):\n    nowhere = x\n    return x\n"
+    assert verify(nowhere, "m.py") == []  # bound in a function: a read elsewhere fails at run time, as in Python
+    refused = verify("def first(x):\n    return nowhere(x) + nowhere(x)\n", "m.py")
+    assert [(r.line, r.column, r.what) for r in refused] == [(2, 11, "name `nowhere`"), (2, 24, "name `nowhere`")]
+
+
+def test_a_run_leaves_out_every_step_even_a_whole_body():
+    """`count_steps=False` compiles without a single `rt_step()`, and a body that held nothing
+    else is left a `pass`; `flow test`'s compile keeps them all."""
+    source = ("def f(x):\n    rt_step()\n    if x:\n        rt_step()\n    else:\n        rt_step()\n"
+              "    while x > 5:\n        rt_step()\n        x = x - 1\n    return x\n")
+    for count_steps, names in ((False, set()), (True, {"rt_step"})):
+        code, refusals = compile_module("m.py", source, count_steps=count_steps)
+        assert refusals == []
+        steps = []
+        namespace = {"__builtins__": {}, **GUARDS, "rt_step": lambda: steps.append(1)}
+        exec(code, namespace)
+        assert namespace["f"](7) == 5 and namespace["f"](0) == 0
+        assert {"rt_step"} & set(namespace["f"].__code__.co_names) == names
+        assert len(steps) == (0 if not count_steps else 1 + 1 + 2 + 1 + 1)
+
+
 def test_namespaces_hold_only_public_module_names():
     loaded = load([("planner", "planner.py", PLANNER), ("util", "util.py", UTIL)],
                   {"rt_call": None, "rt_done": None})
