@@ -523,7 +523,7 @@ def _record_fields(name: str, index: int, loop: ast.While, rounds: list[ast.Assi
     hands it on unchanged or as a record literal (all of one type), and every other use reads a
     field. None otherwise, or when no round builds a record (nothing to save)."""
     fields = None
-    func = None
+    tag = None  # the literals' tag expression, dumped: all of one record type
     handed = set()
     for assign in rounds:
         value = assign.value.elts[index]
@@ -531,10 +531,9 @@ def _record_fields(name: str, index: int, loop: ast.While, rounds: list[ast.Assi
             handed.add(id(value))
             continue
         marked = getattr(value, "flow_record_fields", None)
-        tag = ast.dump(value.elts[0]) if marked is not None else None
-        if marked is None or fields not in (None, marked) or (func is not None and tag != func):
+        if marked is None or fields not in (None, marked) or (tag is not None and ast.dump(value.elts[0]) != tag):
             return None
-        fields, func = marked, tag
+        fields, tag = marked, ast.dump(value.elts[0])
     if fields is None:
         return None
     targets = {id(a.targets[0].elts[index]) for a in rounds}

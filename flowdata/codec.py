@@ -377,8 +377,8 @@ class _Encoder:
         info = self.types.named(key)
         kind = info.kind
         if kind == "record":
-            kind = V.record_type_of(v)
-            if kind is None or kind.flow_identity != info.identity or len(v) != len(info.fields) + 1:
+            record = V.record_type_of(v)
+            if record is None or record.flow_identity != info.identity or len(v) != len(info.fields) + 1:
                 raise _Fail(f"expected a {info.name} record, found {v!r:.80}")
             out = {}
             for (name, t), x in zip(info.fields, v[1:]):

@@ -320,7 +320,7 @@ def rest_of(xs, n: int):
 
 MISSING = _Missing()
 
-_RECORD_CLASSES: dict = {}
+_RECORD_TYPES: dict = {}
 _ENUM_CLASSES: dict = {}
 
 
@@ -393,9 +393,9 @@ def record_type(identity: str, fields: tuple) -> RecordType:
     record shares it)."""
     fields = tuple(fields)
     key = (identity, fields)
-    kind = _RECORD_CLASSES.get(key)
+    kind = _RECORD_TYPES.get(key)
     if kind is None:
-        kind = _RECORD_CLASSES[key] = RecordType(identity, fields)
+        kind = _RECORD_TYPES[key] = RecordType(identity, fields)
         _RECORD_TYPES_BY_TAG[kind.tag] = kind
     return kind
 
@@ -719,9 +719,9 @@ def _vj(v, out):
         out.append("null")
     elif t is FlowDecimal:
         out.append('"' + decimal_text(v) + '"')
-    elif t is tuple and v and type(v[0]) is object:  # a record (RecordType)
-        out.append("{" + ",".join(json_string(n) + ":" + value_json(x) for n, x in
-                                  sorted(zip(_RECORD_TYPES_BY_TAG[v[0]].flow_fields, v[1:]), key=_first)) + "}")
+    elif t is tuple and (record := record_type_of(v)) is not None:
+        out.append("{" + ",".join(json_string(n) + ":" + value_json(x)
+                                  for n, x in sorted(zip(record.flow_fields, v[1:]), key=_first)) + "}")
     elif t is tuple or t is ListView:
         out.append("[")
         first = True
@@ -850,7 +850,7 @@ def order_key(v):
     if t is str or t is int or t is FlowDecimal or t is bool or t is bytes:
         return v
     if t is tuple or t is ListView:
-        if t is tuple and v and type(v[0]) is object:  # a record (RecordType)
+        if t is tuple and v and type(v[0]) is object:  # a record: record_type_of's test, inline in a sort key
             return value_json(v)
         return tuple(map(order_key, v))
     if t is Duration or t is Instant:

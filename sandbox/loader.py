@@ -16,8 +16,8 @@ It works in two passes so that no code runs unless every module is accepted:
 Generated code counts an evaluation step with `rt_step()` at the head of every function and
 loop round; only `flow test` bounds steps. For a run (`count_steps=False`) those statements are
 left out of the verified tree as RestrictedPython's transform passes them (`_WithoutSteps`): a
-call that does nothing costs more than the rest of a small function (fib: ~75% of its time). The source, and so the generated code's
-identity and goldens, stay the same.
+call that does nothing costs more than the rest of a small function (fib: ~75% of its time).
+The source, and so the generated code's identity and goldens, stay the same.
 
 A module's top level should only define functions and constants: it runs in list order, so
 calling into a module that has not been executed yet finds its namespace still empty.
