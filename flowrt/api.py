@@ -30,6 +30,7 @@ from flowrt.api_results import (
     HistoryPage, HoleValue, PendingCall, ReplayResult, Refused, RunResult, RunsPage, fact_of, refused_from, run_info,
     run_result,
 )
+from flowrt import run_hub
 from flowrt.api_values import to_json
 
 #: seconds between looks at whether a detached run has started, and whether the application's
@@ -40,9 +41,10 @@ _NO_REPLY = object()
 
 
 class RunHandle:
-    """A run going on in a thread of its own (`Host.start(..., detach=True)`), past its Start."""
+    """A run going on in the background (`Host.start(..., detach=True)`), past its Start: driven
+    with the process's other background runs by one thread (flowrt/run_hub.py)."""
 
-    def __init__(self, run_id: str, thread: threading.Thread, box: dict, halt: threading.Event) -> None:
+    def __init__(self, run_id: str, thread: "run_hub.Task", box: dict, halt: threading.Event) -> None:
         self.run_id = run_id
         self._thread = thread
         self._box = box
@@ -191,8 +193,7 @@ class Host:
             except BaseException as problem:  # handed to whoever waits (a refusal, a bug)
                 box["error"] = problem
 
-        thread = threading.Thread(target=work, name="flow run", daemon=True)
-        thread.start()
+        thread = run_hub.shared().spawn(work)
         while not started.wait(TICK):
             if not thread.is_alive():
                 break
@@ -309,10 +310,9 @@ class Host:
             except BaseException as problem:  # handed to whoever waits (a refusal, a bug)
                 box["error"] = problem
 
-        thread = threading.Thread(target=work, name="flow resume", daemon=True)
         with self._open(run_id) as seen:
             before = len(seen)
-            thread.start()
+            thread = run_hub.shared().spawn(work)
             while thread.is_alive() and not self._taken(seen, run_id, before, answered=reply_text is not None):
                 thread.join(TICK)
         if not thread.is_alive() and "error" in box:

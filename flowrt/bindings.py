@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowdata.canonical import dumps as canonical_json
+from flowrt import quick_calls
 from flowrt.tool_input import HELD_LIMIT, STALL_SECONDS, InputWriter
 from flowrt.tool_lines import LINE_LIMIT, REPLY_LIMIT, drain_tail, nesting, tail_text, top_level_id
 from flowrt.tool_output import ToolOutput
@@ -84,6 +85,10 @@ class Implementation:
         """Whether `call_here` can serve `tool` on the caller's thread."""
         return False
 
+    def proven_quick(self, tool: str) -> bool:
+        """Whether a run hub may serve `tool` on its own thread (flowrt/quick_calls.py)."""
+        return False
+
     def call_here(self, run: str, call_id: str, tool: str, arguments: dict, types: Any, deliver_here: Deliver,
                   deliver: Deliver) -> None:
         """As `call`, on the caller's thread where `runs_inline(tool)`: an outcome known before
@@ -122,7 +127,7 @@ class PythonTools(Implementation):
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
         fn = self.functions[tool]
         arguments = self.with_call(fn, run, call_id, tool, arguments, types)
-        self.pool.submit(_serve, call_id, lambda: fn(**arguments), deliver)
+        self.pool.submit(_serve, call_id, lambda: quick_calls.timed(fn, arguments), deliver)
 
     def with_call(self, fn, run, call_id, tool, arguments, typed) -> dict:
         """The keyword arguments for `fn`: the call's own, and `call=ToolCall(...)` when `fn`
@@ -145,11 +150,14 @@ class PythonTools(Implementation):
             self.inline[tool] = inline
         return inline
 
+    def proven_quick(self, tool: str) -> bool:
+        return quick_calls.proven_quick(self.functions[tool])
+
     def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
         fn = self.functions[tool]
         arguments = self.with_call(fn, run, call_id, tool, arguments, types)
         try:
-            result = fn(**arguments)
+            result = quick_calls.timed(fn, arguments)
         except Problem as problem:
             deliver_here(call_id, problem.outcome())
             return

@@ -36,7 +36,7 @@ from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind, close_bound
 from flowrt.refusal import INPUT, Refused, _line_of, refuse
 from flowrt.tool_types import Typed, ToolTypes
-from flowrt import timers
+from flowrt import run_hub, timers
 from flowrt.admission import admitted_by
 
 
@@ -219,8 +219,14 @@ class Driver:
         self.places = 0
         self.store = store
         self.run_id = run_id
-        #: SimpleQueue (C): a reply's hop from a reader thread costs ~4 µs less than through queue.Queue
-        self.replies: "queue.SimpleQueue[tuple[str, Any]]" = queue.SimpleQueue()
+        hub = run_hub.current()
+        #: SimpleQueue (C): a reply's hop from a reader thread costs ~4 µs less than through queue.Queue;
+        #: in a run hub, the hub's queue, whose wait lets the hub's other runs go on
+        self.replies: "queue.SimpleQueue[tuple[str, Any]] | run_hub.HubQueue" = \
+            queue.SimpleQueue() if hub is None else hub.queue()
+        #: whether a call the program waits on alone may be served on the driving thread; in a
+        #: run hub, whose one thread drives every run, only a Tool proven quick (flowrt/quick_calls.py)
+        self.serve_inline = hub is None
         self.open_calls: dict[str, dict] = {}  # call id -> {"tool", "pending"}
         self.arrived: list[tuple[str, Any]] = []  # replies taken off the queue, not yet admitted
         self.child = child
@@ -302,6 +308,15 @@ class Driver:
         self.write_deferred()
         self.store.sync()
 
+    def sync_written(self) -> None:
+        """The child has been quiet for a while: what was written without a sync (a Reply) is
+        made durable now. With nothing of the kind (a store without fsync never has any) there is
+        nothing to do: the facts' times are recorded with the store's next record, as they are
+        between syncs (flowrt/store/format.py `TIMES_EVERY_MS`), not in a record of their own
+        per wait (a run hub's runs wait past `IDLE_BEFORE_SLEEP` on most calls)."""
+        if not self.store.synced:
+            self.store.sync()
+
     def durable_before_halt(self, *, record_arrived: bool = False) -> None:
         """What the run had reached is recorded before it halts (with `record_arrived`, the
         Replies that came in too). A storage failure here does not stop the halt, which is still
@@ -322,7 +337,7 @@ class Driver:
             self.child = self.child.started()
         # The child usually asks for the next call within a spin, and that Call's fsync covers
         # the Reply before it; when it does not, the Reply is synced while the host sleeps.
-        self.child.before_sleep = self.store.sync
+        self.child.before_sleep = self.sync_written
         self.child.check_halt = self.check_halt
         try:
             self.check_halt()
@@ -423,7 +438,8 @@ class Driver:
             return
         # The only call out, and the child waits for it next: nothing can run beside it, so a
         # plain Python function serves it on this thread (no hop to a worker thread and back).
-        if len(self.open_calls) == 1 and implementation.runs_inline(tool):
+        if len(self.open_calls) == 1 and implementation.runs_inline(tool) and \
+                (self.serve_inline or implementation.proven_quick(tool)):
             if wait or (following is not None and following.get("op") == "wait"):
                 self.inline = (implementation, call_id, tool, message["arguments"], typed)
                 return
@@ -533,6 +549,11 @@ class Driver:
                     except queue.Empty:
                         self.make_durable()
                         call_id, outcome = self.next_reply()
+                        if self.halt is not None and self.halt.is_set():
+                            # A halt asked for while the call was out wins over its reply, as
+                            # it does over a call served on this thread (`call_here`)
+                            self.arrived.insert(0, (call_id, outcome))
+                            self.check_halt()
             except HaltRequested:
                 # A host asked to let go of sleeping runs lets go of one that waits only on
                 # timers as sleeping (a worker wakes it at its deadline) rather than halted.

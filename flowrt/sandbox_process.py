@@ -35,7 +35,7 @@ from typing import Callable
 
 from flowdata import framing as channel
 from flowdata.policy import LIMITS, STDERR_TAIL_BYTES, Limits
-from flowrt import child_reaper, child_template
+from flowrt import child_reaper, child_template, run_hub
 from flowrt import sandbox_launch as launch
 from flowrt.cpu_contention import Contention
 # The layers FLOW_SANDBOX_WITHOUT may name, which callers compare with `Child.layers`.
@@ -54,6 +54,7 @@ F_SETPIPE_SZ = 1031
 # Reply then): a child that answers sooner sends the next Call, whose sync covers the Reply, so
 # a fan-out whose replies arrive together pays one sync per Call frame rather than one per reply.
 IDLE_BEFORE_SLEEP = 0.002
+_READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 class ChildError(Exception):
@@ -242,7 +243,7 @@ class Child:
         self._out_closed = False  # the child closed its end: what is left will never be read
         self._blocked = False  # the last write found the pipe full
         self._poller = select.poll()  # what `recv` waits on: the reading end, and the writing
-        self._poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self._poller.register(self._read_fd, _READABLE)
         self._polling_out = False  # ... end too while posted output waits
         self._stderr = _StderrTail(proc.stderr.fileno(), STDERR_TAIL_BYTES)
         self._stderr.start()
@@ -318,7 +319,7 @@ class Child:
                 raise ChildTimeout(timeout, "accept a message")
             if wall_deadline is not None and time.monotonic() >= wall_deadline:
                 self._deadline_passed(wall)
-            poller.poll(self._tick(deadline) * 1000)
+            run_hub.poll(poller, [(self._write_fd, select.POLLOUT)], self._tick(deadline) * 1000)
 
     def post(self, obj: dict) -> None:
         """Queue one message and write what the pipe takes now; the rest goes out while `recv`
@@ -446,11 +447,11 @@ class Child:
                 if sleeping is not None and not want:
                     # A child that answers within IDLE_BEFORE_SLEEP spares the sync: the next
                     # Call's covers what is unsynced; only a longer wait pays for one of its own.
-                    events = poller.poll(min(IDLE_BEFORE_SLEEP, self._tick(deadline)) * 1000)
+                    events = self._wait(min(IDLE_BEFORE_SLEEP, self._tick(deadline)) * 1000)
                     if not events:
                         sleeping()
                 if not events:
-                    events = poller.poll(self._tick(deadline) * 1000)
+                    events = self._wait(self._tick(deadline) * 1000)
                 if events:
                     self._spin.woke(time.perf_counter())
                 elif self.check_halt is not None:
@@ -474,6 +475,17 @@ class Child:
                 raise ChildTimeout(timeout, "answer")
             if wall_deadline is not None and time.monotonic() >= wall_deadline:
                 self._deadline_passed(wall)
+
+    def _wait(self, timeout_ms: float) -> list:
+        """The `poll` of `recv`'s sleep: through the run hub when this run is one of its
+        (flowrt/run_hub.py), so that the hub's other runs go on meanwhile."""
+        hub = run_hub.current()
+        if hub is None:
+            return self._poller.poll(timeout_ms)
+        fds = [(self._read_fd, _READABLE)]
+        if self._polling_out:
+            fds.append((self._write_fd, select.POLLOUT))
+        return hub.wait_fds(fds, timeout_ms)
 
     def _spin_for_message(self) -> bool:
         """Poll for up to `channel.SPIN_SECONDS` (when `channel.Spin` says it pays): True once

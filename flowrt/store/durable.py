@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import Callable
 
 from flowdata.framing import write_all as _write_all  # (one whole-write loop for pipes and files)
 from flowrt.store.canonical import _NotCanonical, _NotJSON, loads_canonical
@@ -37,8 +38,21 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 # An append changes the file's size, which fdatasync flushes too (it skips only metadata a
 # read does not need, such as the modification time): as durable as fsync here, and cheaper.
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+def _call_here(call: Callable[[int], None], fd: int) -> None:
+    call(fd)
+
+
+#: How the sync of appended facts is waited for: here, on the caller's thread. A run hub
+#: (flowrt/run_hub.py), which drives many runs from one thread, puts its own here: the sync runs
+#: on a thread of the hub's while its other runs go on (and syncs of several runs overlap).
+sync_waiter: Callable[[Callable[[int], None], int], None] = _call_here
+
+
 def _sync_appended(fd: int) -> None:
-    getattr(os, "fdatasync", os.fsync)(fd)
+    sync_waiter(_fdatasync, fd)
 
 
 def _fsync_dir(path: str) -> None:
