@@ -123,11 +123,20 @@ class PythonTools(Implementation):
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
         self.inline: dict[str, bool] = {}
         self.takes_call: dict[str, bool] = {}
+        #: per Tool, how quick its callable's calls have been (flowrt/quick_calls.py)
+        self.records: dict[str, quick_calls.Record] = {}
 
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
         fn = self.functions[tool]
         arguments = self.with_call(fn, run, call_id, tool, arguments, types)
-        self.pool.submit(_serve, call_id, lambda: quick_calls.timed(fn, arguments), deliver)
+        record = self.record_of(tool, fn)
+        self.pool.submit(_serve, call_id, lambda: record.timed(fn, arguments), deliver)
+
+    def record_of(self, tool: str, fn) -> quick_calls.Record:
+        record = self.records.get(tool)
+        if record is None:
+            record = self.records[tool] = quick_calls.record_of(fn)
+        return record
 
     def with_call(self, fn, run, call_id, tool, arguments, typed) -> dict:
         """The keyword arguments for `fn`: the call's own, and `call=ToolCall(...)` when `fn`
@@ -151,13 +160,13 @@ class PythonTools(Implementation):
         return inline
 
     def proven_quick(self, tool: str) -> bool:
-        return quick_calls.proven_quick(self.functions[tool])
+        return self.record_of(tool, self.functions[tool]).proven
 
     def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
         fn = self.functions[tool]
         arguments = self.with_call(fn, run, call_id, tool, arguments, types)
         try:
-            result = quick_calls.timed(fn, arguments)
+            result = self.record_of(tool, fn).timed(fn, arguments)
         except Problem as problem:
             deliver_here(call_id, problem.outcome())
             return

@@ -22,34 +22,46 @@ from typing import Any, Callable
 QUICK_SECONDS = 0.001
 PROVEN_AFTER = 3
 
-_quick: "weakref.WeakKeyDictionary[Callable, int]" = weakref.WeakKeyDictionary()
-_slow: "weakref.WeakSet[Callable]" = weakref.WeakSet()
+
+class Record:
+    """One callable's calls so far: how many were quick (counted up to `PROVEN_AFTER`), and
+    whether any was slow (for good). Updated without a lock: a count lost to a race costs one
+    more call on a worker, and `slow` is only ever set."""
+
+    __slots__ = ("quick", "slow")
+
+    def __init__(self) -> None:
+        self.quick = 0
+        self.slow = False
+
+    @property
+    def proven(self) -> bool:
+        return not self.slow and self.quick >= PROVEN_AFTER
+
+    def timed(self, fn: Callable, arguments: dict) -> Any:
+        """`fn(**arguments)`, its duration noted (however it ends)."""
+        started = time.perf_counter()
+        try:
+            return fn(**arguments)
+        finally:
+            if time.perf_counter() - started > QUICK_SECONDS:
+                self.slow = True
+            elif self.quick < PROVEN_AFTER:
+                self.quick += 1
+
+
+_records: "weakref.WeakKeyDictionary[Callable, Record]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def proven_quick(fn: Callable) -> bool:
-    """Whether every call of `fn` so far was quick, and there were enough of them."""
+def record_of(fn: Callable) -> Record:
+    """The process's record of `fn` (the same for every binding of it); a callable that cannot
+    be weakly referenced gets one of its own per call, so it is never proven."""
     try:
-        return fn not in _slow and _quick.get(fn, 0) >= PROVEN_AFTER
-    except TypeError:  # a callable that cannot be weakly referenced is never proven
-        return False
-
-
-def timed(fn: Callable, arguments: dict) -> Any:
-    """`fn(**arguments)`, its duration noted (however it ends)."""
-    started = time.perf_counter()
-    try:
-        return fn(**arguments)
-    finally:
-        note(fn, time.perf_counter() - started)
-
-
-def note(fn: Callable, seconds: float) -> None:
-    try:
-        with _lock:
-            if seconds > QUICK_SECONDS:
-                _slow.add(fn)
-            elif fn not in _slow:
-                _quick[fn] = _quick.get(fn, 0) + 1
+        record = _records.get(fn)
+        if record is None:
+            with _lock:
+                record = _records.setdefault(fn, Record())
+        return record
     except TypeError:
-        pass
+        return Record()

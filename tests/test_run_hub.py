@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import flowrt
-from flowrt import run_hub
+from flowrt import quick_calls, run_hub
 from flowrt.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -349,3 +349,55 @@ def test_background_runs_with_fsync_complete_and_their_histories_check(tmp_path)
         assert all(host.replay(h.run_id).verdict == "Matched" for h in handles)
     finally:
         host.close()
+
+
+# ---- which Python Tools the hub serves on its own thread ---------------------------------------
+
+
+def test_a_callable_is_proven_quick_after_its_first_quick_calls_and_never_again_once_slow():
+    def quick(n):
+        return n
+
+    def slow(n):
+        time.sleep(quick_calls.QUICK_SECONDS * 3)
+        return n
+
+    fast, sluggish = quick_calls.record_of(quick), quick_calls.record_of(slow)
+    assert quick_calls.record_of(quick) is fast  # one record per callable, whoever binds it
+    for n in range(quick_calls.PROVEN_AFTER):
+        assert not fast.proven
+        assert fast.timed(quick, {"n": n}) == n
+    assert fast.proven
+    assert sluggish.timed(slow, {"n": 1}) == 1 and not sluggish.proven
+    for n in range(quick_calls.PROVEN_AFTER * 2):
+        sluggish.quick = 0
+        sluggish.timed(quick, {"n": n})  # quick calls after a slow one do not prove it again
+    assert not sluggish.proven
+    with pytest.raises(ZeroDivisionError):
+        fast.timed(lambda: 1 / 0, {})  # a call that raises is timed too
+    assert fast.proven
+
+
+def test_the_hub_serves_a_quick_tool_on_its_thread_and_a_slow_one_on_workers(tmp_path):
+    program = tmp_path / "count.flow"
+    program.write_text(COUNT)
+    seen: dict[str, set] = {"quick": set(), "slow": set()}
+
+    def quick(n):
+        seen["quick"].add(threading.current_thread().name)
+        return n
+
+    def slow(n):
+        seen["slow"].add(threading.current_thread().name)
+        time.sleep(0.002)
+        return n
+
+    for name, fn in (("quick", quick), ("slow", slow)):
+        host = flowrt.Host({"count.echo": fn}, runs=str(tmp_path / name), durability="none")
+        try:
+            handles = [host.start(str(program), {"n": 8}, detach=True) for _ in range(2)]
+            assert [h.wait(timeout=60).output for h in handles] == [36, 36]
+        finally:
+            host.close()
+    assert "flow runs" in seen["quick"]  # once proven, on the hub's own thread
+    assert "flow runs" not in seen["slow"] and seen["slow"]  # always on a worker
