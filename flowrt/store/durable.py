@@ -38,9 +38,6 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 # An append changes the file's size, which fdatasync flushes too (it skips only metadata a
 # read does not need, such as the modification time): as durable as fsync here, and cheaper.
-_fdatasync = getattr(os, "fdatasync", os.fsync)
-
-
 def _call_here(call: Callable[[int], None], fd: int) -> None:
     call(fd)
 
@@ -52,7 +49,7 @@ sync_waiter: Callable[[Callable[[int], None], int], None] = _call_here
 
 
 def _sync_appended(fd: int) -> None:
-    sync_waiter(_fdatasync, fd)
+    sync_waiter(getattr(os, "fdatasync", os.fsync), fd)
 
 
 def _fsync_dir(path: str) -> None:
