@@ -114,8 +114,15 @@ class HubQueue:
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         items = self._items
-        if not items and block:
-            self._hub.wait_queue(self, timeout)
+        if block and not items:
+            # Woken with nothing here (a notice meant for an earlier wait on this queue), it
+            # waits again, for what is left of its time.
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not items:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._hub.wait_queue(self, left)
         try:
             return items.popleft()
         except IndexError:
@@ -367,3 +374,4 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+
