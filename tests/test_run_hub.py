@@ -131,6 +131,18 @@ def test_a_queue_get_with_a_timeout_raises_empty_and_get_nowait_never_waits():
     assert waited >= 0.045 and got == 1
 
 
+def test_a_wake_up_with_nothing_in_the_queue_waits_again():
+    # A notice can outlive the wait it was for (a put racing a timeout); a later wait woken by it
+    # finds nothing and must wait on, not raise Empty.
+    def waiting(hub):
+        replies = hub.queue()
+        threading.Timer(0.02, hub.notify, args=(replies,)).start()  # woken, nothing there
+        threading.Timer(0.08, replies.put, args=("late",)).start()
+        return replies.get()
+
+    assert _in_hub(waiting) == "late"
+
+
 def test_many_runs_wait_on_their_queues_at_once_and_each_gets_its_own():
     def waiting(hub):
         queues = [hub.queue() for _ in range(20)]
