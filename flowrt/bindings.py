@@ -85,8 +85,9 @@ class Implementation:
         """Whether `call_here` can serve `tool` on the caller's thread."""
         return False
 
-    def proven_quick(self, tool: str) -> bool:
-        """Whether a run hub may serve `tool` on its own thread (flowrt/quick_calls.py)."""
+    def serves_in_hub(self, tool: str) -> bool:
+        """Whether `call_here` may serve `tool` in a run hub (flowrt/run_hub.py), whose one
+        thread drives every background run: only where it never holds that thread for long."""
         return False
 
     def call_here(self, run: str, call_id: str, tool: str, arguments: dict, types: Any, deliver_here: Deliver,
@@ -159,7 +160,8 @@ class PythonTools(Implementation):
             self.inline[tool] = inline
         return inline
 
-    def proven_quick(self, tool: str) -> bool:
+    def serves_in_hub(self, tool: str) -> bool:
+        # only a callable proven quick (flowrt/quick_calls.py): a slow one would hold every run
         return self.record_of(tool, self.functions[tool]).proven
 
     def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
@@ -563,6 +565,9 @@ class CommandTools(Implementation):
 
     def runs_inline(self, tool: str) -> bool:
         return True
+
+    def serves_in_hub(self, tool: str) -> bool:
+        return True  # its wait for the reply is the hub's (`ToolOutput.read_here`)
 
     def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
         """Send the call and read its reply on this thread for up to REPLY_HERE_SECONDS; a reply

@@ -225,7 +225,8 @@ class Driver:
         self.replies: "queue.SimpleQueue[tuple[str, Any]] | run_hub.HubQueue" = \
             queue.SimpleQueue() if hub is None else hub.queue()
         #: whether a call the program waits on alone may be served on the driving thread; in a
-        #: run hub, whose one thread drives every run, only a Tool proven quick (flowrt/quick_calls.py)
+        #: run hub, whose one thread drives every run, only by a Tool that never holds it for long
+        #: (`serves_in_hub`: a Python callable proven quick, a Tool process, whose reply the hub waits for)
         self.serve_inline = hub is None
         self.open_calls: dict[str, dict] = {}  # call id -> {"tool", "pending"}
         self.arrived: list[tuple[str, Any]] = []  # replies taken off the queue, not yet admitted
@@ -439,7 +440,7 @@ class Driver:
         # The only call out, and the child waits for it next: nothing can run beside it, so a
         # plain Python function serves it on this thread (no hop to a worker thread and back).
         if len(self.open_calls) == 1 and implementation.runs_inline(tool) and \
-                (self.serve_inline or implementation.proven_quick(tool)):
+                (self.serve_inline or implementation.serves_in_hub(tool)):
             if wait or (following is not None and following.get("op") == "wait"):
                 self.inline = (implementation, call_id, tool, message["arguments"], typed)
                 return

@@ -350,8 +350,17 @@ class Worker:
         if threading.current_thread() is not threading.main_thread():
             return previous  # embedded in a thread: the embedder stops it with `stop`
         for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.signal(signum, lambda number, frame: self.stop(number))
+            previous[signum] = signal.signal(signum, self._on_signal)
         return previous
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        """SIGTERM or SIGINT. A handler runs on the main thread between two bytecodes, which
+        may be inside `changed.wait` holding the event's lock: `changed.set()` here would wait
+        for that lock forever (seen: a worker stopped by SIGTERM that never ended). So the event
+        is set from a thread of its own, once the main thread has let go of the lock."""
+        if self.stopping is None:
+            self.stopping = signum
+        threading.Thread(target=self.changed.set, name="flow worker stop", daemon=True).start()
 
     def stop(self, signum: int = signal.SIGTERM) -> None:
         """Ask the worker to stop: it lets go of its runs and `serve` returns."""

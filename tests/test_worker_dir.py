@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -335,3 +336,24 @@ def test_a_worker_finds_a_crashed_run_among_more_entries_than_discovery_examines
     done = flow("worker", "--runs", str(runs), "--once", "--allow", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"{made['r0']}: recovered (crashed): completed" in done.stdout
+
+
+def test_a_stop_signal_that_lands_inside_the_workers_wait_does_not_deadlock(tmp_path):
+    """The signal handler runs on the main thread, possibly while it holds the lock of the event it
+    waits on (inside `Event.wait`): the stop must still come through, not wait on that lock."""
+    from flowrt.worker import Worker
+
+    worker = Worker(str(tmp_path / "runs"))
+    done = threading.Event()
+
+    def handler_inside_the_wait():
+        with worker.changed._cond:  # as Event.wait holds it when the signal lands
+            worker._on_signal(signal.SIGTERM, None)
+        done.set()
+
+    thread = threading.Thread(target=handler_inside_the_wait, daemon=True)
+    thread.start()
+    assert done.wait(10), "the handler waited on the lock its own thread holds"
+    assert worker.changed.wait(10) and worker.stopping == signal.SIGTERM
+    worker.processes.close()
+    worker.children.close()
