@@ -20,7 +20,6 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
-import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -32,7 +31,6 @@ from flowrt.api_results import (
     run_result,
 )
 from flowrt import run_hub
-from flowrt.store.locate import is_database_url
 from flowrt.api_values import to_json
 
 #: seconds between looks at whether a detached run has started, and whether the application's
@@ -45,7 +43,7 @@ _NO_REPLY = object()
 class RunHandle:
     """A run going on in the background (`Host.start(..., detach=True)`), past its Start: driven
     with the process's other background runs by one thread (flowrt/run_hub.py), or, on a
-    database store, by a thread of its own (`Host._in_background`)."""
+    database store, by a thread of its own (`run_hub.in_background`)."""
 
     def __init__(self, run_id: str, thread: "run_hub.Task", box: dict, halt: threading.Event) -> None:
         self.run_id = run_id
@@ -196,7 +194,7 @@ class Host:
             except BaseException as problem:  # handed to whoever waits (a refusal, a bug)
                 box["error"] = problem
 
-        thread = self._in_background(work, "flow run")
+        thread = run_hub.in_background(self.location, work)
         while not started.wait(TICK):
             if not thread.is_alive():
                 break
@@ -204,21 +202,6 @@ class Host:
             thread.join()
             return _unboxed(box)  # raises, unless the run somehow ended without a Start
         return RunHandle(box["run_id"], thread, box, halt)
-
-    def _in_background(self, work: Callable[[], None], name: str) -> "run_hub.Task | threading.Thread":
-        """Start `work` (driving one run) in the background: in the process's run hub for a runs
-        directory (flowrt/run_hub.py). A database store's statements wait inside psycopg, which
-        would hold the hub's one thread for each of them, so those runs keep a thread each."""
-        location = self.location
-        if isinstance(location, (str, os.PathLike)):
-            in_hub = not is_database_url(os.fspath(location))
-        else:
-            in_hub = getattr(location, "root", None) is not None  # a directory store has a root
-        if in_hub:
-            return run_hub.shared().spawn(work)
-        thread = threading.Thread(target=work, name=name, daemon=True)
-        thread.start()
-        return thread
 
     def _run(self, path: str, input: Mapping[str, Any] | str | None, entry: str, allow: bool | None,
              tools: Mapping[str, Callable[..., Any]], halt: threading.Event, on_start) -> RunResult:
@@ -330,7 +313,10 @@ class Host:
 
         with self._open(run_id) as seen:
             before = len(seen)
-            thread = self._in_background(work, "flow resume")
+            # On a thread of its own: a resume's Tools are bound from the run's flow.toml, often
+            # Tool processes, which the run hub does not drive well (flowrt/run.py `run`)
+            thread = threading.Thread(target=work, name="flow resume", daemon=True)
+            thread.start()
             while thread.is_alive() and not self._taken(seen, run_id, before, answered=reply_text is not None):
                 thread.join(TICK)
         if not thread.is_alive() and "error" in box:

@@ -73,6 +73,12 @@ def unknown(text: str) -> Problem:
 class Implementation:
     """Serves some Tools. `call` must not block: it arranges for `deliver` to be called."""
 
+    #: whether a run hub (flowrt/run_hub.py) drives a run bound to this well: its replies come
+    #: on the driving thread or from worker threads at no more than a handoff each. A Tool
+    #: process's (and a server's) come through reader threads of their own, and such a run is
+    #: driven on a thread of its own.
+    drives_in_hub = False
+
     def describe(self) -> dict[str, str] | None:
         """Fingerprints by Tool identity, when the implementation can say (commands can)."""
         return None
@@ -115,6 +121,8 @@ class PythonTools(Implementation):
     Any other exception is the implementation's failure after the call may have had effects, so
     the call is answered `Unknown`. A callable with a `call` parameter is also handed the
     `flowrt.ToolCall` (run and call id; a generic Tool's concrete types and their schemas)."""
+
+    drives_in_hub = True
 
     def __init__(self, functions: Mapping[str, Callable[..., Any]]) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -242,6 +250,8 @@ def _as_outcome(result: Any) -> Any:
 class PendingTools(Implementation):
     """`pending = true`: every call stays open until `flow resume --call ID --reply ...`."""
 
+    drives_in_hub = True
+
     def call(self, run, call_id, tool, arguments, types, deliver) -> None:
         deliver(call_id, PENDING)
 
@@ -255,6 +265,8 @@ class ClockTools(Implementation):
     The Driver serves a sleep through `sleep_until` once its deadline is a host record
     (flowrt/timers.py), so a resumed run waits only for what remains; a sleep that is cancelled
     (its task stopped) or whose run lets go of it (`close`) delivers nothing."""
+
+    drives_in_hub = True
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -565,9 +577,6 @@ class CommandTools(Implementation):
 
     def runs_inline(self, tool: str) -> bool:
         return True
-
-    def serves_in_hub(self, tool: str) -> bool:
-        return True  # its wait for the reply is the hub's (`ToolOutput.read_here`)
 
     def call_here(self, run, call_id, tool, arguments, types, deliver_here, deliver) -> None:
         """Send the call and read its reply on this thread for up to REPLY_HERE_SECONDS; a reply

@@ -224,9 +224,8 @@ class Driver:
         #: in a run hub, the hub's queue, whose wait lets the hub's other runs go on
         self.replies: "queue.SimpleQueue[tuple[str, Any]] | run_hub.HubQueue" = \
             queue.SimpleQueue() if hub is None else hub.queue()
-        #: whether a call the program waits on alone may be served on the driving thread; in a
-        #: run hub, whose one thread drives every run, only by a Tool that never holds it for long
-        #: (`serves_in_hub`: a Python callable proven quick, a Tool process, whose reply the hub waits for)
+        #: a call the program waits on alone may be served on the driving thread (in a run hub,
+        #: only by a Tool that never holds it for long: `serves_in_hub`)
         self.serve_inline = hub is None
         self.open_calls: dict[str, dict] = {}  # call id -> {"tool", "pending"}
         self.arrived: list[tuple[str, Any]] = []  # replies taken off the queue, not yet admitted
@@ -310,11 +309,9 @@ class Driver:
         self.store.sync()
 
     def sync_written(self) -> None:
-        """The child has been quiet for a while: what was written without a sync (a Reply) is
-        made durable now. With nothing of the kind (a store without fsync never has any) there is
-        nothing to do: the facts' times are recorded with the store's next record, as they are
-        between syncs (flowrt/store/format.py `TIMES_EVERY_MS`), not in a record of their own
-        per wait (a run hub's runs wait past `IDLE_BEFORE_SLEEP` on most calls)."""
+        """The child has been quiet a while: a Reply written without a sync is made durable.
+        With none (never, without fsync), the facts' times wait for the store's next record
+        (`TIMES_EVERY_MS`) rather than take one per wait (a run hub's runs wait past 2 ms)."""
         if not self.store.synced:
             self.store.sync()
 
@@ -551,8 +548,7 @@ class Driver:
                         self.make_durable()
                         call_id, outcome = self.next_reply()
                         if self.halt is not None and self.halt.is_set():
-                            # A halt asked for while the call was out wins over its reply, as
-                            # it does over a call served on this thread (`call_here`)
+                            # a halt asked for while the call was out wins, as over `call_here`
                             self.arrived.insert(0, (call_id, outcome))
                             self.check_halt()
             except HaltRequested:
@@ -729,65 +725,76 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
     except BaseException:
         child.kill()
         raise
-    if halt is not None and halt.is_set():
-        child.kill()
-        close_bound(prepared.implementations)
-        return RunOutcome(130, message="halted before the run started")
-    run_id = run_id or new_run_id()
-    fields, sources = start_fields(prepared)
-    if outer is not None:
-        fields["outer"] = outer
-    try:
-        extra = {} if inline_limit is None else {"inline_limit": inline_limit}
-        store = open_store(runs_dir).create(run_id, fields, sources=sources, durability=durability, **extra)
-    except StorageError as problem:
-        child.kill()
-        close_bound(prepared.implementations)
-        return RunOutcome(5, message=f"storage failure: {problem}")
-    origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
-    # One write and one sync for all of them (they are durable before the first Call goes out).
-    try:
-        records = start_records(prepared, origin, checkpoints)
-        if detach:  # queued for a worker, in the same write
-            records.append({"kind": "queued", "head": store.head, "pending": []})
-        store.host_records_many(records)
-    except StorageError as problem:
-        store.close()
-        child.kill()
-        close_bound(prepared.implementations)
-        return RunOutcome(5, run_id, message=f"storage failure: {problem}")
-    crash_after(1)
-    if detach:  # bound only to check the Tools: they serve the worker's drive, not this process
-        child.kill()
-        close_bound(prepared.implementations)
-        store.close()
-        return RunOutcome(0, run_id, queued=True)
-    driver = Driver(prepared, store, run_id, child, checkpoints)
-    driver.halt = halt
-    driver.park_after = timers.seconds_ns(park_after)
-    spans = None
-    if telemetry is not False:
-        from flowrt.telemetry import traced
 
-        spans = traced(driver, telemetry)
-    outcome = None
-    try:
-        if on_start is not None:
-            on_start(run_id, store.facts()[0])
-        outcome = driver.run()
-        if outcome.exit_code == 3:
-            try:
-                let_go_record(store, outcome)
-            except StorageError:
-                pass
-    except StorageError as problem:
-        outcome = RunOutcome(5, run_id, message=f"storage failure: {problem}")
-    except KeyboardInterrupt as interrupt:
-        reason, message = halt_reason(interrupt)
-        store.host_record({"kind": "halted", "head": store.head, "reason": reason})
-        outcome = RunOutcome(130, run_id, message=message)
-    finally:
-        store.close()
-        if spans is not None:
-            spans.finish_with(outcome)
-    return outcome
+    def drive() -> RunOutcome:
+        nonlocal run_id
+        if halt is not None and halt.is_set():
+            child.kill()
+            close_bound(prepared.implementations)
+            return RunOutcome(130, message="halted before the run started")
+        run_id = run_id or new_run_id()
+        fields, sources = start_fields(prepared)
+        if outer is not None:
+            fields["outer"] = outer
+        try:
+            extra = {} if inline_limit is None else {"inline_limit": inline_limit}
+            store = open_store(runs_dir).create(run_id, fields, sources=sources, durability=durability, **extra)
+        except StorageError as problem:
+            child.kill()
+            close_bound(prepared.implementations)
+            return RunOutcome(5, message=f"storage failure: {problem}")
+        origin = os.path.join(manifest_dir, os.path.basename(path)) if manifest_dir else os.path.abspath(path)
+        # One write and one sync for all of them (they are durable before the first Call goes out).
+        try:
+            records = start_records(prepared, origin, checkpoints)
+            if detach:  # queued for a worker, in the same write
+                records.append({"kind": "queued", "head": store.head, "pending": []})
+            store.host_records_many(records)
+        except StorageError as problem:
+            store.close()
+            child.kill()
+            close_bound(prepared.implementations)
+            return RunOutcome(5, run_id, message=f"storage failure: {problem}")
+        crash_after(1)
+        if detach:  # bound only to check the Tools: they serve the worker's drive, not this process
+            child.kill()
+            close_bound(prepared.implementations)
+            store.close()
+            return RunOutcome(0, run_id, queued=True)
+        driver = Driver(prepared, store, run_id, child, checkpoints)
+        driver.halt = halt
+        driver.park_after = timers.seconds_ns(park_after)
+        spans = None
+        if telemetry is not False:
+            from flowrt.telemetry import traced
+
+            spans = traced(driver, telemetry)
+        outcome = None
+        try:
+            if on_start is not None:
+                on_start(run_id, store.facts()[0])
+            outcome = driver.run()
+            if outcome.exit_code == 3:
+                try:
+                    let_go_record(store, outcome)
+                except StorageError:
+                    pass
+        except StorageError as problem:
+            outcome = RunOutcome(5, run_id, message=f"storage failure: {problem}")
+        except KeyboardInterrupt as interrupt:
+            reason, message = halt_reason(interrupt)
+            store.host_record({"kind": "halted", "head": store.head, "reason": reason})
+            outcome = RunOutcome(130, run_id, message=message)
+        finally:
+            store.close()
+            if spans is not None:
+                spans.finish_with(outcome)
+        return outcome
+
+    hub = run_hub.current()
+    if hub is not None and not all(i.drives_in_hub for i in prepared.implementations.values()):
+        # Its Tool processes (or servers) answer on threads of their own, each answer then waiting
+        # for the hub's thread (8 such runs: 0.5x in the hub), so it is driven on a thread of its own
+        return hub.on_own_thread(drive)
+    return drive()
+

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import greenlet
 
 from flowrt.store import durable
+from flowrt.store.locate import is_database_url
 
 #: threads that wait on the disk for the hub's runs (`RunHub.blocking`): the syncs of that many
 #: runs overlap, as they would from threads of their own
@@ -236,6 +237,24 @@ class RunHub:
             return value
         raise value
 
+    def on_own_thread(self, function: Callable[[], Any]) -> Any:
+        """`function()` on a new thread of its own (a run the hub does not drive well), its
+        result returned (or exception raised) here once it ends; the hub goes on meanwhile.
+        Code on that thread is not in the hub: its waits are the ordinary ones."""
+        done = self.queue()
+
+        def work() -> None:
+            try:
+                done.put((True, function()))
+            except BaseException as problem:  # noqa: BLE001 - raised in the run that asked
+                done.put((False, problem))
+
+        threading.Thread(target=work, name="flow run", daemon=True).start()
+        ok, value = done.get()
+        if ok:
+            return value
+        raise value
+
     def _help(self) -> None:
         work = self._work
         while True:
@@ -351,6 +370,21 @@ def _sync_waiter(call: Callable[[int], None], fd: int) -> None:
 
 
 durable.sync_waiter = _sync_waiter
+
+def in_background(location: Any, work: Callable[[], None]) -> "Task | threading.Thread":
+    """Start `work` (driving one run of the store at `location`) in the background: in this
+    process's hub for a runs directory. A database store's statements wait inside psycopg, which
+    would hold the hub's one thread for each of them, so those runs keep a thread each."""
+    if isinstance(location, (str, os.PathLike)):
+        in_hub = not is_database_url(os.fspath(location))
+    else:
+        in_hub = getattr(location, "root", None) is not None  # a directory store has a root
+    if in_hub:
+        return shared().spawn(work)
+    thread = threading.Thread(target=work, name="flow run", daemon=True)
+    thread.start()
+    return thread
+
 
 _shared: RunHub | None = None
 _shared_lock = threading.Lock()

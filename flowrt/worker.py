@@ -42,14 +42,13 @@ its lease runs out), and the worker keeps looking until the database is back.
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
 import threading
 from dataclasses import dataclass, field
 
-from flowrt import run_hub, timers
+from flowrt import timers
 from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
@@ -143,7 +142,7 @@ class Worker:
         self.poll = poll
         self.out = out or sys.stdout
         self.lock = threading.Lock()
-        self.active: dict[str, tuple[threading.Thread | run_hub.Task, _Stop]] = {}
+        self.active: dict[str, tuple[threading.Thread, _Stop]] = {}
         #: runs a drive left where it found them (refused, a storage failure), by the head it
         #: had then: not tried again until their history moves on (or, for a storage failure
         #: on PostgreSQL, until the time kept with it)
@@ -299,18 +298,11 @@ class Worker:
         for log, why in self.claim_due(candidates):
             run_id = log.run_id
             stop = _Stop()
-            if self.database:
-                # psycopg's waits for the server would hold the run hub's one thread
-                thread = threading.Thread(target=self.drive, args=(log, why, stop), name=f"drive {run_id}",
-                                          daemon=True)
-                with self.lock:
-                    self.active[run_id] = (thread, stop)
-                thread.start()
-            else:  # with the process's other runs, from one thread (flowrt/run_hub.py)
-                with self.lock:
-                    # (bound now: the loop moves on before the hub starts the drive)
-                    self.active[run_id] = (run_hub.shared().spawn(functools.partial(self.drive, log, why, stop)),
-                                           stop)
+            thread = threading.Thread(target=self.drive, args=(log, why, stop), name=f"drive {run_id}",
+                                      daemon=True)
+            with self.lock:
+                self.active[run_id] = (thread, stop)
+            thread.start()
             started += 1
         return started
 

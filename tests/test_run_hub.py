@@ -413,3 +413,30 @@ def test_the_hub_serves_a_quick_tool_on_its_thread_and_a_slow_one_on_workers(tmp
             host.close()
     assert "flow runs" in seen["quick"]  # once proven, on the hub's own thread
     assert "flow runs" not in seen["slow"] and seen["slow"]  # always on a worker
+
+
+def test_a_background_run_of_a_tool_process_is_driven_on_a_thread_of_its_own(tmp_path):
+    # A Tool process answers through reader threads, each answer then waiting for the hub's thread:
+    # such a run leaves the hub once bound (flowrt/run.py `run`), and ends as it would anywhere.
+    (tmp_path / "count.flow").write_text(COUNT)
+    (tmp_path / "count_tool.py").write_text(
+        "import threading\nfrom flowrt.toolkit import serve\n\n"
+        "def echo(n):\n    return n\n\n"
+        "if __name__ == '__main__':\n    serve({'count.echo': echo}, declared_in='count.flow')\n")
+    (tmp_path / "flow.toml").write_text('[tools]\n"count" = { python = "count_tool.py" }\n')
+    seen: list[str] = []
+    original = run_hub.RunHub.on_own_thread
+
+    def noted(self, function):
+        seen.append("own thread")
+        return original(self, function)
+
+    run_hub.RunHub.on_own_thread = noted
+    host = flowrt.Host({}, runs=str(tmp_path / "runs"), durability="none", allow=True)
+    try:
+        handles = [host.start(str(tmp_path / "count.flow"), {"n": 5}, detach=True) for _ in range(3)]
+        assert [h.wait(timeout=60).output for h in handles] == [15] * 3
+    finally:
+        run_hub.RunHub.on_own_thread = original
+        host.close()
+    assert seen == ["own thread"] * 3
