@@ -23,7 +23,7 @@ side by side in one run, on the same machine's load. Every figure is taken in a 
 (`--measure`) that imports the tree it is asked about.
 
     python scripts/bench/under_load.py [--calls 2000] [--rounds 3] [--runs 20] [--against DIR]
-        [--hosted 1,2,5,10,20] [--only-hosted]
+        [--hosted 1,2,5,10,20] [--only-hosted] [--hosted-durability none|fsync]
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))  # recorded_calls puts its o
 
 from bare_reserved import write_over_zeros  # noqa: E402
 from recorded_calls import PROGRAM  # noqa: E402
+
+
+#: the one-host figures' durability, from `--hosted-durability` to the process measuring them
+HOSTED_DURABILITY = "UNDER_LOAD_HOSTED_DURABILITY"
 
 
 def children_cpu() -> float:
@@ -120,7 +124,8 @@ def one_host(runs: int, calls: int, directory: str) -> tuple[float, float, float
 
     program = os.path.join(directory, "echo.flow")
     Path(program).write_text(PROGRAM)
-    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(directory, "runs"), durability="none")
+    durability = os.environ.get(HOSTED_DURABILITY, "none")
+    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(directory, "runs"), durability=durability)
     assert host.run(program, {"n": 1}).exit_code == 0  # imports and the build cache, once
 
     def together(count: int) -> tuple[float, float, float]:
@@ -164,6 +169,8 @@ def main() -> None:
     options.add_argument("--hosted", default="1,2,5,10,20",
                          help="how many runs one host drives at once, each count measured (comma-separated)")
     options.add_argument("--only-hosted", action="store_true", help="measure only the one-host figures")
+    options.add_argument("--hosted-durability", choices=("none", "fsync"), default="none",
+                         help="the one-host figures' durability (with fsync, use fewer --calls)")
     options.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     options.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     options.add_argument("--tree", help=argparse.SUPPRESS)
@@ -189,8 +196,8 @@ def main() -> None:
             if kind.startswith("host"):
                 command = [sys.executable, __file__, "--measure", kind, str(count), directory,
                            "--tree", str(script.parents[2])]
-            out = subprocess.run(command,
-                                 capture_output=True, text=True, timeout=900)
+            out = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                                 env={**os.environ, HOSTED_DURABILITY: args.hosted_durability})
             if out.returncode != 0:
                 raise SystemExit(f"{tree}: {out.stderr}")
             values = [float(v) for v in out.stdout.split()]
@@ -218,7 +225,7 @@ def main() -> None:
           f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     medians = {tree: {name: statistics.median(values) for name, values in figures[tree].items()}
                for tree in trees}
-    report_hosted(medians, hosted)
+    report_hosted(medians, hosted, args.hosted_durability)
     if not args.only_hosted:
         report(medians, runs)
 
@@ -239,12 +246,13 @@ def measure(kind: str, count: str, directory: str) -> None:
         print(*per_call(calls, place, kind))
 
 
-def report_hosted(medians: dict[str, dict[str, float]], hosted: list[int]) -> None:
+def report_hosted(medians: dict[str, dict[str, float]], hosted: list[int], durability: str) -> None:
     """How one host scales: steady calls/s at each count of runs at once, against one run."""
     if not hosted:
         return
     trees = list(medians)
-    print("  one host, runs at once (steady, no fsync): calls/s, x one run, host + children CPU per call")
+    synced = "no fsync" if durability == "none" else "fsync"
+    print(f"  one host, runs at once (steady, {synced}): calls/s, x one run, host + children CPU per call")
     for count in hosted:
         cells = []
         for tree in trees:
