@@ -12,8 +12,10 @@ from other threads) resumes whichever run can go on. Code that does not know abo
 store's writes and syncs, a compile) runs as it would on a thread of its own, holding the hub
 for its duration; everything a run waits on for long goes through the two calls above.
 
-A run in the hub serves no Tool call on the hub's thread (`in_hub()`): a Python Tool that blocks
-would stop every run, so its calls go to the binding's worker threads as concurrent calls do.
+A Tool call is served on the hub's thread only by a Python callable proven quick
+(flowrt/quick_calls.py): one that blocked would stop every run, so the others go to the binding's
+worker threads, as concurrent calls do. A run bound to a Tool process (or a server) leaves the
+hub once bound (`on_own_thread`, from flowrt/run.py `run`).
 """
 
 from __future__ import annotations
@@ -47,10 +49,6 @@ def current() -> "RunHub | None":
     return getattr(greenlet.getcurrent(), "hub", None)
 
 
-def in_hub() -> bool:
-    return isinstance(greenlet.getcurrent(), _RunGreenlet)
-
-
 def poll(poller: Any, fds: list[tuple[int, int]], timeout_ms: float | None) -> list[tuple[int, int]]:
     """`poller.poll(timeout_ms)` over `fds` (what `poller` has registered), through the hub when
     the caller runs in one: other runs go on meanwhile."""
@@ -63,12 +61,11 @@ def poll(poller: Any, fds: list[tuple[int, int]], timeout_ms: float | None) -> l
 class Task:
     """A run going on in the hub: `is_alive` and `join` as a thread's."""
 
-    __slots__ = ("function", "finished", "glet")
+    __slots__ = ("function", "finished")
 
     def __init__(self, function: Callable[[], None]) -> None:
         self.function = function
         self.finished = threading.Event()
-        self.glet: _RunGreenlet | None = None
 
     def is_alive(self) -> bool:
         return not self.finished.is_set()
@@ -151,7 +148,7 @@ class RunHub:
         self._poller.register(self._wake_r, select.POLLIN)
         self._by_fd: dict[int, _Wait] = {}
         self._timed: list[_Wait] = []
-        self._ready: collections.deque[tuple[_Wait | None, _RunGreenlet]] = collections.deque()
+        self._ready: collections.deque[_RunGreenlet] = collections.deque()
         self._tasks = 0
         self._main: greenlet.greenlet | None = None
         self._work: queue.SimpleQueue = queue.SimpleQueue()  # for the helper threads (`blocking`)
@@ -232,28 +229,15 @@ class RunHub:
                 if self._helper_count < HELPERS:
                     self._helper_count += 1
                     threading.Thread(target=self._help, name=self.name + " sync", daemon=True).start()
-        ok, value = done.get()
-        if ok:
-            return value
-        raise value
+        return _unboxed(done.get())
 
     def on_own_thread(self, function: Callable[[], Any]) -> Any:
         """`function()` on a new thread of its own (a run the hub does not drive well), its
         result returned (or exception raised) here once it ends; the hub goes on meanwhile.
         Code on that thread is not in the hub: its waits are the ordinary ones."""
         done = self.queue()
-
-        def work() -> None:
-            try:
-                done.put((True, function()))
-            except BaseException as problem:  # noqa: BLE001 - raised in the run that asked
-                done.put((False, problem))
-
-        threading.Thread(target=work, name="flow run", daemon=True).start()
-        ok, value = done.get()
-        if ok:
-            return value
-        raise value
+        threading.Thread(target=lambda: done.put(_boxed(function)), name="flow run", daemon=True).start()
+        return _unboxed(done.get())
 
     def _help(self) -> None:
         work = self._work
@@ -261,11 +245,7 @@ class RunHub:
             self._idle_helpers += 1
             call, argument, done = work.get()
             self._idle_helpers -= 1
-            try:
-                outcome = (True, call(argument))
-            except BaseException as problem:  # noqa: BLE001 - raised in the run that asked
-                outcome = (False, problem)
-            done.put(outcome)
+            done.put(_boxed(call, argument))
 
     # -- the hub's thread --------------------------------------------------------------------
 
@@ -278,11 +258,9 @@ class RunHub:
                     task = self._spawned.popleft()
                     glet = _RunGreenlet(self._runner(task))
                     glet.hub = self
-                    task.glet = glet
-                    ready.append((None, glet))
+                    ready.append(glet)
             while ready:
-                _, glet = ready.popleft()
-                glet.switch()
+                ready.popleft().switch()
             with self._lock:
                 if not self._tasks:
                     self._thread = None
@@ -358,7 +336,23 @@ class RunHub:
             self._timed.remove(wait)
         if wait.queue is not None:
             wait.queue.waiter = None
-        self._ready.append((wait, wait.glet))
+        self._ready.append(wait.glet)
+
+
+def _boxed(function: Callable[..., Any], *arguments: Any) -> tuple[bool, Any]:
+    """`function(*arguments)` on a thread of the hub's, as (True, its result) or (False, what
+    it raised), for the run that asked to have returned or raised (`_unboxed`)."""
+    try:
+        return True, function(*arguments)
+    except BaseException as problem:  # noqa: BLE001 - raised in the run that asked
+        return False, problem
+
+
+def _unboxed(boxed: tuple[bool, Any]) -> Any:
+    ok, value = boxed
+    if ok:
+        return value
+    raise value
 
 
 def _sync_waiter(call: Callable[[int], None], fd: int) -> None:

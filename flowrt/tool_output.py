@@ -19,7 +19,6 @@ import select
 import threading
 from collections.abc import Callable
 
-from flowrt import run_hub
 from flowrt.tool_lines import LINE_LIMIT, LineReader
 
 TAKE_SECONDS = 1.0  # for the reader thread to let go of the output (it does between reads)
@@ -114,9 +113,7 @@ class ToolOutput:
 
     def read_here(self, seconds: float) -> bool:
         """With the output taken: read it once, if it has something within `seconds`."""
-        # (through the run hub when a run of one waits here: its other runs go on)
-        if self.done or not run_hub.poll(self.poller, [(self.lines.fd, select.POLLIN)],
-                                         max(0, int(seconds * 1000 + 0.999))):
+        if self.done or not self.poller.poll(max(0, int(seconds * 1000 + 0.999))):
             return False
         self._read()
         return True

@@ -17,6 +17,8 @@ import pytest
 import flowrt
 from flowrt import quick_calls, run_hub
 from flowrt.store import open_store
+from tests.test_api import _gated  # an ask Tool that waits for its gate
+from tests.test_spare_child import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 ASK = str(ROOT / "tests" / "programs" / "ask.flow")
@@ -39,15 +41,6 @@ def facts_without_times(runs: Path, run_id: str) -> list[tuple]:
 
 def hub_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "flow runs"]
-
-
-def wait_until(predicate, seconds: float = 30.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 # ---- the hub's own waits ---------------------------------------------------------------------
@@ -198,7 +191,8 @@ def test_notices_from_many_threads_at_once_never_leave_the_hub_asleep():
 def test_the_hubs_thread_ends_with_its_last_run_and_a_later_spawn_starts_another():
     hub = run_hub.RunHub(name="flow runs (ending)")
     hub.spawn(lambda: None).join(10)
-    assert wait_until(lambda: not [t for t in threading.enumerate() if t.name == "flow runs (ending)"])
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name == "flow runs (ending)"],
+             "the hub's thread to end")
     done = threading.Event()
     hub.spawn(done.set).join(10)
     assert done.is_set()
@@ -252,7 +246,7 @@ def test_a_hub_with_one_run_makes_a_blocking_call_on_its_own_thread():
 
 
 def test_outside_a_hub_the_waits_are_the_ordinary_ones():
-    assert run_hub.current() is None and not run_hub.in_hub()
+    assert run_hub.current() is None
     read_end, write_end = os.pipe()
     try:
         import select
@@ -288,13 +282,7 @@ def test_many_background_runs_through_one_host_record_what_each_records_alone(tm
 
 
 def test_a_run_whose_tool_blocks_stops_no_other_run_of_the_hub(tmp_path):
-    gate, asked = threading.Event(), threading.Event()
-
-    def ask(question):
-        asked.set()
-        gate.wait(30)
-        return "late"
-
+    ask, asked, gate = _gated()
     host = flowrt.Host({"ask.ask": ask, "ask.note": lambda text: None}, runs=str(tmp_path / "runs"),
                        durability="none")
     program = tmp_path / "count.flow"
@@ -315,13 +303,7 @@ def test_a_run_whose_tool_blocks_stops_no_other_run_of_the_hub(tmp_path):
 
 
 def test_a_background_run_halted_while_its_call_is_out_is_halted_and_resumes(tmp_path):
-    gate, asked = threading.Event(), threading.Event()
-
-    def ask(question):
-        asked.set()
-        gate.wait(30)
-        return "yes"
-
+    ask, asked, gate = _gated()
     host = flowrt.Host({"ask.ask": ask, "ask.note": lambda text: None}, runs=str(tmp_path / "runs"),
                        durability="none")
     try:
@@ -420,7 +402,7 @@ def test_a_background_run_of_a_tool_process_is_driven_on_a_thread_of_its_own(tmp
     # such a run leaves the hub once bound (flowrt/run.py `run`), and ends as it would anywhere.
     (tmp_path / "count.flow").write_text(COUNT)
     (tmp_path / "count_tool.py").write_text(
-        "import threading\nfrom flowrt.toolkit import serve\n\n"
+        "from flowrt.toolkit import serve\n\n"
         "def echo(n):\n    return n\n\n"
         "if __name__ == '__main__':\n    serve({'count.echo': echo}, declared_in='count.flow')\n")
     (tmp_path / "flow.toml").write_text('[tools]\n"count" = { python = "count_tool.py" }\n')
