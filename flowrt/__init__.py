@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from flowrt.api import AsyncHost, AsyncRunHandle, Host, RunHandle
+    from flowrt.api import Host, RunHandle
+    from flowrt.api_async import AsyncHost, AsyncRunHandle
     from flowrt.api_results import (
         CallFact, CheckpointFact, ChoiceFact, EndFact, Fact, Fault, HistoryPage, HoleValue, PendingCall, Refused,
         ReplayResult, ReplyFact, RunInfo, RunResult, RunsPage, StartFact, StopFact,
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
 
 _FROM = {
     "flowrt.bindings": {"PENDING", "Problem", "failed", "not_run", "ok", "unknown"},
-    "flowrt.api": {"AsyncHost", "AsyncRunHandle", "Host", "RunHandle"},
+    "flowrt.api": {"Host", "RunHandle"},
+    "flowrt.api_async": {"AsyncHost", "AsyncRunHandle"},
     "flowrt.api_results": {"CallFact", "CheckpointFact", "ChoiceFact", "EndFact", "Fact", "Fault", "HistoryPage",
                            "HoleValue", "PendingCall", "Refused", "ReplayResult", "ReplyFact", "RunInfo", "RunResult",
                            "RunsPage", "StartFact", "StopFact"},

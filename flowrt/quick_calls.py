@@ -65,3 +65,10 @@ def record_of(fn: Callable) -> Record:
         return record
     except TypeError:
         return Record()
+
+
+def never_quick(fn: Callable) -> None:
+    """Never serve `fn` on a hub's thread, however quick its calls: each waits on another thread
+    (an `async def` Tool waits for the application's event loop, `AsyncHost`), which a busy
+    loop can hold up for as long as it likes."""
+    record_of(fn).slow = True

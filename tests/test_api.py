@@ -129,7 +129,7 @@ def test_async_tools_are_awaited_on_the_callers_loop_and_sync_ones_off_it(tmp_pa
 
 
 def test_an_async_reply_waiting_on_a_stopped_loop_is_unknown():
-    from flowrt.api import _awaited_on
+    from flowrt.api_async import _awaited_on
 
     loop = asyncio.new_event_loop()  # never run: the call cannot be served
 

@@ -4,6 +4,8 @@ handed out one at a time by every reader, in order, however the bytes are cut.""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -43,6 +45,33 @@ def test_the_blocking_reader_hands_out_one_message_at_a_time():
             got.append(message)
         assert got == EXPECTED + [{"op": "e"}, {"op": "f"}, {"op": "g"}]
     finally:
+        os.close(read_fd)
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_the_blocking_reader_waits_for_frames_that_come_later(busy):
+    # Busy (the host drives other runs): one blocking read per wait. Not busy: it polls first,
+    # then sleeps in the same read. Either way every frame is handed out, in order, and the end
+    # of the stream is None.
+    read_fd, write_fd = os.pipe()
+    receiver = framing.Receiver(read_fd)
+
+    def later() -> None:
+        for i in range(4):
+            time.sleep(0.003 * (i % 2))  # some frames there at once, some after the reader waits
+            os.write(write_fd, framing.encode({"op": "m", "i": i}, busy))
+        os.close(write_fd)
+
+    writer = threading.Thread(target=later)
+    writer.start()
+    try:
+        got = []
+        while (message := receiver.recv()) is not None:
+            got.append(message)
+        assert got == [{"op": "m", "i": i} for i in range(4)]
+        assert receiver._reader.peer_busy is busy
+    finally:
+        writer.join(5)
         os.close(read_fd)
 
 
@@ -236,21 +265,21 @@ def test_the_busy_flag_leaves_every_message_as_it_was_and_the_reader_knows_the_l
 @pytest.mark.parametrize("busy", [False, True])
 def test_a_receiver_polls_for_the_next_frame_only_when_the_last_was_not_busy(busy, monkeypatch):
     read_fd, write_fd = os.pipe()
+    writer = None
     try:
         os.write(write_fd, framing.encode({"op": "first"}, busy))
         receiver = framing.Receiver(read_fd)
         assert receiver.recv() == {"op": "first"}
         polls = []
-        real_thread_time, real_select = framing.time.thread_time, framing.select.select
+        real_thread_time = framing.time.thread_time
         monkeypatch.setattr(framing.time, "thread_time", lambda: polls.append(1) or real_thread_time())
-
-        def sleep_on(*fds):  # the frame arrives only once the reader goes to sleep
-            os.write(write_fd, framing.encode({"op": "second"}))
-            return real_select(*fds)
-
-        monkeypatch.setattr(framing.select, "select", sleep_on)
+        # The frame arrives once the reader has had the time to poll and go to sleep.
+        writer = threading.Timer(0.02, lambda: os.write(write_fd, framing.encode({"op": "second"})))
+        writer.start()
         assert receiver.recv() == {"op": "second"}
         assert bool(polls) is not busy
     finally:
+        if writer is not None:
+            writer.join(5)
         os.close(read_fd)
         os.close(write_fd)

@@ -422,3 +422,87 @@ def test_a_background_run_of_a_tool_process_is_driven_on_a_thread_of_its_own(tmp
         run_hub.RunHub.on_own_thread = original
         host.close()
     assert seen == ["own thread"] * 3
+
+
+def test_an_async_hosts_runs_are_driven_by_the_hub_and_its_async_tools_stay_on_the_loop(tmp_path):
+    # `await host.run(...)` from many requests at once: one thread drives them all (as
+    # `Host.start(..., detach=True)`), not a thread each. A sync Tool proven quick is served on the
+    # hub's thread; an async one is awaited on the application's loop, its call never held by the
+    # hub's thread, however quick it is.
+    import asyncio
+
+    program = tmp_path / "count.flow"
+    program.write_text(COUNT)
+    seen: dict[str, set] = {"sync": set(), "async": set()}
+
+    def echo(n):
+        seen["sync"].add(threading.current_thread().name)
+        return n
+
+    async def echo_async(n):
+        await asyncio.sleep(0)
+        seen["async"].add(threading.current_thread().name)
+        return n
+
+    async def main(fn) -> tuple[list, list]:
+        host = flowrt.AsyncHost({"count.echo": fn}, runs=str(tmp_path / fn.__name__), durability="none")
+        async with host:
+            started = [host.run(str(program), {"n": 12}) for _ in range(6)]
+            handle = await host.start(str(program), {"n": 12}, detach=True)
+            threads = [t.name for t in threading.enumerate() if t.name == "flow run"]
+            results = await asyncio.gather(*started, handle.wait())
+        return [r.output for r in results], threads
+
+    outputs, threads = asyncio.run(main(echo))
+    assert outputs == [78] * 7 and threads == []  # no thread per run
+    assert "flow runs" in seen["sync"]
+    outputs, _ = asyncio.run(main(echo_async))
+    assert outputs == [78] * 7
+    assert seen["async"] == {threading.main_thread().name}  # on the loop's own thread
+
+
+def test_an_async_tool_that_waits_on_the_loop_never_holds_the_hubs_other_runs(tmp_path):
+    # Quick for its first calls, then waiting on the loop until the hub's other runs have ended:
+    # served on the hub's thread, it would hold them until it is let go (after 30 s, and then
+    # this test fails rather than waits).
+    import asyncio
+
+    program = tmp_path / "count.flow"
+    program.write_text(COUNT)
+    others = flowrt.Host({"count.echo": lambda n: n}, runs=str(tmp_path / "others"), durability="none")
+    box: dict = {}
+
+    def run_others() -> None:
+        handles = [others.start(str(program), {"n": 10}, detach=True) for _ in range(3)]
+        box["done"] = [h.wait(timeout=60).output for h in handles]
+
+    async def main() -> int:
+        released = asyncio.Event()
+        calls = 0
+
+        async def echo(n):
+            nonlocal calls
+            calls += 1
+            if calls == 5:
+                await asyncio.wait_for(released.wait(), 60)
+            return n
+
+        host = flowrt.AsyncHost({"count.echo": echo}, runs=str(tmp_path / "runs"), durability="none")
+        waiting = asyncio.ensure_future(host.run(str(program), {"n": 8}))
+        while calls < 5:
+            await asyncio.sleep(0.01)
+        thread = threading.Thread(target=run_others, daemon=True)
+        thread.start()
+        for _ in range(600):
+            if not thread.is_alive():
+                break
+            await asyncio.sleep(0.05)
+        box["before_release"] = "done" in box
+        released.set()
+        return (await waiting).output
+
+    try:
+        output = asyncio.run(main())
+    finally:
+        others.close()
+    assert box["before_release"] and box["done"] == [55] * 3 and output == 36
