@@ -12,7 +12,8 @@ Each round, interleaved so that every figure sees the same machine:
   the single run measured the same way);
 - one host driving 1, 2, 5, 10 and 20 runs at once (`--hosted`): one `flowrt.Host` in one
   process, each run started with `host.start(..., detach=True)` as an application serving many
-  runs would, no fsync. Steady state, as for a single call: (k runs of N calls - k runs of 1
+  runs would (or, `--hosted-api async`, each `await`ed through `flowrt.AsyncHost.run`, as an
+  asyncio application serving a request a run would), no fsync. Steady state, as for a single call: (k runs of N calls - k runs of 1
   call) gives k (N - 1) calls over the difference in wall time, and the host's and the
   children's CPU per call over the same difference (the children's is read once they are reaped).
 
@@ -23,7 +24,7 @@ side by side in one run, on the same machine's load. Every figure is taken in a 
 (`--measure`) that imports the tree it is asked about.
 
     python scripts/bench/under_load.py [--calls 2000] [--rounds 3] [--runs 20] [--against DIR]
-        [--hosted 1,2,5,10,20] [--only-hosted] [--hosted-durability none|fsync]
+        [--hosted 1,2,5,10,20] [--only-hosted] [--hosted-durability none|fsync] [--hosted-api host|async]
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ from recorded_calls import PROGRAM  # noqa: E402
 
 #: the one-host figures' durability, from `--hosted-durability` to the process measuring them
 HOSTED_DURABILITY = "UNDER_LOAD_HOSTED_DURABILITY"
+#: ... and their API, from `--hosted-api`: `Host.start(detach=True)`, or `await AsyncHost.run`
+HOSTED_API = "UNDER_LOAD_HOSTED_API"
 
 
 def children_cpu() -> float:
@@ -125,20 +128,34 @@ def one_host(runs: int, calls: int, directory: str) -> tuple[float, float, float
     program = os.path.join(directory, "echo.flow")
     Path(program).write_text(PROGRAM)
     durability = os.environ.get(HOSTED_DURABILITY, "none")
-    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(directory, "runs"), durability=durability)
+    runs_dir = os.path.join(directory, "runs")
+    if os.environ.get(HOSTED_API) == "async":
+        import asyncio
+
+        async_host = flowrt.AsyncHost({"echo.echo": lambda n: n}, runs=runs_dir, durability=durability)
+
+        async def awaited(count: int, at_once: int) -> list:
+            return await asyncio.gather(*[async_host.run(program, {"n": count}) for _ in range(at_once)])
+
+        def drive(count: int, at_once: int) -> list:
+            return asyncio.run(awaited(count, at_once))
+    else:
+        host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs_dir, durability=durability)
+
+        def drive(count: int, at_once: int) -> list:
+            handles = [host.start(program, {"n": count}, detach=True) for _ in range(at_once)]
+            return [handle.wait(timeout=600) for handle in handles]
     # Imports and the build cache, once; and the child template (flowrt/child_template.py),
     # which starts beside a process's second run and serves its third: measured beside its
     # start-up, one run's first ~1,500 calls took 90 µs each instead of 50.
     for _ in range(3):
-        assert host.run(program, {"n": 1}).exit_code == 0
+        assert [result.exit_code for result in drive(1, 1)] == [0]
 
     def together(count: int) -> tuple[float, float, float]:
         own = resource.getrusage(resource.RUSAGE_SELF)
         reaped = children_cpu()
         start = time.perf_counter()
-        handles = [host.start(program, {"n": count}, detach=True) for _ in range(runs)]
-        for handle in handles:
-            assert handle.wait(timeout=600).exit_code == 0
+        assert [result.exit_code for result in drive(count, runs)] == [0] * runs
         wall = time.perf_counter() - start
         time.sleep(0.1)  # a forked child is reaped by its template once the host has let it go
         own_after = resource.getrusage(resource.RUSAGE_SELF)
@@ -175,6 +192,8 @@ def main() -> None:
     options.add_argument("--only-hosted", action="store_true", help="measure only the one-host figures")
     options.add_argument("--hosted-durability", choices=("none", "fsync"), default="none",
                          help="the one-host figures' durability (with fsync, use fewer --calls)")
+    options.add_argument("--hosted-api", choices=("host", "async"), default="host",
+                         help="the one-host figures' API: Host.start(detach=True), or await AsyncHost.run")
     options.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     options.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     options.add_argument("--tree", help=argparse.SUPPRESS)
@@ -201,7 +220,8 @@ def main() -> None:
                 command = [sys.executable, __file__, "--measure", kind, str(count), directory,
                            "--tree", str(script.parents[2])]
             out = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                                 env={**os.environ, HOSTED_DURABILITY: args.hosted_durability})
+                                 env={**os.environ, HOSTED_DURABILITY: args.hosted_durability,
+                                      HOSTED_API: args.hosted_api})
             if out.returncode != 0:
                 raise SystemExit(f"{tree}: {out.stderr}")
             values = [float(v) for v in out.stdout.split()]
