@@ -254,6 +254,7 @@ class Child:
         self._spin = channel.Spin()  # polling before sleeping, as the child's Receiver does
         #: whether the machine has a CPU to spare for polling (flowrt/cpu_contention.py)
         self.contention = Contention()
+        self._batch = False  # scheduled as SCHED_BATCH (`launch.schedule_as_batch`)
         #: called when `recv` has waited on the child for IDLE_BEFORE_SLEEP and goes on waiting
         #: (the run makes a written Reply durable then: see flowrt/run.py)
         self.before_sleep: Callable[[], None] | None = None
@@ -326,8 +327,15 @@ class Child:
         waits. A host that also reads never deadlocks against a child that is writing (a
         blocking `send` could: both pipes full, each side waiting for the other). While this
         host has other children, or the machine no CPU to spare (`contention`), the frame says
-        so (`channel.BUSY`): the child then sleeps rather than polls for the next one."""
-        self.post_bytes(channel.encode(obj, launch.others_live() or self.contention.contended))
+        so (`channel.BUSY`): the child then sleeps rather than polls for the next one. While this
+        host drives more runs than there are CPUs, the child's wake-ups wait for a CPU rather than
+        preempt the host (`launch.schedule_as_batch`)."""
+        live = launch.live_count()
+        crowded = launch.crowded(live)
+        if crowded is not self._batch:
+            self._batch = crowded
+            launch.schedule_as_batch(self.pid, crowded)
+        self.post_bytes(channel.encode(obj, live > 1 or self.contention.contended))
 
     def post_bytes(self, data: bytes) -> None:
         """Queue encoded frames, as `post`, after everything `feed` was given."""

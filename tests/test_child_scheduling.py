@@ -1,0 +1,72 @@
+"""A host driving more runs than it has CPUs schedules their sandbox children as SCHED_BATCH
+(flowrt/sandbox_launch.py `schedule_as_batch`): a reply it writes then wakes a child without
+preempting the host, whose other runs would wait. With fewer runs, children are scheduled as
+usual."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import flowrt
+from flowrt import sandbox_launch as launch
+
+COUNT = """
+@tool pub flow echo(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = loop(n, 0)
+
+flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }
+"""
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+
+
+def test_a_child_is_scheduled_as_batch_and_back():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        launch.schedule_as_batch(child.pid, True)
+        assert os.sched_getscheduler(child.pid) == os.SCHED_BATCH
+        launch.schedule_as_batch(child.pid, False)
+        assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+    finally:
+        child.kill()
+        child.wait()
+    launch.schedule_as_batch(child.pid, True)  # gone: nothing to change, nothing raised
+
+
+def _policies_seen(tmp_path, runs: int, monkeypatch) -> set[int]:
+    """The scheduling policies of this host's live children, as its Tool sees them at each call,
+    while `runs` runs of 150 calls go at once on a host taken to have 2 CPUs."""
+    monkeypatch.setattr(launch, "_CPUS", 2)
+    program = tmp_path / "count.flow"
+    program.write_text(COUNT)
+    seen: set[int] = set()
+
+    def echo(n):
+        for child in list(launch._LIVE):
+            if child not in launch._SPARE:
+                try:
+                    seen.add(os.sched_getscheduler(child.pid))
+                except ProcessLookupError:
+                    pass
+        return n
+
+    host = flowrt.Host({"count.echo": echo}, runs=str(tmp_path / "runs"), durability="none")
+    try:
+        handles = [host.start(str(program), {"n": 150}, detach=True) for _ in range(runs)]
+        assert [h.wait(timeout=120).output for h in handles] == [11325] * runs
+    finally:
+        host.close()
+    return seen
+
+
+def test_more_runs_than_cpus_run_their_children_as_batch(tmp_path, monkeypatch):
+    assert os.SCHED_BATCH in _policies_seen(tmp_path, 4, monkeypatch)
+
+
+def test_no_more_runs_than_cpus_leave_their_children_scheduled_as_usual(tmp_path, monkeypatch):
+    assert _policies_seen(tmp_path, 2, monkeypatch) == {os.SCHED_OTHER}
