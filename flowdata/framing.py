@@ -296,10 +296,7 @@ class Receiver:
     not two per frame.
 
     When nothing is there it polls for up to `CHILD_SPIN_SECONDS` before it sleeps, as `Spin`
-    says (the child is this reader), unless the last frame read had `BUSY` set. It sleeps in one
-    blocking `read`: a busy host's child waits that way on every call, where a non-blocking
-    `read` that failed, a `select` and the `read` again cost it three system calls and an
-    exception."""
+    says (the child is this reader), unless the last frame read had `BUSY` set."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -307,35 +304,39 @@ class Receiver:
         self._messages: list = []
         self._next = 0
         self._spin = Spin()
-        self._ready = select.poll()
-        self._ready.register(fd, select.POLLIN)
-        os.set_blocking(fd, True)
+        os.set_blocking(fd, False)
 
     def _read(self) -> bytes:
         fd = self.fd
-        if self._reader.peer_busy:
+        try:
             return os.read(fd, READ_CHUNK)
-        ready = self._ready.poll
-        if ready(0):
-            return os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            pass
         spin = self._spin
         clock = time.perf_counter
-        if spin.wanted():
+        if not self._reader.peer_busy and spin.wanted():
             cpu = time.thread_time()
             started = clock()
             until = started + CHILD_SPIN_SECONDS
             while (now := clock()) < until:
-                if not ready(0):
+                try:
+                    chunk = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
                     os.sched_yield()  # a peer waiting for this CPU takes it now
                     continue
                 spin.hit()
                 spin.ran(now - started, time.thread_time() - cpu)
-                return os.read(fd, READ_CHUNK)
+                return chunk
             spin.missed(started)
             spin.ran(now - started, time.thread_time() - cpu)
-        chunk = os.read(fd, READ_CHUNK)
-        spin.woke(clock())
-        return chunk
+        while True:
+            select.select((fd,), (), ())
+            try:
+                chunk = os.read(fd, READ_CHUNK)
+            except BlockingIOError:  # woken without data: sleep again
+                continue
+            spin.woke(clock())
+            return chunk
 
     def recv(self) -> dict | None:
         """The next message (blocking); None at a clean end of stream."""

@@ -36,7 +36,6 @@ from flowrt.store import durable
 from flowrt.store.archive import _read_anchor, redaction_fields, write_archive
 from flowrt.store.blobs import put_source, read_source, read_value, write_values
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
-from flowrt.store.fact_list import FactList
 from flowrt.store.discovery import scan_runs
 from flowrt.store.durable import _fsync_dir, _pwrite_all, _read_file, _strerror, _write_all
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
@@ -132,7 +131,7 @@ class RunStore(RunLog):
         self._fsync = durability == "fsync"
         self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
         self.torn_tail: TornTail | None = None
-        self._facts = FactList()
+        self._facts: list[dict] = []
         self._size = 0  # bytes of history.jsonl that hold the verified facts
         self._dirty = False  # a failed write may have left bytes past _size
         #: the length of history.jsonl when appending: _size and the reserved space after it
@@ -237,7 +236,7 @@ class RunStore(RunLog):
             raise StorageError(f"cannot prepare the run: {_strerror(problem)}",
                                component=store.path) from problem
         try:
-            store._commit([start_fact], [start_line], blobs)
+            store._commit([start_fact], start_line, blobs)
         except BaseException:
             store.close()
             raise
@@ -296,7 +295,7 @@ class RunStore(RunLog):
         """Whether verification is still going on (a deferred open not yet read to the end)."""
         return self._reader is not None
 
-    def verified_facts(self) -> FactList:
+    def verified_facts(self) -> list[dict]:
         """The facts verified so far, as a list that grows while a deferred verification goes on
         (`fact_at` and `facts_from` make it grow). Do not mutate it."""
         return self._facts
@@ -330,7 +329,8 @@ class RunStore(RunLog):
         reader = self._reader
         if reader is not None and reader.data.find(b'"kind":"Checkpoint"', reader.pos) >= 0:
             self.verify()
-        return self._facts.last_of_kind("Checkpoint")
+        facts = self._facts
+        return max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
 
     def _load(self, explicit_limit: int | None, defer: bool = False) -> None:
         # 1. Verify everything, changing nothing.
@@ -365,7 +365,7 @@ class RunStore(RunLog):
             # then, in the order `open` would have found it.
             self._reader = reader
             self._pending = (anchor, host, explicit_limit)
-            self._facts = FactList(reader.facts)
+            self._facts = reader.facts
             # Holes as recorded, so that reading a value meets its hole before verification ends
             # (which then checks each record against its fact).
             for record in host[1].records:
@@ -404,7 +404,7 @@ class RunStore(RunLog):
         if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
             self.inline_limit = recorded_limit
         self._holes = holes
-        self._facts = FactList(parsed.facts)
+        self._facts = parsed.facts
         self._size = parsed.valid_len
         self._host_size = host_len
         # A store that closed the run left its last times unsynced: an appender syncs them
@@ -738,7 +738,7 @@ class RunStore(RunLog):
             blobs: dict[str, bytes] = {}
             fact, line = build_fact(kind, fields, last["n"] + 1, last["hash"], last["kind"] == "End", blobs,
                                     self.inline_limit)
-            self._commit((fact,), (line,), blobs, sync)
+            self._commit((fact,), line, blobs, sync)
             return fact
 
     def sync(self) -> None:
@@ -785,16 +785,15 @@ class RunStore(RunLog):
                 ended = kind == "End"
             if not facts:
                 return []
-            self._commit(facts, lines, blobs, sync)
+            self._commit(facts, lines[0] if len(lines) == 1 else b"".join(lines), blobs, sync)
             return facts
 
-    def _commit(self, facts: Sequence[dict], lines: Sequence[bytes], blobs: dict[str, bytes],
-                sync: bool = True) -> None:
-        """Write `facts`, whose lines are `lines`, and take them as the history's newest."""
+    def _commit(self, facts: Sequence[dict], data: bytes, blobs: dict[str, bytes], sync: bool = True) -> None:
+        """Write `facts`, whose lines are `data`, and take them as the history's newest."""
         first = facts[0]["n"]
         if blobs:
             write_values(self.path, blobs, self._known_blobs, first, self._fsync)
-        self._write_history(lines[0] if len(lines) == 1 else b"".join(lines), first)
+        self._write_history(data, first)
         # Accepted now: the time is recorded once these facts are durable (`_record_times`).
         now = time.time_ns() // 1_000_000
         times = self._times
@@ -802,11 +801,10 @@ class RunStore(RunLog):
             self._times_from = first
         if len(facts) == 1:
             times.append(now)
-            self._facts.add(facts[0], lines[0])
+            self._facts.append(facts[0])
         else:
             times.extend([now] * len(facts))
-            for fact, line in zip(facts, lines):
-                self._facts.add(fact, line)
+            self._facts.extend(facts)
         if blobs:  # a value went by reference
             for fact in facts:
                 self._index_refs(fact)
@@ -1092,10 +1090,10 @@ class RunStore(RunLog):
         self.sync()
         with self._lock:
             facts = self._facts
-            latest = facts.last_of_kind("Checkpoint")
+            latest = max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
             if latest is None or latest <= 1:
                 return 0
-            _kept, size, checkpoints = write_archive(self.path, facts, latest, self.archived_checkpoints)
+            kept, size, checkpoints = write_archive(self.path, facts, latest, self.archived_checkpoints)
             history = os.path.join(self.path, HISTORY)
             # Append to the new file from now on (the old descriptor names the replaced one).
             old = self._fd
@@ -1104,7 +1102,7 @@ class RunStore(RunLog):
                 raise StorageError("cannot archive: the new history stayed locked", component=HISTORY)
             if old is not None:
                 os.close(old)
-            del facts[1:latest]  # what `_kept` holds, each fact held as it was
+            self._facts = kept
             self._size = self._reserved_end = size
             self.archived_checkpoints = checkpoints
             self._mark_host()

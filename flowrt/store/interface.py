@@ -85,9 +85,9 @@ class RunLog(abc.ABC):
         """How many facts `facts()` holds."""
 
     @abc.abstractmethod
-    def verified_facts(self) -> Sequence[dict]:
-        """The facts verified so far, read as a list (`len`, indexing, slices, iteration) that
-        grows while a deferred verification goes on. Do not mutate it or its facts."""
+    def verified_facts(self) -> list[dict]:
+        """The facts verified so far, as a list that grows while a deferred verification goes
+        on. Do not mutate it."""
 
     @abc.abstractmethod
     def fact_at(self, index: int) -> dict | None:

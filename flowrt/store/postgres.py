@@ -37,7 +37,6 @@ import psycopg_pool
 from flowrt.store import postgres_lease as leases
 from flowrt.store.canonical import loads_canonical
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
-from flowrt.store.fact_list import FactList
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.host_records import check_host_record
@@ -170,7 +169,7 @@ class PostgresStore(Store):
                 raise _failed(problem, "cannot create the run") from problem
             raise
         log._host_count = len(host)
-        log._facts = FactList([start])
+        log._facts = [start]
         log._known_values.update(blobs)
         log._index_refs(start)
         log._lease = leases.Lease(run_id, self.owner, made[0], self.lease_seconds)
@@ -243,7 +242,7 @@ class PostgresRunLog(RunLog):
         self.durability = durability
         self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
         self.archived_checkpoints = 0
-        self._facts = FactList()
+        self._facts: list[dict] = []
         self._holes: dict[tuple[int, str], str] = {}
         self._refs: dict[str, set[tuple[int, str]]] = {}
         self._known_values: set[str] = set()
@@ -348,7 +347,7 @@ class PostgresRunLog(RunLog):
         verified = verify_rows(self.run_id, run, rows, host_rows, present)
         if explicit_limit is None and verified.recorded_limit is not None and verified.recorded_limit >= 0:
             self.inline_limit = verified.recorded_limit
-        self._facts, self._holes, self._refs = FactList(verified.facts), verified.holes, verified.refs
+        self._facts, self._holes, self._refs = verified.facts, verified.holes, verified.refs
         self._host_head, self._host_count = verified.host_head, len(host_rows)
         self.archived_checkpoints = verified.archived_checkpoints
         self._known_values = present
@@ -378,7 +377,7 @@ class PostgresRunLog(RunLog):
     def __len__(self) -> int:
         return len(self._facts)
 
-    def verified_facts(self) -> FactList:
+    def verified_facts(self) -> list[dict]:
         return self._facts
 
     def fact_at(self, index: int) -> dict | None:
@@ -388,7 +387,7 @@ class PostgresRunLog(RunLog):
         return self._facts[index:index + count]
 
     def latest_checkpoint(self) -> int | None:
-        return self._facts.last_of_kind("Checkpoint")
+        return max((i for i, f in enumerate(self._facts) if f["kind"] == "Checkpoint"), default=None)
 
     @property
     def head(self) -> str | None:
@@ -525,8 +524,7 @@ class PostgresRunLog(RunLog):
             if not self._times:
                 self._times_from = facts[0]["n"]
             self._times.extend([now] * len(facts))
-            for fact, line in zip(facts, lines):
-                self._facts.add(fact, line)
+            self._facts.extend(facts)
             if blobs:
                 for fact in facts:
                     self._index_refs(fact)

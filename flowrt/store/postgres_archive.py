@@ -38,7 +38,7 @@ def archive_facts(log) -> int:
         raise log._lease_lost(None) from None
     except psycopg.Error as problem:
         raise _failed(problem, "cannot archive") from problem
-    del facts[1:latest]  # (the facts kept stay as they are held: lines, most of them)
+    log._facts = [facts[0]] + facts[latest:]
     log.archived_checkpoints = checkpoints
     return latest - 1
 
