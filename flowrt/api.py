@@ -543,8 +543,6 @@ class Watch:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-
-
 def _check_watch(after: Any, poll: Any, timeout: Any) -> None:
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise ValueError("after is a fact number >= 0")

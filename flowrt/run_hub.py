@@ -365,6 +365,7 @@ def _sync_waiter(call: Callable[[int], None], fd: int) -> None:
 
 durable.sync_waiter = _sync_waiter
 
+
 def in_background(location: Any, work: Callable[[], None]) -> "Task | threading.Thread":
     """Start `work` (driving one run of the store at `location`) in the background: in this
     process's hub for a runs directory. A database store's statements wait inside psycopg, which
@@ -402,4 +403,3 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
-

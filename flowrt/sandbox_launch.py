@@ -359,7 +359,7 @@ def in_use(child) -> None:
 
 def others_live() -> bool:
     """Whether this host has more than one child not yet reaped (it drives several runs)."""
-    return len(_LIVE) - len(_SPARE) > 1
+    return live_count() > 1
 
 
 def live_count() -> int:

@@ -349,10 +349,8 @@ class Worker:
         """SIGTERM or SIGINT. A handler runs on the main thread between two bytecodes, which
         may be inside `changed.wait` holding the event's lock: `changed.set()` here would wait
         for that lock forever (seen: a worker stopped by SIGTERM that never ended). So the event
-        is set from a thread of its own, once the main thread has let go of the lock."""
-        if self.stopping is None:
-            self.stopping = signum
-        threading.Thread(target=self.changed.set, name="flow worker stop", daemon=True).start()
+        is set (by `stop`) from a thread of its own, once the main thread has let go of the lock."""
+        threading.Thread(target=self.stop, args=(signum,), name="flow worker stop", daemon=True).start()
 
     def stop(self, signum: int = signal.SIGTERM) -> None:
         """Ask the worker to stop: it lets go of its runs and `serve` returns."""

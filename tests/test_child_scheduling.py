@@ -13,14 +13,8 @@ import pytest
 
 import flowrt
 from flowrt import sandbox_launch as launch
+from tests.test_run_hub import COUNT  # a loop of `n` calls of `count.echo`
 
-COUNT = """
-@tool pub flow echo(n: Int) -> Int
-
-pub flow main(n: Int) -> Int !tool = loop(n, 0)
-
-flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }
-"""
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
 

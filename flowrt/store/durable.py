@@ -34,10 +34,6 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
-
-
-# An append changes the file's size, which fdatasync flushes too (it skips only metadata a
-# read does not need, such as the modification time): as durable as fsync here, and cheaper.
 def _call_here(call: Callable[[int], None], fd: int) -> None:
     call(fd)
 
@@ -49,6 +45,9 @@ sync_waiter: Callable[[Callable[[int], None], int], None] = _call_here
 
 
 def _sync_appended(fd: int) -> None:
+    # An append changes the file's size, which fdatasync flushes too (it skips only metadata a
+    # read does not need, such as the modification time): as durable as fsync here, and
+    # cheaper. Looked up at each sync: scripts/bench/fsync_call_parts.py times it by replacing it.
     sync_waiter(getattr(os, "fdatasync", os.fsync), fd)
 
 

@@ -13,8 +13,9 @@ Each round, interleaved so that every figure sees the same machine:
 - one host driving 1, 2, 5, 10 and 20 runs at once (`--hosted`): one `flowrt.Host` in one
   process, each run started with `host.start(..., detach=True)` as an application serving many
   runs would (or, `--hosted-api async`, each `await`ed through `flowrt.AsyncHost.run`, as an
-  asyncio application serving a request a run would), no fsync. Steady state, as for a single call: (k runs of N calls - k runs of 1
-  call) gives k (N - 1) calls over the difference in wall time, and the host's and the
+  asyncio application serving a request a run would), no fsync. Steady state, as for a single
+  call: (k runs of N calls - k runs of 1 call) gives k (N - 1) calls over the difference in
+  wall time, and the host's and the
   children's CPU per call over the same difference (the children's is read once they are reaped).
 
 Prints medians over the rounds and one table of ratios against the goals. `--against DIR`
@@ -217,7 +218,7 @@ def main() -> None:
         # Which tree goes first alternates by round: measured back to back, the first of two
         # processes ran 5-7% faster than the second of the same tree (A/A, one and two runs).
         order = list(trees.items())
-        if turn[0] % 2:
+        if round_index % 2:
             order.reverse()
         for tree, script in order:
             command = [sys.executable, str(script), "--measure", kind, str(count), directory]
@@ -236,10 +237,8 @@ def main() -> None:
             if len(values) > 2:
                 figures[tree].setdefault(name + " child cpu", []).append(values[2])
 
-    turn = [0]  # the round being measured
     with tempfile.TemporaryDirectory() as directory:
         for round_index in range(args.rounds):
-            turn[0] = round_index
             for count in hosted:
                 take(f"host{count}", f"host{count}", args.calls, directory)
             if args.only_hosted:
