@@ -569,11 +569,12 @@ def _paused_calls(store: RunLog) -> set[str]:
 
 def open_calls(store: RunLog) -> list[str]:
     """Calls with a Call and no Reply that no Stop closed."""
-    done = {f["call"] for f in store.facts() if f["kind"] == "Reply"}
-    for f in store.facts():
+    facts = store.facts()  # (once: a live store reads its older facts back from storage)
+    done = {f["call"] for f in facts if f["kind"] == "Reply"}
+    for f in facts:
         if f["kind"] == "Stop":
             done.update(f.get("closed", []))
-    return [f["call"] for f in store.facts() if f["kind"] == "Call" and f["call"] not in done]
+    return [f["call"] for f in facts if f["kind"] == "Call" and f["call"] not in done]
 
 
 # ---- the commands ------------------------------------------------------------------------------

@@ -772,7 +772,7 @@ def run(path: str, *, entry: str = "main", input_text: str = "{}", runs_dir: str
         outcome = None
         try:
             if on_start is not None:
-                on_start(run_id, store.facts()[0])
+                on_start(run_id, store.fact_at(0))
             outcome = driver.run()
             if outcome.exit_code == 3:
                 try:

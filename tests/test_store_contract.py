@@ -565,3 +565,59 @@ def test_refresh_reads_on_or_says_it_cannot(store):
     else:  # a store that cannot read on: the run is opened again
         assert len(store.open("run-1", for_append=False)) == 2
     writer.close()
+
+
+# -- a long live run: its older facts left to the store (flowrt/store/shelf.py) --------------------
+
+
+def call_fields(i: int) -> dict:
+    return {"call": f"c{i}", "tool": "t", "arguments": {"i": i, "big": BIG if i % 9 == 0 else ""}}
+
+
+def test_a_live_run_that_left_its_older_facts_to_the_store_reads_the_same(store, monkeypatch):
+    from flowrt.store import shelf as shelving
+
+    monkeypatch.setattr(shelving, "SHELVE_AT", 12)
+    monkeypatch.setattr(shelving, "KEEP", 3)
+    s = store.create("run-1", START)
+    model = s.facts()
+    for i in range(45):
+        if i % 5 == 4:
+            model.append(s.append("Checkpoint", dict(CHECKPOINT, arguments={"round": i})))
+        elif i % 10 == 3:
+            model += s.append_many([("Call", call_fields(i)), ("Reply", {"call": f"c{i}", "outcome": {"Ok": i}})])
+        else:
+            model.append(s.append("Call", call_fields(i), sync=i % 2 == 0))
+        assert len(s.verified_facts().kept) < 12 and s.facts() == model
+    assert len(s) == len(model) and s.head == model[-1]["hash"]
+    for index, fact in enumerate(model):
+        assert s.fact(fact["n"]) == fact and s.fact_at(index) == fact
+    assert s.facts_from(2, 10) == model[2:12] and list(reversed(s.verified_facts())) == model[::-1]
+    latest = max(i for i, f in enumerate(model) if f["kind"] == "Checkpoint")
+    assert s.latest_checkpoint() == latest
+    assert s.value(model[1]["n"], "arguments") == call_fields(0)["arguments"]  # by reference
+    assert s.archive() == latest - 1
+    model = [model[0]] + model[latest:]
+    for i in range(45, 70):
+        model.append(s.append("Call", call_fields(i)))
+    assert s.facts() == model and s.fact(model[2]["n"]) == model[2]
+    s.close()
+    with store.open("run-1", for_append=False) as again:
+        assert again.facts() == model
+
+
+def test_a_shelved_fact_changed_under_a_live_run_is_a_storage_error(backend, monkeypatch):
+    from flowrt.store import shelf as shelving
+
+    monkeypatch.setattr(shelving, "SHELVE_AT", 12)
+    monkeypatch.setattr(shelving, "KEEP", 3)
+    s = backend.store.create("run-1", START, durability="none")
+    for i in range(1, 31):
+        s.append("Call", call_fields(i))
+    backend.alter_fact("run-1", 5, "arguments", {"i": 55, "big": ""})
+    with pytest.raises(StorageError):
+        s.fact(5)
+    with pytest.raises(StorageError):
+        s.facts()
+    assert s.fact(30)["arguments"]["i"] == 29  # kept: read from memory
+    s.close()

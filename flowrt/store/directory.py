@@ -35,7 +35,7 @@ from typing import Any, Iterable, Sequence
 from flowrt.store import durable
 from flowrt.store.archive import _read_anchor, redaction_fields, write_archive
 from flowrt.store.blobs import put_source, read_source, read_value, write_values
-from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
+from flowrt.store.chain import _sha256_hex, build_fact, chain_record
 from flowrt.store.discovery import scan_runs
 from flowrt.store.durable import _fsync_dir, _pwrite_all, _read_file, _strerror, _write_all
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
@@ -61,6 +61,8 @@ from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
 from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
 from flowrt.store.refs import index_refs, verify_referenced
+from flowrt.store import shelf as shelving
+from flowrt.store.shelf import FactShelf, HistoryLines
 
 #: How long opening for appending waits for the lock before the run counts as busy: a reader
 #: probing whether the run has an appender (`flowrt.store.probe.appender_holds`) holds a shared
@@ -131,7 +133,9 @@ class RunStore(RunLog):
         self._fsync = durability == "fsync"
         self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
         self.torn_tail: TornTail | None = None
-        self._facts: list[dict] = []
+        self._facts = FactShelf([])
+        #: where the shelved facts' lines are (an appender's; None when it does not shelve)
+        self._lines: HistoryLines | None = None
         self._size = 0  # bytes of history.jsonl that hold the verified facts
         self._dirty = False  # a failed write may have left bytes past _size
         #: the length of history.jsonl when appending: _size and the reserved space after it
@@ -218,6 +222,8 @@ class RunStore(RunLog):
                          os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             store._fd = fd
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            store._lines = HistoryLines(store.path)
+            store._facts = FactShelf([], store._lines)
             # host.jsonl is made now, so that the run directory's sync below covers its name too:
             # the host records a run's start writes then cost one fsync, not two.
             store._open_host(sync_dir=False)
@@ -295,9 +301,10 @@ class RunStore(RunLog):
         """Whether verification is still going on (a deferred open not yet read to the end)."""
         return self._reader is not None
 
-    def verified_facts(self) -> list[dict]:
-        """The facts verified so far, as a list that grows while a deferred verification goes on
-        (`fact_at` and `facts_from` make it grow). Do not mutate it."""
+    def verified_facts(self) -> FactShelf:
+        """The facts verified so far, as a sequence that grows while a deferred verification
+        goes on (`fact_at` and `facts_from` make it grow) or the run is appended to. Do not
+        mutate it."""
         return self._facts
 
     def fact_at(self, index: int) -> dict | None:
@@ -329,8 +336,7 @@ class RunStore(RunLog):
         reader = self._reader
         if reader is not None and reader.data.find(b'"kind":"Checkpoint"', reader.pos) >= 0:
             self.verify()
-        facts = self._facts
-        return max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+        return self._facts.latest_checkpoint()
 
     def _load(self, explicit_limit: int | None, defer: bool = False) -> None:
         # 1. Verify everything, changing nothing.
@@ -365,7 +371,7 @@ class RunStore(RunLog):
             # then, in the order `open` would have found it.
             self._reader = reader
             self._pending = (anchor, host, explicit_limit)
-            self._facts = reader.facts
+            self._facts = FactShelf(reader.facts)
             # Holes as recorded, so that reading a value meets its hole before verification ends
             # (which then checks each record against its fact).
             for record in host[1].records:
@@ -404,7 +410,8 @@ class RunStore(RunLog):
         if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
             self.inline_limit = recorded_limit
         self._holes = holes
-        self._facts = parsed.facts
+        self._lines = HistoryLines(self.path) if self.for_append else None
+        self._facts = FactShelf(parsed.facts, self._lines)
         self._size = parsed.valid_len
         self._host_size = host_len
         # A store that closed the run left its last times unsynced: an appender syncs them
@@ -592,10 +599,10 @@ class RunStore(RunLog):
         return list(self._facts)
 
     def fact(self, n: int) -> dict:
-        position = fact_position(self._facts, n) if type(n) is int else None
+        position = self._facts.index_of(n)
         if position is None and (self._reader is not None or self._failure is not None):
             self.verify()
-            position = fact_position(self._facts, n) if type(n) is int else None
+            position = self._facts.index_of(n)
         if position is None:
             raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, "
                              "some perhaps archived)")
@@ -689,7 +696,7 @@ class RunStore(RunLog):
         if reader.error is not None:
             raise reader.error
         new = reader.facts[1:]
-        self._facts.extend(new)
+        self._facts.kept.extend(new)
         for index in reader.referring:
             self._index_refs(reader.facts[index])
         self.torn_tail = None if reader.torn is None else TornTail(self._size + reader.torn.offset,
@@ -704,7 +711,7 @@ class RunStore(RunLog):
         for record in parsed.records:
             if record["kind"] == "hole":
                 n, field, ref = record.get("fact"), record.get("field"), record.get("ref")
-                position = fact_position(self._facts, n) if type(n) is int else None
+                position = self._facts.index_of(n)
                 if not isinstance(field, str) or not isinstance(ref, str) or \
                         (position is not None and self._facts[position].get(field + "_ref") != ref):
                     raise StorageError("a hole record does not match its fact", n, component=HOST)
@@ -734,7 +741,7 @@ class RunStore(RunLog):
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"run {self.run_id} is not open for appending")
-            last = self._facts[-1]  # a store always holds its Start
+            last = self._facts.kept[-1]  # a store always keeps its newest fact
             blobs: dict[str, bytes] = {}
             fact, line = build_fact(kind, fields, last["n"] + 1, last["hash"], last["kind"] == "End", blobs,
                                     self.inline_limit)
@@ -754,7 +761,7 @@ class RunStore(RunLog):
         if self._unsynced_from is not None:
             with self._lock:
                 if self._unsynced_from is not None and self._fd is not None:
-                    self._sync_history(self._facts[-1]["n"])
+                    self._sync_history(self._facts.kept[-1]["n"])
 
     @property
     def synced(self) -> bool:
@@ -769,7 +776,7 @@ class RunStore(RunLog):
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"run {self.run_id} is not open for appending")
-            last = self._facts[-1]
+            last = self._facts.kept[-1]
             n = last["n"]
             prev = last["hash"]
             ended = last["kind"] == "End"
@@ -799,12 +806,15 @@ class RunStore(RunLog):
         times = self._times
         if not times:
             self._times_from = first
+        kept = self._facts.kept
         if len(facts) == 1:
             times.append(now)
-            self._facts.append(facts[0])
+            kept.append(facts[0])
         else:
             times.extend([now] * len(facts))
-            self._facts.extend(facts)
+            kept.extend(facts)
+        if len(kept) >= shelving.SHELVE_AT and self._lines is not None:
+            self._shelve()
         if blobs:  # a value went by reference
             for fact in facts:
                 self._index_refs(fact)
@@ -812,6 +822,23 @@ class RunStore(RunLog):
             self._sync_history(first)
             if now - self._times_recorded >= TIMES_EVERY_MS:
                 self._record_times()
+
+    def _shelve(self) -> None:
+        """Leave all but the newest `shelving.KEEP` facts to history.jsonl (`flowrt.store.shelf`): never
+        one a failed sync could still cut. A failure to find their lines leaves them held, and
+        this store stops shelving (its facts are as sound as before: only its memory grows)."""
+        shelf = self._facts
+        count = len(shelf.kept) - shelving.KEEP
+        if self._unsynced_from is not None:  # (and the last durable one stays: the head after a cut)
+            count = min(count, self._unsynced_from[0] - 1 - shelf.base)
+        if count < 2:
+            return
+        try:
+            self._lines.note(count, shelf.base)
+        except StorageError:
+            self._lines = None
+            return
+        shelf.shelve(count)
 
     def _record_times(self) -> None:
         """Record when the facts written since the last such record were accepted, in one
@@ -951,7 +978,7 @@ class RunStore(RunLog):
             self._unsynced_from = None
             if len(self._facts) > count:
                 first_cut = self._facts[count]["n"]
-                del self._facts[count:]
+                self._facts.cut(count)
                 del self._times[max(0, first_cut - self._times_from):]
                 for users in self._refs.values():
                     users.difference_update([u for u in users if u[0] >= first_cut])
@@ -1090,7 +1117,7 @@ class RunStore(RunLog):
         self.sync()
         with self._lock:
             facts = self._facts
-            latest = max((i for i, f in enumerate(facts) if f["kind"] == "Checkpoint"), default=None)
+            latest = facts.latest_checkpoint()
             if latest is None or latest <= 1:
                 return 0
             kept, size, checkpoints = write_archive(self.path, facts, latest, self.archived_checkpoints)
@@ -1102,7 +1129,8 @@ class RunStore(RunLog):
                 raise StorageError("cannot archive: the new history stayed locked", component=HISTORY)
             if old is not None:
                 os.close(old)
-            self._facts = kept
+            self._lines = HistoryLines(self.path)
+            self._facts = FactShelf(kept, self._lines)
             self._size = self._reserved_end = size
             self.archived_checkpoints = checkpoints
             self._mark_host()

@@ -36,7 +36,8 @@ import psycopg_pool
 
 from flowrt.store import postgres_lease as leases
 from flowrt.store.canonical import loads_canonical
-from flowrt.store.chain import _sha256_hex, build_fact, chain_record, fact_position
+from flowrt.store import shelf as shelving
+from flowrt.store.chain import _sha256_hex, build_fact, chain_record
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.host_records import check_host_record
@@ -44,6 +45,7 @@ from flowrt.store.interface import RunImage, RunLog, Store
 from flowrt.store.postgres_pool import CONNECT_SECONDS, STATEMENT_SECONDS, new_pool
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
+from flowrt.store.postgres_shelf import ShelvedRows
 from flowrt.store.postgres_sql import APPEND_STATEMENT, HOST_RECORD, HOST_RECORD_ALONE
 from flowrt.store.postgres_verify import parse_host_rows, verify_rows
 from flowrt.store.refs import index_refs, verify_referenced
@@ -169,7 +171,7 @@ class PostgresStore(Store):
                 raise _failed(problem, "cannot create the run") from problem
             raise
         log._host_count = len(host)
-        log._facts = [start]
+        log._facts = shelving.FactShelf([start], ShelvedRows(self, run_id))
         log._known_values.update(blobs)
         log._index_refs(start)
         log._lease = leases.Lease(run_id, self.owner, made[0], self.lease_seconds)
@@ -242,7 +244,8 @@ class PostgresRunLog(RunLog):
         self.durability = durability
         self.inline_limit = INLINE_LIMIT if inline_limit is None else inline_limit
         self.archived_checkpoints = 0
-        self._facts: list[dict] = []
+        #: the facts, the older ones of a long live run left to the database (`flowrt.store.shelf`)
+        self._facts = shelving.FactShelf([])
         self._holes: dict[tuple[int, str], str] = {}
         self._refs: dict[str, set[tuple[int, str]]] = {}
         self._known_values: set[str] = set()
@@ -347,7 +350,8 @@ class PostgresRunLog(RunLog):
         verified = verify_rows(self.run_id, run, rows, host_rows, present)
         if explicit_limit is None and verified.recorded_limit is not None and verified.recorded_limit >= 0:
             self.inline_limit = verified.recorded_limit
-        self._facts, self._holes, self._refs = verified.facts, verified.holes, verified.refs
+        self._facts = shelving.FactShelf(verified.facts, ShelvedRows(self.store, self.run_id) if self.for_append else None)
+        self._holes, self._refs = verified.holes, verified.refs
         self._host_head, self._host_count = verified.host_head, len(host_rows)
         self.archived_checkpoints = verified.archived_checkpoints
         self._known_values = present
@@ -369,7 +373,7 @@ class PostgresRunLog(RunLog):
         return list(self._facts)
 
     def fact(self, n: int) -> dict:
-        position = fact_position(self._facts, n) if type(n) is int else None
+        position = self._facts.index_of(n)
         if position is None:
             raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, some perhaps archived)")
         return self._facts[position]
@@ -377,7 +381,7 @@ class PostgresRunLog(RunLog):
     def __len__(self) -> int:
         return len(self._facts)
 
-    def verified_facts(self) -> list[dict]:
+    def verified_facts(self) -> shelving.FactShelf:
         return self._facts
 
     def fact_at(self, index: int) -> dict | None:
@@ -387,7 +391,7 @@ class PostgresRunLog(RunLog):
         return self._facts[index:index + count]
 
     def latest_checkpoint(self) -> int | None:
-        return max((i for i, f in enumerate(self._facts) if f["kind"] == "Checkpoint"), default=None)
+        return self._facts.latest_checkpoint()
 
     @property
     def head(self) -> str | None:
@@ -503,7 +507,8 @@ class PostgresRunLog(RunLog):
         with self._lock:
             if self._conn is None:
                 raise ValueError(f"run {self.run_id} is not open for appending")
-            last = self._facts[-1]
+            kept = self._facts.kept
+            last = kept[-1]  # (the newest fact is always kept)
             n, prev, ended = last["n"], last["hash"], last["kind"] == "End"
             blobs: dict[str, bytes] = {}
             facts: list[dict] = []
@@ -524,12 +529,14 @@ class PostgresRunLog(RunLog):
             if not self._times:
                 self._times_from = facts[0]["n"]
             self._times.extend([now] * len(facts))
-            self._facts.extend(facts)
+            kept.extend(facts)
             if blobs:
                 for fact in facts:
                     self._index_refs(fact)
             self._pending, self._pending_lines, self._pending_blobs = facts, lines, new
             self._write_pending(now, sync and self.durability == "fsync")
+            if len(kept) >= shelving.SHELVE_AT:  # (written: only the facts of a failed append are cut)
+                self._facts.shelve(len(kept) - shelving.KEEP)
             return facts
 
     def _write_pending(self, now: int, durable: bool) -> None:
@@ -592,7 +599,7 @@ class PostgresRunLog(RunLog):
                 users = self._refs.get(fact[ref_field][len("sha256:"):])
                 if users is not None:
                     users.discard((fact["n"], ref_field[:-len("_ref")]))
-        del self._facts[len(self._facts) - len(self._pending):]
+        self._facts.cut(len(self._facts) - len(self._pending))
         if self._times:
             del self._times[max(0, first - self._times_from):]
         self._pending, self._pending_lines, self._pending_blobs = [], [], {}

@@ -10,6 +10,8 @@ import psycopg
 from flowrt.store import postgres_lease as leases
 from flowrt.store.archive import redaction_fields
 from flowrt.store.canonical import canonical_bytes
+from flowrt.store.postgres_shelf import ShelvedRows
+from flowrt.store.shelf import FactShelf
 
 
 def archive_facts(log) -> int:
@@ -38,7 +40,7 @@ def archive_facts(log) -> int:
         raise log._lease_lost(None) from None
     except psycopg.Error as problem:
         raise _failed(problem, "cannot archive") from problem
-    log._facts = [facts[0]] + facts[latest:]
+    log._facts = FactShelf([facts[0]] + facts[latest:], ShelvedRows(log.store, log.run_id))
     log.archived_checkpoints = checkpoints
     return latest - 1
 
