@@ -239,3 +239,19 @@ def test_a_host_driving_a_long_run_holds_a_bounded_number_of_facts(tmp_path, mon
     assert len(held) > 10 and max(held) == 3
     with RunStore.open(str(tmp_path / "runs"), result.run_id, for_append=False) as stored:
         assert stored.ended and len(stored) > 400
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 60), st.lists(st.integers(0, 2**62), max_size=8)), max_size=12),
+       st.dictionaries(st.integers(1, 80), st.integers(0, 2**40), max_size=10))
+def test_known_times_hold_what_a_dict_of_fact_times_would(stretches, mapping):
+    from flowrt.store.known_times import KnownTimes
+
+    known, model = KnownTimes(), {}
+    for first, times in stretches:
+        known.put(first, times)
+        model.update(zip(range(first, first + len(times)), times))
+        assert known.as_dict() == model
+    known.update(mapping)
+    model.update(mapping)
+    assert known.as_dict() == model and KnownTimes(model).as_dict() == model

@@ -57,6 +57,7 @@ from flowrt.store.host_records import (
 )
 from flowrt.store.host_mark import read_host_from_mark, write_host_mark
 from flowrt.store.interface import RunLog, Store
+from flowrt.store.known_times import KnownTimes
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
 from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
@@ -161,7 +162,7 @@ class RunStore(RunLog):
         #: when times were last recorded (from the start: a run's first host records, written
         #: right after Start, then find no unsynced times before them, see `_write_host`)
         self._times_recorded = time.time_ns() // 1_000_000
-        self._known_times: dict[int, int] = {}
+        self._known_times = KnownTimes()
         #: 0 when host.jsonl's `times` records have all been read into _known_times; otherwise
         #: where the archive's mark is (an open that verified from it on skipped the `times`
         #: records before it, `flowrt.store.host_mark`)
@@ -403,7 +404,7 @@ class RunStore(RunLog):
         records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
         self._host_head = parsed_host.head
         self._host_lines = parsed_host.lines
-        self._known_times = parsed_host.times
+        self._known_times = KnownTimes(parsed_host.times)
         durable = parsed_host.durable
         self._durable_mark = (durable["facts"], durable["head"]) if durable else None
         holes, recorded_limit = holes_and_limit(records, parsed.facts, HOST)
@@ -834,7 +835,7 @@ class RunStore(RunLog):
         if count < 2:
             return
         try:
-            self._lines.note(count, shelf.base)
+            self._lines.note(count, shelf.base, self._size)
         except StorageError:
             self._lines = None
             return
@@ -857,7 +858,7 @@ class RunStore(RunLog):
         except StorageError:
             return
         first = record["from"]
-        self._known_times.update(zip(range(first, first + len(record["at"])), record["at"]))
+        self._known_times.put(first, record["at"])
 
     def fact_times(self) -> dict[int, int]:
         """Fact n -> the Unix time in milliseconds at which this store accepted it, for the facts
@@ -869,10 +870,10 @@ class RunStore(RunLog):
             if whole.valid_len < self._times_marked:
                 # What the archive synced and verified cannot be a torn tail: damage.
                 raise StorageError("a times record before the archive's mark is damaged", component=HOST)
-            whole.times.update(self._known_times)
-            self._known_times = whole.times
+            whole.times.update(self._known_times.as_dict())
+            self._known_times = KnownTimes(whole.times)
             self._times_marked = 0
-        times = dict(self._known_times)
+        times = self._known_times.as_dict()
         for offset, ms in enumerate(self._times):
             times[self._times_from + offset] = ms
         return times

@@ -112,7 +112,7 @@ def _take_times(obj: dict, times: dict[int, int], line_no: int) -> None:
     first, at = obj.get("from"), obj.get("at")
     # (checked and taken in C: a run's host.jsonl holds a time per fact, read at every open)
     if type(first) is not int or first < 1 or type(at) is not list or not at \
-            or set(map(type, at)) != {int} or min(at) < 0:
+            or set(map(type, at)) != {int} or min(at) < 0 or max(at) >= 1 << 63:
         raise StorageError(f"line {line_no}: a times record lacks from or at", component=HOST)
     times.update(zip(range(first, first + len(at)), at))
 

@@ -85,9 +85,10 @@ class RunLog(abc.ABC):
         """How many facts `facts()` holds."""
 
     @abc.abstractmethod
-    def verified_facts(self) -> list[dict]:
-        """The facts verified so far, as a list that grows while a deferred verification goes
-        on. Do not mutate it."""
+    def verified_facts(self) -> Sequence[dict]:
+        """The facts verified so far, as a sequence that grows while a deferred verification
+        goes on or the run is appended to (a live run's older facts are read back from the
+        store as they are indexed: `flowrt.store.shelf`). Do not mutate it."""
 
     @abc.abstractmethod
     def fact_at(self, index: int) -> dict | None:

@@ -42,6 +42,7 @@ from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageEr
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.host_records import check_host_record
 from flowrt.store.interface import RunImage, RunLog, Store
+from flowrt.store.known_times import KnownTimes
 from flowrt.store.postgres_pool import CONNECT_SECONDS, STATEMENT_SECONDS, new_pool
 from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
@@ -268,7 +269,7 @@ class PostgresRunLog(RunLog):
         self._times: list[int] = []
         self._times_from = 0
         self._times_recorded = time.time_ns() // 1_000_000
-        self._known_times: dict[int, int] = {}
+        self._known_times = KnownTimes()
 
     # -- the held connection and the lease ----------------------------------------------------
 
@@ -355,7 +356,7 @@ class PostgresRunLog(RunLog):
         self._host_head, self._host_count = verified.host_head, len(host_rows)
         self.archived_checkpoints = verified.archived_checkpoints
         self._known_values = present
-        self._known_times = verified.times
+        self._known_times = KnownTimes(verified.times)
 
     def _index_refs(self, fact: dict) -> None:
         index_refs(self._refs, fact)
@@ -623,13 +624,12 @@ class PostgresRunLog(RunLog):
 
     def _times_written(self, when: int) -> None:
         """The times not yet recorded are in a written `times` record now (at `when`)."""
-        for offset, ms in enumerate(self._times):
-            self._known_times[self._times_from + offset] = ms
+        self._known_times.put(self._times_from, self._times)
         self._times, self._times_recorded = [], when
 
     def fact_times(self) -> dict[int, int]:
         """Fact n -> the Unix time in milliseconds at which this store accepted it, where known."""
-        times = dict(self._known_times)
+        times = self._known_times.as_dict()
         for offset, ms in enumerate(self._times):
             times[self._times_from + offset] = ms
         return times

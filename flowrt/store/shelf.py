@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from itertools import accumulate
 from typing import Iterator, Protocol
 
 import orjson
@@ -25,10 +26,10 @@ from flowrt.store.layout import HISTORY
 from flowrt.store.reading import _HistoryReader
 
 #: A store shelves its older facts once it holds this many (Start aside) ...
-SHELVE_AT = 2048
+SHELVE_AT = 1024
 #: ... keeping the newest this many in memory: what a host reads back soon after writing it
 #: (the last Checkpoint, the Call a Reply answers) is nearly always among them.
-KEEP = 256
+KEEP = 128
 #: Facts read back from storage at a time when iterating.
 LOAD_STEP = 4096
 
@@ -186,37 +187,25 @@ class HistoryLines:
         self.starts = array("q")
         self.kept_at = 0
 
-    def note(self, count: int, first_index: int) -> None:
+    def note(self, count: int, first_index: int, written_end: int) -> None:
         """Find the lines of the next `count` facts (the first at index `first_index`), from
-        `kept_at` on, before they are shelved."""
-        found: list[int] = []
+        `kept_at` on, before they are shelved: the kept facts' lines are the bytes from there to
+        `written_end`, split in C."""
         at = self.kept_at
         try:
             with open(self.path, "rb", buffering=0) as handle:
-                chunk_size = max(count * 256, 1 << 16)
-                while len(found) < count:
-                    chunk = os.pread(handle.fileno(), chunk_size, at)
-                    if not chunk:
-                        raise StorageError("the history is shorter than the facts written",
-                                           component=HISTORY)
-                    pos = 0
-                    while len(found) < count:
-                        end = chunk.find(b"\n", pos)
-                        if end < 0:
-                            break
-                        found.append(at + pos)
-                        pos = end + 1
-                    at += pos
-                    if pos == 0:
-                        if len(chunk) < chunk_size:
-                            raise StorageError("the history ends inside a fact written",
-                                               component=HISTORY)
-                        chunk_size *= 2  # a line longer than the chunk
+                data = os.pread(handle.fileno(), written_end - at, at)
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
+        lines = data.split(b"\n", count)
+        if len(lines) <= count or len(data) != written_end - at:
+            raise StorageError("the history is shorter than the facts written", component=HISTORY)
+        del lines[count:]
+        # each line's start, then where the next begins: at, at + len + 1, ...
+        starts = list(accumulate(map((1).__add__, map(len, lines)), initial=at))
+        self.kept_at = starts.pop()
         # (Start's line, at index 0, is never read back)
-        self.starts.extend(found[1:] if first_index == 0 else found)
-        self.kept_at = at
+        self.starts.extend(starts[1:] if first_index == 0 else starts)
 
     def load(self, first: int, stop: int, shelf: FactShelf) -> list[dict]:
         """The facts of indexes [first, stop) (all shelved, first >= 1), read back and verified
