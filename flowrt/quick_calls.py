@@ -6,10 +6,15 @@ every background run of the process (flowrt/run_hub.py), so a call it served tha
 stop them all; sent to a worker thread instead, a call costs two thread handoffs, which for a
 call of a few microseconds is most of a recorded call's cost (docs/impl.md). So the hub serves a
 callable itself only once its first `PROVEN_AFTER` calls have each taken under
-`QUICK_SECONDS`, and never again once any call of it has taken longer: a slow Tool (a model, a
-web API) is found slow on its first call, served on workers, and costs the other runs nothing.
-What remains is a callable quick for its first calls that later blocks: the hub's runs wait for
-that one call, once (docs/api.md).
+`QUICK_SECONDS`, and never again once a second call of it has taken longer within
+`SLOW_AGAIN_WITHIN` calls of another: a slow Tool (a model, a web API) is found slow on its first
+call, served on workers, and costs the other runs nothing. One slow call alone does not make a
+proven callable slow: on a machine with more runnable processes than CPUs the hub's thread is
+now and then put aside for over a millisecond in the middle of a call of a few microseconds
+(measured: once in ~55,000 calls with 20 runs on 2 cores, and from then on every call of that
+process went to a worker, each with a reply that came later than the run's wait). What remains
+is a callable quick for its first calls that later blocks: the hub's runs wait for its first
+two such calls (docs/api.md).
 """
 
 from __future__ import annotations
@@ -21,18 +26,24 @@ from typing import Any, Callable
 
 QUICK_SECONDS = 0.001
 PROVEN_AFTER = 3
+#: A proven callable is slow for good once a call takes longer than QUICK_SECONDS within this many
+#: calls of the last one that did.
+SLOW_AGAIN_WITHIN = 1000
 
 
 class Record:
-    """One callable's calls so far: how many were quick (counted up to `PROVEN_AFTER`), and
-    whether any was slow (for good). Updated without a lock: a count lost to a race costs one
-    more call on a worker, and `slow` is only ever set."""
+    """One callable's calls so far: how many were quick (counted up to `PROVEN_AFTER`), whether
+    it is slow (for good), how many calls it has had and the number of its last slow one.
+    Updated without a lock: a count lost to a race moves a call's count by one, and `slow` is
+    only ever set."""
 
-    __slots__ = ("quick", "slow")
+    __slots__ = ("quick", "slow", "calls", "slow_at")
 
     def __init__(self) -> None:
         self.quick = 0
         self.slow = False
+        self.calls = 0
+        self.slow_at: int | None = None
 
     @property
     def proven(self) -> bool:
@@ -44,8 +55,12 @@ class Record:
         try:
             return fn(**arguments)
         finally:
+            self.calls += 1
             if time.perf_counter() - started > QUICK_SECONDS:
-                self.slow = True
+                last = self.slow_at
+                if self.quick < PROVEN_AFTER or (last is not None and self.calls - last <= SLOW_AGAIN_WITHIN):
+                    self.slow = True
+                self.slow_at = self.calls
             elif self.quick < PROVEN_AFTER:
                 self.quick += 1
 

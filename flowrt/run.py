@@ -41,6 +41,8 @@ from flowrt.admission import admitted_by
 
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
+#: how long a host waits for a reply before it records the times of the facts before the wait
+TIMES_WAIT = 0.05
 #: This process's compiles of the programs it runs: a program run again unchanged (every file it
 #: read reads the same) is not checked or generated again (flowc/compile_cache.py)
 COMPILES = CompileCache()
@@ -259,7 +261,16 @@ class Driver:
         if halt is not None and halt.is_set():
             raise HaltRequested(getattr(halt, "reason", None))
 
-    def next_reply(self) -> tuple[str, Any]:
+    def next_reply(self, *, times_unrecorded: bool = False) -> tuple[str, Any]:
+        """The next reply delivered, waiting as long as it takes (looking at `halt` meanwhile).
+        `times_unrecorded`: the facts' times were left to the store's next record; if no reply
+        comes within TIMES_WAIT they are recorded then, so a follower of a run that waits long
+        sees them (a reply that comes sooner costs no record)."""
+        if times_unrecorded:
+            try:
+                return self.replies.get(timeout=TIMES_WAIT)
+            except queue.Empty:
+                self.store.sync()
         if self.halt is None:
             return self.replies.get()
         while True:
@@ -301,12 +312,13 @@ class Driver:
                 crash_after(fact["n"], self.kill_after)
         return facts[-1]
 
-    def make_durable(self) -> None:
+    def make_durable(self, *, times: bool = True) -> None:
         """Everything the run has admitted is durable: the deferred facts written, a Reply
         written without sync synced. Before the host waits on anything but the child, and before
-        the run pauses or halts (a call sent, an End, output: each syncs with its own fact)."""
+        the run pauses or halts (a call sent, an End, output: each syncs with its own fact).
+        `times`: their times recorded too (see `RunLog.sync`)."""
         self.write_deferred()
-        self.store.sync()
+        self.store.sync(times=times)
 
     def sync_written(self) -> None:
         """The child has been quiet a while: a Reply written without a sync is made durable.
@@ -545,8 +557,11 @@ class Driver:
                         # the host would wait.
                         call_id, outcome = self.replies.get_nowait()
                     except queue.Empty:
-                        self.make_durable()
-                        call_id, outcome = self.next_reply()
+                        # Their times only if the reply is slow to come: a Tool served on a
+                        # worker answers in microseconds, and a record each call cost a write
+                        # (a database statement on PostgreSQL).
+                        self.make_durable(times=False)
+                        call_id, outcome = self.next_reply(times_unrecorded=True)
                         if self.halt is not None and self.halt.is_set():
                             # a halt asked for while the call was out wins, as over `call_here`
                             self.arrived.insert(0, (call_id, outcome))

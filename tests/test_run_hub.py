@@ -348,7 +348,7 @@ def test_background_runs_with_fsync_complete_and_their_histories_check(tmp_path)
 # ---- which Python Tools the hub serves on its own thread ---------------------------------------
 
 
-def test_a_callable_is_proven_quick_after_its_first_quick_calls_and_never_again_once_slow():
+def test_a_callable_is_proven_quick_after_its_first_quick_calls_and_never_again_once_slow_twice():
     def quick(n):
         return n
 
@@ -370,6 +370,17 @@ def test_a_callable_is_proven_quick_after_its_first_quick_calls_and_never_again_
     with pytest.raises(ZeroDivisionError):
         fast.timed(lambda: 1 / 0, {})  # a call that raises is timed too
     assert fast.proven
+    # A proven callable's one slow call (its thread put aside mid-call) leaves it proven; a
+    # second within SLOW_AGAIN_WITHIN calls makes it slow for good.
+    assert fast.timed(slow, {"n": 2}) == 2 and fast.proven
+    for n in range(quick_calls.SLOW_AGAIN_WITHIN):
+        fast.timed(quick, {"n": n})
+    assert fast.timed(slow, {"n": 3}) == 3 and fast.proven  # long after the one before
+    for n in range(quick_calls.SLOW_AGAIN_WITHIN - 2):
+        fast.timed(quick, {"n": n})
+    assert fast.timed(slow, {"n": 4}) == 4 and not fast.proven
+    fast.timed(quick, {"n": 5})
+    assert not fast.proven
 
 
 def test_the_hub_serves_a_quick_tool_on_its_thread_and_a_slow_one_on_workers(tmp_path):

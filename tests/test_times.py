@@ -233,3 +233,60 @@ def test_refresh_after_an_archive_says_open_again(tmp_path):
     writer.sync()
     assert reader.refresh() is None
     writer.close()
+
+
+ECHO_LOOP = ("@tool pub flow echo(n: Int) -> Int\n\n"
+             "pub flow main(n: Int) -> Int !tool = loop(n, 0)\n\n"
+             "flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }\n")
+
+
+def times_records(runs: Path) -> list[dict]:
+    [run] = os.listdir(runs)
+    return [line for line in host_lines(str(runs), run) if line["kind"] == "times"]
+
+
+@pytest.mark.parametrize("durability", ["none", "fsync"])
+def test_a_reply_that_comes_at_once_from_a_worker_costs_no_times_record(tmp_path, durability):
+    import time
+
+    import flowrt
+    from flowrt import quick_calls
+
+    def echo(n):
+        time.sleep(0.002)  # the run finds no reply yet and waits for it
+        return n
+
+    quick_calls.never_quick(echo)  # every call of the hub's run served on a worker thread
+    (tmp_path / "echo.flow").write_text(ECHO_LOOP)
+    host = flowrt.Host({"echo.echo": echo}, runs_dir=str(tmp_path / "runs"), durability=durability)
+    result = host.start(str(tmp_path / "echo.flow"), {"n": 100}, detach=True).wait(timeout=120)
+    assert result.exit_code == 0 and result.output == sum(range(101))
+    records = times_records(tmp_path / "runs")
+    timed = {r["from"] + i for r in records for i in range(len(r["at"]))}
+    [run] = os.listdir(tmp_path / "runs")
+    with RunStore.open(str(tmp_path / "runs"), run, for_append=False) as stored:
+        facts = len(stored)
+    assert timed == set(range(1, facts + 1))  # every fact's time, recorded before the run ended
+    assert len(records) < 30  # not one a call (it was, before: 100 and more)
+
+
+def test_a_reply_slow_to_come_has_the_times_before_it_recorded_while_it_is_awaited(tmp_path):
+    import time
+
+    import flowrt
+
+    seen: list[set] = []
+
+    def echo(n):
+        time.sleep(0.3)  # longer than the host waits before it records the times it has
+        seen.append({r["from"] + i for r in times_records(tmp_path / "runs") for i in range(len(r["at"]))})
+        return n
+
+    (tmp_path / "echo.flow").write_text(ECHO_LOOP)
+    host = flowrt.Host({"echo.echo": echo}, runs_dir=str(tmp_path / "runs"), durability="none")
+    result = host.start(str(tmp_path / "echo.flow"), {"n": 2}, detach=True).wait(timeout=60)
+    assert result.exit_code == 0
+    [run] = os.listdir(tmp_path / "runs")
+    with RunStore.open(str(tmp_path / "runs"), run, for_append=False) as stored:
+        calls = [f["n"] for f in stored.facts() if f["kind"] == "Call"]
+    assert len(seen) == 2 and all(n in times for n, times in zip(calls, seen))

@@ -749,12 +749,12 @@ class RunStore(RunLog):
             self._commit((fact,), line, blobs, sync)
             return fact
 
-    def sync(self) -> None:
+    def sync(self, *, times: bool = True) -> None:
         """Make every fact written so far durable (nothing to do when they are), and record
-        their times. On failure the facts that were not durable are cut from the history and
-        StorageError is raised."""
+        their times (unless not `times`). On failure the facts that were not durable are cut
+        from the history and StorageError is raised."""
         self._sync_facts()
-        if self._times and self._fd is not None:
+        if times and self._times and self._fd is not None:
             with self._lock:
                 self._record_times()
 

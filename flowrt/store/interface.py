@@ -198,9 +198,12 @@ class RunLog(abc.ABC):
         """Write several facts at once (group commit): all or none."""
 
     @abc.abstractmethod
-    def sync(self) -> None:
+    def sync(self, *, times: bool = True) -> None:
         """Make every fact written so far durable; on failure the facts that were not durable
-        are removed and StorageError is raised."""
+        are removed and StorageError is raised. With `times` (the default) the times of the
+        facts written are recorded too (a follower sees them); without, they wait for the
+        store's next `times` record (at most every TIMES_EVERY_MS of appends, or a sync with
+        them): a host waiting on a reply that comes within microseconds need not write one."""
 
     @property
     @abc.abstractmethod

@@ -634,12 +634,13 @@ class PostgresRunLog(RunLog):
             times[self._times_from + offset] = ms
         return times
 
-    def sync(self) -> None:
+    def sync(self, *, times: bool = True) -> None:
         if self._conn is None:
             return
         with self._lock:
             if not self._unflushed:
-                self._record_times()
+                if times:
+                    self._record_times()
                 return
             try:
                 # The times record, committed synchronously, flushes the log past the facts it
