@@ -23,26 +23,25 @@ import flowc
 from flowc.compiled import Compiled, Function
 from flowc.diagnostics import Diagnostic
 from flowc.diagnostics import M
-from flowc.diagnostics.places import json_error_location
 from flowc.emit import Generated
 from flowc.compile_cache import CompileCache
 from flowc.disk import DiskChecks
-from flowdata import canonical, codec
+from flowdata import canonical
 from flowrt import bindings as B
 from flowc.files import read_text
 from flowrt.store import RunLog, open_store, StorageError
 from flowrt.halts import DeadlineHalt, HaltRequested, TemplateLostHalt, halt_reason
 from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind, close_bound
-from flowrt.refusal import INPUT, Refused, _line_of, refuse
+from flowrt.refusal import Refused, _line_of, refuse
+from flowrt.run_input import decode_input
 from flowrt.tool_types import Typed, ToolTypes
 from flowrt import run_hub, timers
 from flowrt.admission import admitted_by
 
 
 HALT_TICK = 0.05  # seconds between looks at a run's `halt` event while it waits for a reply
-#: how long a host waits for a reply before it records the times of the facts before the wait
-TIMES_WAIT = 0.05
+TIMES_WAIT = 0.05  # seconds a host waits for a reply before it records its facts' times
 #: This process's compiles of the programs it runs: a program run again unchanged (every file it
 #: read reads the same) is not checked or generated again (flowc/compile_cache.py)
 COMPILES = CompileCache()
@@ -114,35 +113,6 @@ def prepare(path: str, entry_name: str, input_text: str, *, python_tools: dict |
     implementations = bind(compiled, path, tools, python_tools or {}, allow=allow, ask=ask, host=host,
                            manifest_dir=manifest_dir, approvals=approvals)
     return Prepared(compiled, fn, args_json, tools, implementations, compiled.generated, approvals)
-
-
-def decode_input(fn: Function, input_text: str) -> dict[str, Any]:
-    """The input as canonical JSON values per parameter; refuses anything that does not decode."""
-    try:
-        data = codec.parse_json(input_text)
-    except Exception as problem:
-        text = input_text if isinstance(input_text, str) else None
-        where = json_error_location(INPUT, text) if text is not None else None
-        raise refuse(M.input_invalid_json(problem=problem), where, {INPUT: text} if where else None) from None
-    # The input parsed: what is wrong is in its data, which has no line to point at.
-    if not isinstance(data, dict):
-        raise refuse(M.input_invalid_not_object(), None)
-    names = [p.name for p in fn.params]
-    for key in sorted(data):
-        if key not in names:
-            raise refuse(M.input_invalid_unknown_parameter(entry=fn.name, key=key, names=names), None)
-    out: dict[str, Any] = {}
-    defs = fn.defs
-    for p in fn.params:
-        if p.name not in data:
-            raise refuse(M.input_invalid_missing(name=p.name), None)
-        term = p.type
-        try:
-            value = codec.decode(data[p.name], term, defs)
-        except codec.DecodeError as problem:
-            raise refuse(M.input_invalid_value(name=p.name, problem=problem), None) from None
-        out[p.name] = codec.encode(value, term, defs)
-    return out
 
 
 def new_run_id() -> str:

@@ -32,10 +32,15 @@ import greenlet
 
 from flowrt.store import durable
 from flowrt.store.locate import is_database_url
+from flowrt.sync_process import SyncProcess
 
 #: threads that wait on the disk for the hub's runs (`RunHub.blocking`): the syncs of that many
 #: runs overlap, as they would from threads of their own
 HELPERS = 32
+#: whether a hub driving several runs has their histories synced by a process of its own
+#: (flowrt/sync_process.py) rather than by its helper threads
+SYNC_PROCESS = True
+_FDATASYNC = getattr(os, "fdatasync", None)
 
 
 class _RunGreenlet(greenlet.greenlet):
@@ -154,6 +159,8 @@ class RunHub:
         self._work: queue.SimpleQueue = queue.SimpleQueue()  # for the helper threads (`blocking`)
         self._helper_count = 0
         self._idle_helpers = 0  # (read without the lock: a helper more or less is started)
+        self._syncer: SyncProcess | None = None
+        self._syncer_failed = False  # it could not be started: the helper threads sync
 
     # -- from any thread -------------------------------------------------------------------
 
@@ -231,6 +238,54 @@ class RunHub:
                     threading.Thread(target=self._help, name=self.name + " sync", daemon=True).start()
         return _unboxed(done.get())
 
+    def sync(self, call: Callable[[int], None], fd: int) -> None:
+        """`call(fd)`, a sync of a run's history, made durable before this returns while the
+        hub's other runs go on: by the hub's sync process when it drives several runs and
+        `call` is `os.fdatasync`, otherwise as `blocking` makes it. A sync the process could
+        not make (it went away) is made by `blocking`; its errno is raised as the OSError the
+        sync here would have raised."""
+        if self._tasks <= 1 or call is not _FDATASYNC or not SYNC_PROCESS:
+            return self.blocking(call, fd)
+        syncer = self._syncer if self._syncer is not None else self._start_syncer()
+        if syncer is None:
+            return self.blocking(call, fd)
+        done = self.queue()
+
+        def answered(code: int | None) -> None:  # on the hub's thread
+            done._items.append(code)
+            if done.waiter is not None:
+                self._resume(done.waiter)
+
+        if not syncer.send(fd, answered):
+            self._forget_syncer_if_gone()
+            return self.blocking(call, fd)
+        code = done.get()
+        if code is None:
+            return self.blocking(call, fd)
+        if code:
+            raise OSError(code, os.strerror(code))
+
+    def _start_syncer(self) -> "SyncProcess | None":
+        if self._syncer_failed:
+            return None
+        try:
+            syncer = SyncProcess()
+        except OSError:
+            self._syncer_failed = True
+            return None
+        self._syncer = syncer
+        self._poller.register(syncer.fileno, select.POLLIN)
+        return syncer
+
+    def _forget_syncer_if_gone(self) -> None:
+        syncer = self._syncer
+        if syncer is not None and not syncer.alive:
+            self._syncer = None  # (a later sync starts another)
+            try:
+                self._poller.unregister(syncer.fileno)
+            except (KeyError, ValueError):
+                pass
+
     def on_own_thread(self, function: Callable[[], Any]) -> Any:
         """`function()` on a new thread of its own (a run the hub does not drive well), its
         result returned (or exception raised) here once it ends; the hub goes on meanwhile.
@@ -290,9 +345,14 @@ class RunHub:
         events = self._poller.poll(timeout_ms)
         by_fd = self._by_fd
         woken: dict[_Wait, None] = {}  # in the order they woke
+        syncer = self._syncer
         for fd, event in events:
             if fd == self._wake_r:
                 self._take_notices(woken)
+                continue
+            if syncer is not None and fd == syncer.fileno:
+                syncer.take_answers()  # (each answered run resumed)
+                self._forget_syncer_if_gone()
                 continue
             wait = by_fd.get(fd)
             if wait is None:
@@ -360,7 +420,7 @@ def _sync_waiter(call: Callable[[int], None], fd: int) -> None:
     if hub is None:
         call(fd)
     else:
-        hub.blocking(call, fd)
+        hub.sync(call, fd)
 
 
 durable.sync_waiter = _sync_waiter

@@ -117,7 +117,9 @@ class FactShelf:
         yield from list(self.kept)
 
     def __reversed__(self) -> Iterator[dict]:
-        yield from reversed(list(self.kept))
+        kept = self.kept  # (by index, no copy: a reader looking for a recent fact stops soon)
+        for index in range(len(kept) - 1, -1, -1):
+            yield kept[index]
         base = self.base
         if base:
             for stop in range(base, 1, -LOAD_STEP):
@@ -169,7 +171,7 @@ class FactShelf:
 
     def cut(self, count: int) -> None:
         """Remove the facts from index `count` on (a failed sync's): never shelved ones."""
-        if count <= self.base:
+        if count < self.base or (count == self.base and self.base):
             raise AssertionError("a shelved fact cannot be cut, nor every kept one")
         del self.kept[count - self.base:]
 
