@@ -32,43 +32,46 @@ _ANSWER = struct.Struct("=Qi")
 
 #: The helper's own program: it imports nothing of Flow and nothing but the standard library.
 _HELPER = r"""
-import os, queue, socket, struct, sys, threading
+import os, socket, struct, sys, threading
 sock = socket.socket(fileno=int(sys.argv[1]))
 request, answer = struct.Struct("=Q"), struct.Struct("=Qi")
-work = queue.SimpleQueue()
-idle = [0]
+lock = threading.Lock()
+state = {"idle": 0, "threads": 0}
 def serve():
+    # Each thread takes the next request off the socket itself: no handoff between threads.
     while True:
-        idle[0] += 1
-        number, fd = work.get()
-        idle[0] -= 1
+        with lock:
+            state["idle"] += 1
         try:
-            os.fdatasync(fd)
+            data, fds, _, _ = socket.recv_fds(sock, request.size, 1)
+        except OSError:
+            os._exit(0)
+        with lock:
+            state["idle"] -= 1
+            more = state["idle"] == 0 and state["threads"] < 64
+            if more:
+                state["threads"] += 1
+        if more:
+            threading.Thread(target=serve, daemon=True).start()
+        if not data:
+            os._exit(0)  # the host closed its end, or died
+        if len(fds) != 1 or len(data) != request.size:
+            for fd in fds:
+                os.close(fd)
+            continue
+        try:
+            os.fdatasync(fds[0])
             code = 0
         except OSError as problem:
             code = problem.errno or 5
         finally:
-            os.close(fd)
+            os.close(fds[0])
         try:
-            sock.send(answer.pack(number, code))
+            sock.send(answer.pack(request.unpack(data)[0], code))
         except OSError:
             os._exit(0)
-threads = 0
-while True:
-    try:
-        data, fds, _, _ = socket.recv_fds(sock, request.size, 1)
-    except OSError:
-        os._exit(0)
-    if not data:
-        os._exit(0)  # the host closed its end, or died
-    if len(fds) != 1 or len(data) != request.size:
-        for fd in fds:
-            os.close(fd)
-        continue
-    work.put((request.unpack(data)[0], fds[0]))
-    if idle[0] == 0 and threads < 64:
-        threads += 1
-        threading.Thread(target=serve, daemon=True).start()
+state["threads"] = 1
+serve()
 """
 
 
