@@ -7,14 +7,14 @@ after the sync, to hand the result back) while the hub's thread holds it for the
 and a host driving 20 runs spent 180-270 µs of its own CPU a call, 7.7 context switches, where
 the disk takes 20 syncs at once at ~41 µs each (docs/impl.md, session 15).
 
-Here the syncs are made by a small process started once: the hub sends it each sync as a
-message over a socket, with the run's history descriptor attached (`SCM_RIGHTS`: the same open
-file, so `fdatasync` there makes exactly that file's written data durable, as it would here),
-and its threads, which hold nothing else, sync them in parallel and answer with the errno. The
-hub polls the socket with the runs' pipes and resumes each run as its answer comes. If the
-process is gone (killed, failed to start), the syncs it had and every later one are made by the
-hub's helper threads as before: nothing is lost, a sync is only ever reported done once the
-process has said so.
+Here the syncs are made by small processes started once: the hub sends each sync as a message
+over a socket, with the run's history descriptor attached (`SCM_RIGHTS`: the same open file, so
+`fdatasync` there makes exactly that file's written data durable, as it would here); each of
+`WORKERS` single-threaded processes takes the next message off the socket, syncs, and answers
+with the errno, so syncs of several runs overlap. The hub polls the socket with the runs' pipes
+and resumes each run as its answer comes. If the processes are gone (one killed ends them all;
+failed to start), the syncs they had and every later one are made by the hub's helper threads as
+before: nothing is lost, a sync is only ever reported done once a process has said so.
 """
 
 from __future__ import annotations
@@ -30,48 +30,54 @@ from typing import Callable
 _REQUEST = struct.Struct("=Q")
 _ANSWER = struct.Struct("=Qi")
 
-#: The helper's own program: it imports nothing of Flow and nothing but the standard library.
+#: How many processes sync at once (each single-threaded: threads of one process took the
+#: interpreter's lock around every sync, ~80 µs of CPU a sync against ~60 for processes).
+WORKERS = 8
+
+#: The helper's own program: it imports nothing of Flow and nothing but the standard library. Its
+#: first process forks the workers and watches them: when one ends (the host closed the socket,
+#: or it was killed), it ends them all, so that the host sees the socket's end and makes every
+#: sync still out another way (a sync taken by a worker that died is never answered otherwise).
+#: A worker dies with the first process (`PR_SET_PDEATHSIG`).
 _HELPER = r"""
-import os, socket, struct, sys, threading
+import ctypes, os, signal, socket, struct, sys
 sock = socket.socket(fileno=int(sys.argv[1]))
 request, answer = struct.Struct("=Q"), struct.Struct("=Qi")
-lock = threading.Lock()
-state = {"idle": 0, "threads": 0}
-def serve():
-    # Each thread takes the next request off the socket itself: no handoff between threads.
-    while True:
-        with lock:
-            state["idle"] += 1
-        try:
-            data, fds, _, _ = socket.recv_fds(sock, request.size, 1)
-        except OSError:
+leader = os.getpid()
+for _ in range(int(sys.argv[2])):
+    if os.fork() == 0:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != leader:
             os._exit(0)
-        with lock:
-            state["idle"] -= 1
-            more = state["idle"] == 0 and state["threads"] < 64
-            if more:
-                state["threads"] += 1
-        if more:
-            threading.Thread(target=serve, daemon=True).start()
-        if not data:
-            os._exit(0)  # the host closed its end, or died
-        if len(fds) != 1 or len(data) != request.size:
-            for fd in fds:
-                os.close(fd)
-            continue
-        try:
-            os.fdatasync(fds[0])
-            code = 0
-        except OSError as problem:
-            code = problem.errno or 5
-        finally:
-            os.close(fds[0])
-        try:
-            sock.send(answer.pack(request.unpack(data)[0], code))
-        except OSError:
-            os._exit(0)
-state["threads"] = 1
-serve()
+        break
+else:
+    sock.close()  # (the workers hold it: the host sees its end once they are gone)
+    try:
+        os.wait()
+    finally:
+        os.killpg(0, signal.SIGKILL)
+while True:
+    try:
+        data, fds, _, _ = socket.recv_fds(sock, request.size, 1)
+    except OSError:
+        os._exit(0)
+    if not data:
+        os._exit(0)  # the host closed its end, or died
+    if len(fds) != 1 or len(data) != request.size:
+        for fd in fds:
+            os.close(fd)
+        continue
+    try:
+        os.fdatasync(fds[0])
+        code = 0
+    except OSError as problem:
+        code = problem.errno or 5
+    finally:
+        os.close(fds[0])
+    try:
+        sock.send(answer.pack(request.unpack(data)[0], code))
+    except OSError:
+        os._exit(0)
 """
 
 
@@ -82,7 +88,7 @@ class SyncProcess:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _HELPER, str(theirs.fileno())],
+                [sys.executable, "-I", "-S", "-c", _HELPER, str(theirs.fileno()), str(WORKERS)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, env={}, close_fds=True, start_new_session=True)
         except BaseException:

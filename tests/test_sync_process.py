@@ -15,16 +15,22 @@ import pytest
 
 import flowrt
 from flowrt import run_hub
+from flowrt import sync_process
 from flowrt.sync_process import SyncProcess
 from tests.test_run_hub import COUNT
+from tests.test_spare_child import wait_for
 
 
 def answer_of(syncer: SyncProcess, fd: int, timeout: float = 30.0):
     """Send one sync and read answers until it has its own (the socket polled, as the hub does)."""
-    import select
-
     got: list = []
     assert syncer.send(fd, got.append)
+    return answer_of_sent(syncer, got, timeout)
+
+
+def answer_of_sent(syncer: SyncProcess, got: list, timeout: float = 30.0):
+    import select
+
     poller = select.poll()
     poller.register(syncer.fileno, select.POLLIN)
     while not got:
@@ -40,6 +46,7 @@ def test_the_process_syncs_a_file_and_answers_an_error_with_its_errno(tmp_path):
             handle.write(b'{"n":1}\n')
             handle.flush()
             assert answer_of(syncer, handle.fileno()) == 0
+        wait_for(lambda: len(workers_of(syncer)) == sync_process.WORKERS, "every worker forked")
         reading, writing = os.pipe()
         try:
             assert answer_of(syncer, reading) == errno.EINVAL  # a pipe cannot be synced
@@ -47,9 +54,11 @@ def test_the_process_syncs_a_file_and_answers_an_error_with_its_errno(tmp_path):
             os.close(reading)
             os.close(writing)
         assert syncer.alive and not syncer.waiting
+        workers = workers_of(syncer)
     finally:
         syncer.close()
-    assert syncer.process.returncode is not None  # closed: the process has ended
+    assert syncer.process.returncode is not None  # closed: the processes have ended
+    wait_for(lambda: not any(running(pid) for pid in workers), "the workers to end")
 
 
 def test_syncs_out_when_the_process_dies_are_answered_none_and_later_ones_refused(tmp_path):
@@ -59,9 +68,8 @@ def test_syncs_out_when_the_process_dies_are_answered_none_and_later_ones_refuse
         os.kill(syncer.process.pid, signal.SIGKILL)
         syncer.process.wait(timeout=30)
         got: list = []
-        if syncer.send(handle.fileno(), got.append):  # (the socket may still take a message)
-            syncer.take_answers()  # reads the end of the socket
-            assert got == [None]
+        if syncer.send(handle.fileno(), got.append):  # (the workers may not have died yet)
+            assert answer_of_sent(syncer, got) is None  # their end of the socket closes
         assert not syncer.alive and not syncer.send(handle.fileno(), got.append)
 
 
@@ -93,7 +101,22 @@ def test_a_hubs_runs_with_fsync_are_synced_by_its_process(tmp_path, monkeypatch)
     assert sum(answered) > 30  # most of the 4 x 30 calls' syncs (the last run alone syncs here)
 
 
-def test_runs_go_on_when_the_sync_process_is_killed_under_them(tmp_path, monkeypatch):
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def workers_of(syncer: SyncProcess) -> list[int]:
+    pid = syncer.process.pid
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+@pytest.mark.parametrize("which", ["first", "worker"])
+def test_runs_go_on_when_the_sync_process_is_killed_under_them(tmp_path, monkeypatch, which):
     killed = threading.Event()
     real = SyncProcess.send
 
@@ -101,7 +124,7 @@ def test_runs_go_on_when_the_sync_process_is_killed_under_them(tmp_path, monkeyp
         sent = real(self, fd, answered)
         if sent and len(self.waiting) >= 2 and not killed.is_set():
             killed.set()
-            os.kill(self.process.pid, signal.SIGKILL)
+            os.kill(self.process.pid if which == "first" else workers_of(self)[0], signal.SIGKILL)
         return sent
 
     monkeypatch.setattr(SyncProcess, "send", send_then_kill)
