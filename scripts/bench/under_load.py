@@ -62,16 +62,21 @@ HOSTED_API = "UNDER_LOAD_HOSTED_API"
 def children_cpu() -> float:
     """CPU seconds of this process's reaped children, and of those its child template reaped
     (each run's sandbox child, started or forked: flowrt/child_template.py), and of the run hub's
-    sync process so far (flowrt/sync_process.py: it lives as long as the host)."""
+    sync processes so far (flowrt/sync_process.py, the first and its workers: they live as long
+    as the host)."""
     from flowrt import child_reaper, run_hub
 
     syncer = getattr(run_hub._shared, "_syncer", None)  # (None in a tree without one)
     syncing = 0.0
     if syncer is not None and syncer.process.poll() is None:
+        pid = syncer.process.pid
         try:
-            with open(f"/proc/{syncer.process.pid}/stat") as handle:
-                fields = handle.read().rpartition(")")[2].split()
-            syncing = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                workers = [int(child) for child in handle.read().split()]
+            for process in [pid, *workers]:
+                with open(f"/proc/{process}/stat") as handle:
+                    fields = handle.read().rpartition(")")[2].split()
+                syncing += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
         except (OSError, IndexError, ValueError):
             pass
     return child_reaper.children_cpu_seconds() + syncing
