@@ -20,6 +20,7 @@ hub once bound (`on_own_thread`, from flowrt/run.py `run`).
 
 from __future__ import annotations
 
+import atexit
 import collections
 import os
 import queue
@@ -275,6 +276,7 @@ class RunHub:
             return None
         self._syncer = syncer
         self._poller.register(syncer.fileno, select.POLLIN)
+        atexit.register(syncer.close)  # (its workers end once the socket closes; reaped here)
         return syncer
 
     def _forget_syncer_if_gone(self) -> None:
