@@ -49,7 +49,7 @@ def forked_child(monkeypatch) -> Child:
 def state_of(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # (reaped before, or between open and read)
         return "gone"
 
 

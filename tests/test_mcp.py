@@ -432,7 +432,11 @@ async def test_runs_through_one_server_share_a_tool_process_that_ends_with_the_s
         assert outputs == [int(started)] * 3
     # the server closed its kept processes as it ended
     for _ in range(300):
-        if not os.path.exists(f"/proc/{started}") or open(f"/proc/{started}/stat").read().split()[2] == "Z":
+        try:
+            with open(f"/proc/{started}/stat") as stat:
+                if stat.read().split()[2] == "Z":
+                    break
+        except (FileNotFoundError, ProcessLookupError):  # (reaped before, or between open and read)
             break
         await anyio.sleep(0.05)
     else:
