@@ -231,16 +231,15 @@ class Driver:
         if halt is not None and halt.is_set():
             raise HaltRequested(getattr(halt, "reason", None))
 
-    def next_reply(self, *, times_unrecorded: bool = False) -> tuple[str, Any]:
+    def next_reply(self) -> tuple[str, Any]:
         """The next reply delivered, waiting as long as it takes (looking at `halt` meanwhile).
-        `times_unrecorded`: the facts' times were left to the store's next record; if no reply
-        comes within TIMES_WAIT they are recorded then, so a follower of a run that waits long
-        sees them (a reply that comes sooner costs no record)."""
-        if times_unrecorded:
-            try:
-                return self.replies.get(timeout=TIMES_WAIT)
-            except queue.Empty:
-                self.store.sync()
+        The facts' times were left to the store's next record (`make_durable(times=False)`): if
+        no reply comes within TIMES_WAIT they are recorded then, so a follower of a run that
+        waits long sees them (a reply that comes sooner costs no record)."""
+        try:
+            return self.replies.get(timeout=TIMES_WAIT)
+        except queue.Empty:
+            self.store.sync()
         if self.halt is None:
             return self.replies.get()
         while True:
@@ -531,7 +530,7 @@ class Driver:
                         # worker answers in microseconds, and a record each call cost a write
                         # (a database statement on PostgreSQL).
                         self.make_durable(times=False)
-                        call_id, outcome = self.next_reply(times_unrecorded=True)
+                        call_id, outcome = self.next_reply()
                         if self.halt is not None and self.halt.is_set():
                             # a halt asked for while the call was out wins, as over `call_here`
                             self.arrived.insert(0, (call_id, outcome))

@@ -110,6 +110,13 @@ class HubQueue:
         if self.waiter is not None:
             self._hub.notify(self)
 
+    def put_here(self, item: Any) -> None:
+        """`put` from the hub's own thread: its waiting run is resumed directly, with no wake-up
+        through the pipe."""
+        self._items.append(item)
+        if self.waiter is not None:
+            self._hub._resume(self.waiter)
+
     def get_nowait(self) -> Any:
         try:
             return self._items.popleft()
@@ -251,13 +258,7 @@ class RunHub:
         if syncer is None:
             return self.blocking(call, fd)
         done = self.queue()
-
-        def answered(code: int | None) -> None:  # on the hub's thread
-            done._items.append(code)
-            if done.waiter is not None:
-                self._resume(done.waiter)
-
-        if not syncer.send(fd, answered):
+        if not syncer.send(fd, done.put_here):  # (answered on the hub's thread)
             self._forget_syncer_if_gone()
             return self.blocking(call, fd)
         code = done.get()

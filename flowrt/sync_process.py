@@ -148,6 +148,23 @@ class SyncProcess:
             answered(None)
         self.close()
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds its processes (the first and its workers) have used so far, for
+        benchmarks: they live as long as the host, so `RUSAGE_CHILDREN` never counts them.
+        0 once they are gone."""
+        pid = self.process.pid
+        total = 0.0
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                workers = [int(child) for child in handle.read().split()]
+            for process in [pid, *workers]:
+                with open(f"/proc/{process}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+        except (OSError, IndexError, ValueError):
+            pass
+        return total
+
     def close(self) -> None:
         self.alive = False
         try:

@@ -66,14 +66,20 @@ def check_reads(s: RunStore, model: list[dict]) -> None:
         s.fact(model[-1]["n"] + 1)
 
 
+def append_rounds(s: RunStore, model: list[dict], numbers: range) -> None:
+    """A Checkpoint, a Call and its Reply after another, appended to the store and the model,
+    never more than SHELVE_AT of them held."""
+    for i in numbers:
+        kind = ("Checkpoint", "Call", "Reply")[i % 3]
+        model.append(s.append(kind, fields_of(kind, i)))
+        assert len(s._facts.kept) < 12
+
+
 def test_a_long_history_shelves_and_reads_the_same(tmp_path):
     root = str(tmp_path)
     s = RunStore.create(root, "run-1", START, durability="none")
     model = s.facts()
-    for i in range(60):
-        kind = ("Checkpoint", "Call", "Reply")[i % 3]
-        model.append(s.append(kind, fields_of(kind, i)))
-        assert len(s._facts.kept) < 12  # never more than SHELVE_AT held
+    append_rounds(s, model, range(60))
     assert s._facts.base > 40
     check_reads(s, model)
     s.close()
@@ -145,9 +151,7 @@ def test_archive_of_a_store_that_shelved(tmp_path):
     root = str(tmp_path)
     s = RunStore.create(root, "run-1", START, durability="none")
     model = s.facts()
-    for i in range(40):
-        kind = ("Checkpoint", "Call", "Reply")[i % 3]
-        model.append(s.append(kind, fields_of(kind, i)))
+    append_rounds(s, model, range(40))
     latest = max(i for i, f in enumerate(model) if f["kind"] == "Checkpoint")
     assert s.archive() == latest - 1
     model = [model[0]] + model[latest:]

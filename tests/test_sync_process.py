@@ -18,7 +18,7 @@ from flowrt import run_hub
 from flowrt import sync_process
 from flowrt.sync_process import SyncProcess
 from tests.test_run_hub import COUNT
-from tests.test_spare_child import wait_for
+from tests.test_spare_child import gone, wait_for
 
 
 def answer_of(syncer: SyncProcess, fd: int, timeout: float = 30.0):
@@ -58,7 +58,7 @@ def test_the_process_syncs_a_file_and_answers_an_error_with_its_errno(tmp_path):
     finally:
         syncer.close()
     assert syncer.process.returncode is not None  # closed: the processes have ended
-    wait_for(lambda: not any(running(pid) for pid in workers), "the workers to end")
+    wait_for(lambda: all(gone(pid) for pid in workers), "the workers to end")
 
 
 def test_syncs_out_when_the_process_dies_are_answered_none_and_later_ones_refused(tmp_path):
@@ -81,6 +81,15 @@ def runs_with_fsync(tmp_path, count: int = 4, n: int = 30) -> tuple[flowrt.Host,
     return host, handles
 
 
+def completed_and_matched(host: flowrt.Host, handles: list, output: int) -> None:
+    """Each run gave `output` and replays Matched; the host closed either way."""
+    try:
+        assert [h.wait(timeout=120).output for h in handles] == [output] * len(handles)
+        assert all(host.replay(h.run_id).verdict == "Matched" for h in handles)
+    finally:
+        host.close()
+
+
 def test_a_hubs_runs_with_fsync_are_synced_by_its_process(tmp_path, monkeypatch):
     answered = []
     real = SyncProcess.take_answers
@@ -91,22 +100,8 @@ def test_a_hubs_runs_with_fsync_are_synced_by_its_process(tmp_path, monkeypatch)
         answered.append(before - len(self.waiting))
 
     monkeypatch.setattr(SyncProcess, "take_answers", counting)
-    host, handles = runs_with_fsync(tmp_path)
-    try:
-        results = [h.wait(timeout=120) for h in handles]
-        assert [r.output for r in results] == [465] * 4
-        assert all(host.replay(h.run_id).verdict == "Matched" for h in handles)
-    finally:
-        host.close()
+    completed_and_matched(*runs_with_fsync(tmp_path), 465)
     assert sum(answered) > 30  # most of the 4 x 30 calls' syncs (the last run alone syncs here)
-
-
-def running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):  # (reaped before, or between open and read)
-        return False
 
 
 def workers_of(syncer: SyncProcess) -> list[int]:
@@ -128,13 +123,7 @@ def test_runs_go_on_when_the_sync_process_is_killed_under_them(tmp_path, monkeyp
         return sent
 
     monkeypatch.setattr(SyncProcess, "send", send_then_kill)
-    host, handles = runs_with_fsync(tmp_path, n=40)
-    try:
-        results = [h.wait(timeout=120) for h in handles]
-        assert [r.output for r in results] == [820] * 4
-        assert all(host.replay(h.run_id).verdict == "Matched" for h in handles)
-    finally:
-        host.close()
+    completed_and_matched(*runs_with_fsync(tmp_path, n=40), 820)
     assert killed.is_set()
 
 

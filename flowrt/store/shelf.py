@@ -20,6 +20,7 @@ from typing import Iterator, Protocol
 
 import orjson
 
+from flowrt.store.chain import fact_position
 from flowrt.store.durable import _strerror
 from flowrt.store.errors import StorageError
 from flowrt.store.layout import HISTORY
@@ -128,22 +129,18 @@ class FactShelf:
 
     def index_of(self, n: int) -> int | None:
         """The index of fact `n`, or None when there is none (or it was archived)."""
-        if type(n) is not int or n < 1 or not self:
+        if type(n) is not int:
             return None
+        if not self.base:
+            return fact_position(self.kept, n)
         if n == 1:
             return 0
-        if self.base:
-            index = n - self.second_n + 1
-            if index < 1 or index >= len(self):
-                return None
-            if index < self.base:
-                return index  # (shelved facts are contiguous in number)
-            return index if self.kept[index - self.base]["n"] == n else None
-        kept = self.kept
-        if len(kept) < 2:
+        index = n - self.second_n + 1
+        if index < 1 or index >= len(self):
             return None
-        index = n - kept[1]["n"] + 1
-        return index if 1 <= index < len(kept) and kept[index]["n"] == n else None
+        if index < self.base:
+            return index  # (shelved facts are contiguous in number)
+        return index if self.kept[index - self.base]["n"] == n else None
 
     def latest_checkpoint(self) -> int | None:
         """The index of the latest Checkpoint, or None."""

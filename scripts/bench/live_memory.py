@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
 
-# Run in the measured tree's own process (argv: tree, mode, runs, calls).
+# Run in the measured tree's own process (argv: tree, runs, calls).
 _MEASURE = r"""
 import gc, json, os, sys, tempfile, time
 sys.path.insert(0, sys.argv[1])
@@ -36,7 +36,7 @@ sys.path.insert(1, os.path.join(sys.argv[1], "scripts", "bench"))
 import flowrt
 from recorded_calls import PROGRAM
 
-mode, runs, calls = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+runs, calls = int(sys.argv[2]), int(sys.argv[3])
 
 def status(field):
     with open("/proc/self/status") as handle:
@@ -85,8 +85,8 @@ print(json.dumps({
 """
 
 
-def measure(tree: str, mode: str, runs: int, calls: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", _MEASURE, tree, mode, str(runs), str(calls)],
+def measure(tree: str, runs: int, calls: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", _MEASURE, tree, str(runs), str(calls)],
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(f"{tree}: {done.stderr[-2000:]}")
@@ -112,7 +112,7 @@ def main() -> None:
             names.reverse()
         for shape, (runs, calls) in shapes.items():
             for name in names:
-                taken.setdefault((shape, name), []).append(measure(trees[name], "run", runs, calls))
+                taken.setdefault((shape, name), []).append(measure(trees[name], runs, calls))
     load = os.getloadavg()[0]
     print(f"medians of {args.rounds} rounds; load average at the end {load:.1f} on {os.cpu_count()} CPUs")
     for shape, (runs, calls) in shapes.items():

@@ -67,19 +67,7 @@ def children_cpu() -> float:
     from flowrt import child_reaper, run_hub
 
     syncer = getattr(run_hub._shared, "_syncer", None)  # (None in a tree without one)
-    syncing = 0.0
-    if syncer is not None and syncer.process.poll() is None:
-        pid = syncer.process.pid
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as handle:
-                workers = [int(child) for child in handle.read().split()]
-            for process in [pid, *workers]:
-                with open(f"/proc/{process}/stat") as handle:
-                    fields = handle.read().rpartition(")")[2].split()
-                syncing += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-        except (OSError, IndexError, ValueError):
-            pass
-    return child_reaper.children_cpu_seconds() + syncing
+    return child_reaper.children_cpu_seconds() + (syncer.cpu_seconds() if syncer is not None else 0.0)
 
 
 def cpu_seconds() -> float:
