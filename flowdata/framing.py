@@ -28,7 +28,9 @@ process woken on another core costs more than the whole message (measured: a rec
 ~2x the CPU when each side slept on every read). A host that drives other runs besides this one,
 or finds the machine has no CPU to spare (`flowrt.cpu_contention`), sets `BUSY` in the length of
 the frames it sends: its next answer waits behind other work, so the child sleeps at once
-instead of polling for it, leaving the CPUs to whoever has work.
+instead of polling for it, leaving the CPUs to whoever has work. One that drives more runs than
+there are CPUs also sets `CROWDED`: the child then sleeps on the pipe without first trying a
+read that nearly always finds nothing (one system call a call fewer for each of many children).
 
 Only `orjson`, `gc`, `os`, `select`, `struct`, `time` and `flowdata.canonical` are imported:
 this module is loaded inside the sandbox child, and by the host (`flowrt.sandbox_process`).
@@ -76,7 +78,10 @@ EXACT = 1 << 31
 #: Set in a frame's length when its sender drives other runs too, or the machine has no CPU to
 #: spare: do not poll for its next frame.
 BUSY = 1 << 30
-_LENGTH = BUSY - 1
+#: Set (with BUSY) when its sender drives more runs than there are CPUs: its next frame is
+#: nearly never there yet when the reader looks, so do not look before sleeping on the pipe.
+CROWDED = 1 << 29
+_LENGTH = CROWDED - 1
 _DUMP_OPTIONS = canonical.STRICT
 
 
@@ -88,14 +93,16 @@ class FrameTooLarge(ChannelError):
     """A frame exceeds MAX_FRAME."""
 
 
-def encode(obj: object, busy: bool = False) -> bytes:
-    """The frame for `obj`: header and canonical JSON. `busy`: set `BUSY` (see the module's doc)."""
+def encode(obj: object, busy: bool = False, crowded: bool = False) -> bytes:
+    """The frame for `obj`: header and canonical JSON. `busy`: set `BUSY`; `crowded`: set
+    `CROWDED` too (see the module's doc)."""
     if not isinstance(obj, dict):
         raise ChannelError(
             f"channel messages are JSON objects, not {type(obj).__name__}: wrap the value, "
             'e.g. {"value": ...}'
         )
-    return _frame(obj, "message", "send large values by reference (a content hash) instead", BUSY if busy else 0)
+    flag = (BUSY | CROWDED) if crowded else BUSY if busy else 0
+    return _frame(obj, "message", "send large values by reference (a content hash) instead", flag)
 
 
 def encode_batch(messages: list) -> bytes:
@@ -159,7 +166,7 @@ def _checked(obj) -> dict | list:
 
 
 def frame_length(header: bytes) -> int:
-    """The body length a header announces (without its `EXACT` and `BUSY` flags)."""
+    """The body length a header announces (without its `EXACT`, `BUSY` and `CROWDED` flags)."""
     (length,) = HEADER.unpack(header)
     length &= _LENGTH
     if length > MAX_FRAME:
@@ -308,13 +315,17 @@ class Receiver:
 
     def _read(self) -> bytes:
         fd = self.fd
-        try:
-            return os.read(fd, READ_CHUNK)
-        except BlockingIOError:
-            pass
+        reader = self._reader
+        if not reader.peer_crowded:
+            # (Crowded, the host has other runs' work before this one's answer: the look nearly
+            # always finds nothing, and costs a system call a call; `select` sleeps at once.)
+            try:
+                return os.read(fd, READ_CHUNK)
+            except BlockingIOError:
+                pass
         spin = self._spin
         clock = time.perf_counter
-        if not self._reader.peer_busy and spin.wanted():
+        if not reader.peer_busy and spin.wanted():
             cpu = time.thread_time()
             started = clock()
             until = started + CHILD_SPIN_SECONDS
@@ -369,8 +380,9 @@ class FrameReader:
         self._buffer = bytearray()
         self._need: int | None = None  # body length once the header is in
         self._exact = False  # ... and whether it has the EXACT flag
-        #: whether the last frame whose header was read had the BUSY flag
+        #: whether the last frame whose header was read had the BUSY flag, and CROWDED
         self.peer_busy = False
+        self.peer_crowded = False
 
     @property
     def mid_frame(self) -> bool:
@@ -393,9 +405,10 @@ class FrameReader:
                 if need > MAX_FRAME:
                     exact = need & EXACT != 0
                     self.peer_busy = need & BUSY != 0
+                    self.peer_crowded = need & CROWDED != 0
                     need = frame_length(HEADER.pack(need))  # raises FrameTooLarge
                 else:
-                    self.peer_busy = False
+                    self.peer_busy = self.peer_crowded = False
                 pos += HEADER.size
             if size - pos < need:
                 break

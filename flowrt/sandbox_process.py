@@ -329,13 +329,14 @@ class Child:
         host has other children, or the machine no CPU to spare (`contention`), the frame says
         so (`channel.BUSY`): the child then sleeps rather than polls for the next one. While this
         host drives more runs than there are CPUs, the child's wake-ups wait for a CPU rather than
-        preempt the host (`launch.schedule_as_batch`)."""
+        preempt the host (`launch.schedule_as_batch`), and the child sleeps on the pipe without
+        first looking for the next frame (`channel.CROWDED`)."""
         live = launch.live_count()
         crowded = launch.crowded(live)
         if crowded is not self._batch:
             self._batch = crowded
             launch.schedule_as_batch(self.pid, crowded)
-        self.post_bytes(channel.encode(obj, live > 1 or self.contention.contended))
+        self.post_bytes(channel.encode(obj, live > 1 or self.contention.contended, crowded))
 
     def post_bytes(self, data: bytes) -> None:
         """Queue encoded frames, as `post`, after everything `feed` was given."""

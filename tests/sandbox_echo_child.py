@@ -95,7 +95,8 @@ def main() -> None:
             header = os.read(read_fd, framing.HEADER.size)
             (length,) = framing.HEADER.unpack(header)
             os.read(read_fd, framing.frame_length(header))
-            framing.send(write_fd, {"busy": bool(length & framing.BUSY), "exact": bool(length & framing.EXACT)})
+            framing.send(write_fd, {"busy": bool(length & framing.BUSY), "exact": bool(length & framing.EXACT),
+                                    "crowded": bool(length & framing.CROWDED)})
         else:
             framing.send(write_fd, {"error": f"unknown op {op!r}"})
 

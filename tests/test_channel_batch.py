@@ -248,18 +248,43 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text()
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.dictionaries(st.text(), json_values, max_size=3), st.booleans()), min_size=1, max_size=6),
+@given(st.lists(st.tuples(st.dictionaries(st.text(), json_values, max_size=3), st.booleans(), st.booleans()),
+                min_size=1, max_size=6),
        st.integers(min_value=1, max_value=64))
-def test_the_busy_flag_leaves_every_message_as_it_was_and_the_reader_knows_the_last(sent, step):
-    """BUSY (the host drives other runs) sits in a frame's length beside EXACT: readers strip
-    both, and `peer_busy` follows the last header read, however the bytes are cut."""
-    data = b"".join(framing.encode(message, busy) for message, busy in sent)
+def test_the_busy_flags_leave_every_message_as_it_was_and_the_reader_knows_the_last(sent, step):
+    """BUSY (the host drives other runs) and CROWDED (more than its CPUs) sit in a frame's length
+    beside EXACT: readers strip them all, and `peer_busy` and `peer_crowded` follow the last
+    header read, however the bytes are cut. CROWDED comes with BUSY."""
+    data = b"".join(framing.encode(message, busy, crowded) for message, busy, crowded in sent)
     reader = framing.FrameReader()
     got = []
     for i in range(0, len(data), step):
         got += reader.feed(data[i:i + step])
-    assert got == [message for message, _ in sent] and not reader.mid_frame
-    assert reader.peer_busy is sent[-1][1]
+    assert got == [message for message, _, _ in sent] and not reader.mid_frame
+    _, busy, crowded = sent[-1]
+    assert reader.peer_busy is (busy or crowded) and reader.peer_crowded is crowded
+
+
+@pytest.mark.parametrize("crowded", [False, True])
+def test_a_receiver_looks_for_the_next_frame_before_sleeping_only_when_the_last_was_not_crowded(
+        crowded, monkeypatch):
+    """Crowded, the receiver sleeps on the pipe (`select`) before its first read; otherwise its
+    first read comes first (and finds the frame already there, with no `select` at all)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, framing.encode({"op": "first"}, crowded=crowded))
+        receiver = framing.Receiver(read_fd)
+        assert receiver.recv() == {"op": "first"}
+        order = []
+        real_read, real_select = framing.os.read, framing.select.select
+        monkeypatch.setattr(framing.os, "read", lambda *a: order.append("read") or real_read(*a))
+        monkeypatch.setattr(framing.select, "select", lambda *a: order.append("select") or real_select(*a))
+        os.write(write_fd, framing.encode({"op": "second"}))
+        assert receiver.recv() == {"op": "second"}
+        assert order == (["select", "read"] if crowded else ["read"])
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 @pytest.mark.parametrize("busy", [False, True])

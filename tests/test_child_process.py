@@ -64,21 +64,22 @@ def test_echo_round_trip():
             assert ask(child, {"op": "echo", "value": value}) == {"echo": value}
 
 
-def test_a_host_with_other_children_says_so_on_what_it_posts_and_does_not_poll():
+def test_a_host_with_other_children_says_so_on_what_it_posts_and_does_not_poll(monkeypatch):
     """While this host drives more than one child, each posted frame has BUSY set (the child
     then sleeps rather than polls for the next) and the host's own wait skips its poll."""
+    monkeypatch.setattr(launch, "_CPUS", 2)  # two children on two CPUs: not crowded
     first = start()
     first.contention = Contention(lambda: 0)  # this machine's own load must not decide
     try:
         first.send({"op": "next_flags"}, timeout=5)
         first.post({"op": "anything"})
-        assert first.recv(timeout=5) == {"busy": False, "exact": False}
+        assert first.recv(timeout=5) == {"busy": False, "exact": False, "crowded": False}
         assert first._spin_for_message() in (True, False)  # alone: the poll may run
         second = start()
         try:
             first.send({"op": "next_flags"}, timeout=5)
             first.post({"op": "big", "n": 2 ** 70})
-            assert first.recv(timeout=5) == {"busy": True, "exact": True}
+            assert first.recv(timeout=5) == {"busy": True, "exact": True, "crowded": False}
             assert launch.others_live()
             polled = []
             first._poller = type("Poller", (), {"poll": lambda self, ms: polled.append(ms) or []})()
@@ -86,6 +87,27 @@ def test_a_host_with_other_children_says_so_on_what_it_posts_and_does_not_poll()
         finally:
             second.kill()
         assert not launch.others_live()
+    finally:
+        first.kill()
+
+
+def test_a_host_with_more_children_than_cpus_says_it_is_crowded(monkeypatch):
+    """More children than CPUs: each posted frame has CROWDED set beside BUSY (the child sleeps
+    on its pipe without first looking), and once the host is down to its CPUs' worth, neither."""
+    monkeypatch.setattr(launch, "_CPUS", 1)
+    first = start()
+    first.contention = Contention(lambda: 0)
+    try:
+        second = start()
+        try:
+            first.send({"op": "next_flags"}, timeout=5)
+            first.post({"op": "anything"})
+            assert first.recv(timeout=5) == {"busy": True, "exact": False, "crowded": True}
+        finally:
+            second.kill()
+        first.send({"op": "next_flags"}, timeout=5)
+        first.post({"op": "anything"})
+        assert first.recv(timeout=5) == {"busy": False, "exact": False, "crowded": False}
     finally:
         first.kill()
 
@@ -112,13 +134,13 @@ def test_a_host_on_a_machine_with_no_cpu_to_spare_says_so_and_does_not_poll():
         child._poller = real_poller
         child.send({"op": "next_flags"}, timeout=5)
         child.post({"op": "anything"})
-        assert child.recv(timeout=5) == {"busy": True, "exact": False}
+        assert child.recv(timeout=5) == {"busy": True, "exact": False, "crowded": False}
         for _ in range(WINDOW):
             child._spin_for_message()
         assert not child.contention.contended
         child.send({"op": "next_flags"}, timeout=5)
         child.post({"op": "anything"})
-        assert child.recv(timeout=5) == {"busy": False, "exact": False}
+        assert child.recv(timeout=5) == {"busy": False, "exact": False, "crowded": False}
 
 
 def test_an_answer_already_there_leaves_the_hosts_backoff_as_it_was(monkeypatch):
