@@ -6,6 +6,9 @@ Each round, interleaved so that every figure sees the same machine:
   recorded_calls.py through the Python API), without fsync and with fsync, first quiet, then with
   a CPU hog this script starts (`python3 -c 'while True: pass'`, pinned nowhere) and stops;
 - the bare floor: one line written over reserved zeros and fdatasync'd per call (bare_reserved.py);
+  and, for context, the same loop writing per sync as many bytes as a recorded call writes
+  (its Checkpoint, Call and Reply: the size of a real history over its calls, ~850 bytes where
+  the line is ~50), since this disk's sync costs more when the bytes cross into another page;
 - 20 runs at once against one: 20 `flow run`-like processes (each `flowrt.Host.run` in a process
   of its own, as 20 `flow run` commands would be; no fsync), all started together; calls/s is all
   their calls over the wall time from the first start to the last end (start-up included, as for
@@ -105,6 +108,17 @@ def per_call(calls: int, directory: str, durability: str) -> tuple[float, float]
 def floor(calls: int, directory: str) -> float:
     lines = [json.dumps({"n": i, "kind": "Call", "arguments": {"n": i}}).encode() + b"\n" for i in range(calls)]
     return write_over_zeros(os.path.join(directory, "floor.jsonl"), lines) / calls
+
+
+def call_bytes_floor(calls: int, directory: str) -> float:
+    """The floor's loop with each sync covering what one recorded call writes: the bytes of a
+    real history of `calls` calls (no fsync) over its calls, written as that many chunks."""
+    flow_run(calls, directory, "none")
+    runs = os.path.join(directory, "runs")
+    newest = max((os.path.join(runs, run) for run in os.listdir(runs)), key=os.path.getmtime)
+    per_call = os.path.getsize(os.path.join(newest, "history.jsonl")) // calls
+    chunk = (b"x" * (per_call - 1)) + b"\n"
+    return write_over_zeros(os.path.join(directory, "floor-call.jsonl"), [chunk] * calls) / calls
 
 
 def concurrent(runs: int, calls: int, directory: str) -> float:
@@ -225,7 +239,7 @@ def main() -> None:
             order.reverse()
         for tree, script in order:
             command = [sys.executable, str(script), "--measure", kind, str(count), directory]
-            if kind.startswith("host"):
+            if kind.startswith("host") or kind == "call-floor":  # (measured by this script in that tree)
                 command = [sys.executable, __file__, "--measure", kind, str(count), directory,
                            "--tree", str(script.parents[2])]
             out = subprocess.run(command, capture_output=True, text=True, timeout=900,
@@ -249,6 +263,7 @@ def main() -> None:
             take("quiet none", "none", args.calls, directory)
             take("quiet fsync", "fsync", synced, directory)
             take("floor", "floor", synced, directory)
+            take("call floor", "call-floor", synced, directory)
             with Hog():
                 take("busy none", "none", args.calls, directory)
                 take("busy fsync", "fsync", synced, directory)
@@ -270,6 +285,8 @@ def measure(kind: str, count: str, directory: str) -> None:
     os.makedirs(place)
     if kind == "floor":
         print(floor(calls, place))
+    elif kind == "call-floor":
+        print(call_bytes_floor(calls, place))
     elif kind.startswith("host"):
         print(*one_host(int(kind[4:]), calls, place))
     elif kind.startswith("runs"):
@@ -310,12 +327,14 @@ def report(medians: dict[str, dict[str, float]], runs: int) -> None:
         rows.append((label, [us(medians[t][name]) for t in trees], ""))
         rows.append(("  CPU per call (host + child)", [us(medians[t][name + " cpu"]) for t in trees], ""))
     rows.append(("bare fdatasync per line (floor)", [us(medians[t]["floor"]) for t in trees], ""))
+    rows.append(("  ... of a call's bytes (context)", [us(medians[t]["call floor"]) for t in trees], ""))
     rows.append(("one run, calls/s", [f"{medians[t]['one run']:.0f}" for t in trees], ""))
     rows.append((f"{runs} runs at once, calls/s", [f"{medians[t][f'{runs} runs']:.0f}" for t in trees], ""))
     ratios = (("busy / quiet, no fsync", lambda m: m["busy none"] / m["quiet none"], "<= 2.0"),
               ("busy / quiet, fsync", lambda m: m["busy fsync"] / m["quiet fsync"], "<= 2.0"),
               (f"{runs} runs / one run (calls/s)", lambda m: m[f"{runs} runs"] / m["one run"], ">= 1.6"),
-              ("fsync call / bare floor", lambda m: m["quiet fsync"] / m["floor"], "<= 1.25"))
+              ("fsync call / bare floor", lambda m: m["quiet fsync"] / m["floor"], "<= 1.25"),
+              ("  ... / floor of a call's bytes", lambda m: m["quiet fsync"] / m["call floor"], ""))
     for label, ratio, goal in ratios:
         rows.append((label, [f"{ratio(medians[t]):.2f}x" for t in trees], goal))
     print(f"  {'':<34}" + "".join(f"{t:>12}" for t in trees) + "   goal")
