@@ -226,6 +226,10 @@ class ReplayDriver(Driver):
         #: they are reached); `position` counts the ones served
         self.base = latest + 1 if latest is not None else 1
         self.position = 0
+        #: the position up to which the store was told the facts are passed (`release_before`)
+        self.released = 0
+        #: the index of the first fact the record stream has not sent yet (`_far_ahead`)
+        self.streamed = self.base
         self.verified = store.verified_facts()  # grows as a deferred store verifies
         #: where the record ends: facts appended live (resume) are not part of it; a deferred
         #: store (replay: read only) ends where its verified facts end
@@ -278,7 +282,15 @@ class ReplayDriver(Driver):
         return message
 
     def begin(self) -> None:
-        self.child.feed(self.stream())
+        self.child.feed(self.stream(), hold=self._far_ahead)
+
+    def _far_ahead(self) -> bool:
+        """Whether the record stream is far enough ahead of the facts checked: every fact in
+        between is held until it is checked. (The child then has the record's next
+        `STREAM_AHEAD` facts, at least, to go on with: every fact it passes is a message to
+        the driver, which moves the driver on, so the stream cannot stop in front of a child
+        waiting for it.)"""
+        return self.streamed - (self.base + self.position) > STREAM_AHEAD
 
     def stream(self):
         """The record as the child steps through it (sandbox/record.py): frames of facts, then
@@ -293,6 +305,7 @@ class ReplayDriver(Driver):
             facts = store.facts_from(start, int(min(STREAM_BATCH, self.end - start)))
             if not facts:
                 break
+            self.streamed = start + len(facts)
             items: list = []
             for fact in facts:
                 kind = fact["kind"]
@@ -372,6 +385,10 @@ class ReplayDriver(Driver):
             framing.encode({"op": "reply", "id": call, "outcome": outcome})  # raises why
         self.position += 1
         del self.recorded_open[call]
+        if self.position >= self.released + RELEASE_EVERY:
+            # What lies behind is never read again here: a long history is not held whole.
+            self.released = self.position
+            self.store.release_before(self.base + self.position)
         return None  # the child has the reply from the record stream
 
     def _load_message(self) -> dict:
@@ -530,6 +547,12 @@ class ReplayDriver(Driver):
 
 
 STREAM_BATCH = 2048  # recorded facts per frame of the record stream
+#: Replies passed between two `release_before`s: a history of 100,000 calls held ~350 MB of
+#: facts in a replay; now what lies between the driver and the record stream (~10,000 facts).
+RELEASE_EVERY = 4096
+#: How far the record stream may run ahead of the facts checked, in facts (it then waits for the
+#: driver, whose facts in between it holds): the pipe and outbox alone held ~80,000.
+STREAM_AHEAD = 8192
 _ABSENT = object()
 
 

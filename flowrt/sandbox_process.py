@@ -240,6 +240,8 @@ class Child:
         #: bytes posted but not yet taken by the pipe, in order (see `post`)
         self._outbox = bytearray()
         self._feeder = None  # an iterator of more bytes to post once the outbox runs low
+        self._hold: Callable[[], bool] | None = None  # ... and whether to leave it for now (`feed`)
+        self._held = False  # the last refill left it
         self._out_closed = False  # the child closed its end: what is left will never be read
         self._blocked = False  # the last write found the pipe full
         self._poller = select.poll()  # what `recv` waits on: the reading end, and the writing
@@ -364,10 +366,12 @@ class Child:
                 self._outbox += chunk
             self._feeder = None
 
-    def feed(self, chunks) -> None:
+    def feed(self, chunks, hold: Callable[[], bool] | None = None) -> None:
         """Post the encoded frames `chunks` yields, each when the outbox has run low, after
-        anything already posted; frames posted later go after all of them."""
+        anything already posted; frames posted later go after all of them. `hold`: while it
+        says so, no more is taken from `chunks` (until a post, which takes them all)."""
         self._feeder = iter(chunks)
+        self._hold = hold
         self._refill()
         try:
             self._write_some()
@@ -376,7 +380,13 @@ class Child:
 
     def _refill(self) -> None:
         feeder = self._feeder
+        hold = self._hold
+        self._held = False
         while feeder is not None and len(self._outbox) < OUTBOX_LOW:
+            if hold is not None and hold():
+                # (asked again only once this side would wait for the child: see `recv`)
+                self._held = True
+                return
             chunk = next(feeder, None)
             if chunk is None:
                 self._feeder = feeder = None
@@ -432,7 +442,8 @@ class Child:
         ChildTimeout when nothing complete arrives within `timeout` seconds (None: wait).
         Posted output is written while waiting."""
         if self._inbox:
-            if (self._outbox and not self._blocked) or (self._feeder is not None and len(self._outbox) < OUTBOX_LOW):
+            if (self._outbox and not self._blocked) or \
+                    (self._feeder is not None and len(self._outbox) < OUTBOX_LOW and not self._held):
                 self._pump()
             return self._inbox.popleft()
         self._raise_if_dead()

@@ -73,11 +73,16 @@ def copy_run(recorded, tmp_path, change=None, cut=None) -> tuple[str, str]:
     return str(tmp_path / "runs"), run_id
 
 
-@pytest.fixture(params=[1, 7, 2048, 10 ** 6], ids=lambda b: f"batch{b}")
+@pytest.fixture(params=[(1, 8192, 4096), (7, 16, 8), (2048, 8192, 4096), (10 ** 6, 3, 2)],
+                ids=lambda p: f"batch{p[0]}-ahead{p[1]}-release{p[2]}")
 def batch(request, monkeypatch):
-    """The verdict may not depend on how the record is cut into frames."""
-    monkeypatch.setattr(replay_mod, "STREAM_BATCH", request.param)
-    return request.param
+    """The verdict may not depend on how the record is cut into frames, nor on how far the stream
+    runs ahead of the facts checked and how often the ones passed are left to the store."""
+    size, ahead, release = request.param
+    monkeypatch.setattr(replay_mod, "STREAM_BATCH", size)
+    monkeypatch.setattr(replay_mod, "STREAM_AHEAD", ahead)
+    monkeypatch.setattr(replay_mod, "RELEASE_EVERY", release)
+    return size
 
 
 def test_the_recorded_run_matches(recorded, batch):
@@ -298,3 +303,49 @@ def test_waits_in_a_row_replay_and_resume(tmp_path, batch):
     resumed = resume(runs_copy, run_id, python_tools={"main.work": lambda part: part}, durability="none")
     assert resumed.exit_code == 0 and resumed.output == b"5"
     assert replay(runs_copy, run_id).verdict.kind == "Matched"
+
+
+FAN_OUT = """
+use "std@v1/task"
+use "std@v1/list"
+
+@tool pub flow work(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool =
+    list.fold(task.all(list.map(list.range(0, n), flow(i) = flow() = work(i))), 0, flow(a, b) = a + b)
+"""
+
+
+@pytest.mark.parametrize("ahead", [1, 50, 8192])
+def test_a_stream_held_close_to_the_facts_checked_never_stops_a_child_waiting_for_it(tmp_path, monkeypatch, ahead):
+    """Many calls in one frame, then many replies: the child passes hundreds of facts without a
+    wait. However close the stream is held to the facts the driver has checked, the child never
+    waits for a record that is held back (the replay ends, Matched), the stream is never further
+    ahead than that plus a batch, and the facts passed are left to the store on the way."""
+    (tmp_path / "tasks.flow").write_text(FAN_OUT)
+    runs = str(tmp_path / "runs")
+    outcome = run(str(tmp_path / "tasks.flow"), input_text='{"n": 300}', runs_dir=runs,
+                  python_tools={"tasks.work": lambda n: n}, durability="none")
+    assert outcome.exit_code == 0 and outcome.output == str(sum(range(300))).encode()
+    monkeypatch.setattr(replay_mod, "STREAM_BATCH", 16)
+    monkeypatch.setattr(replay_mod, "STREAM_AHEAD", ahead)
+    monkeypatch.setattr(replay_mod, "RELEASE_EVERY", 20)
+    leads, released = [], []
+    far_ahead = replay_mod.ReplayDriver._far_ahead
+
+    def watched(driver):
+        leads.append(driver.streamed - (driver.base + driver.position))
+        return far_ahead(driver)
+
+    real_release = RunStore.release_before
+
+    def release(store, index):
+        real_release(store, index)
+        released.append((index, store.verified_facts().base))
+
+    monkeypatch.setattr(replay_mod.ReplayDriver, "_far_ahead", watched)
+    monkeypatch.setattr(RunStore, "release_before", release)
+    result = replay(runs, outcome.run_id)
+    assert result.exit_code == 0 and result.verdict.kind == "Matched"
+    assert leads and max(leads) <= ahead + 16
+    assert released and all(base == index for index, base in released[1:])

@@ -621,3 +621,52 @@ def test_a_shelved_fact_changed_under_a_live_run_is_a_storage_error(backend, mon
         s.facts()
     assert s.fact(30)["arguments"]["i"] == 29  # kept: read from memory
     s.close()
+
+
+# -- a reader going through a long history in order: the facts it passed left to the store --------
+
+
+def test_a_reader_that_released_the_facts_it_passed_reads_the_same(store):
+    s = store.create("run-1", START, durability="none")
+    for i in range(1, 61):
+        if i % 7 == 0:
+            s.append("Checkpoint", dict(CHECKPOINT, arguments={"round": i}))
+        else:
+            s.append("Call", call_fields(i))
+    s.release_before(40)  # an appender leaves its facts on its own: nothing here
+    assert s.verified_facts().base == 0
+    model = s.facts()
+    s.close()
+    reader = store.open("run-1", for_append=False, defer=True)
+    for index in range(0, 61, 10):
+        assert reader.facts_from(index, 10) == model[index:index + 10]
+        reader.release_before(index)
+        shelf = reader.verified_facts()
+        assert shelf.base == (index if index >= 2 else 0)
+        assert reader.fact_at(index) == model[index] and len(shelf.kept) <= len(model) - shelf.base
+    reader.release_before(1000)  # (past the end: the newest fact stays held)
+    assert reader.verified_facts().kept
+    reader.verify()
+    assert reader.facts() == model and list(reader.verified_facts()) == model and len(reader) == 61
+    for index, fact in enumerate(model):
+        assert reader.fact(fact["n"]) == fact and reader.fact_at(index) == fact
+    assert reader.head == model[-1]["hash"] and reader.latest_checkpoint() == 56
+    assert reader.value(model[9]["n"], "arguments") == call_fields(9)["arguments"]  # by reference
+    reader.close()
+
+
+def test_a_released_fact_changed_under_its_reader_is_a_storage_error(backend):
+    s = backend.store.create("run-1", START, durability="none")
+    for i in range(1, 31):
+        s.append("Call", call_fields(i))
+    s.close()
+    reader = backend.store.open("run-1", for_append=False, defer=True)
+    reader.verify()
+    reader.release_before(20)
+    backend.alter_fact("run-1", 5, "arguments", {"i": 55, "big": ""})
+    with pytest.raises(StorageError):
+        reader.fact(5)
+    with pytest.raises(StorageError):
+        reader.facts()
+    assert reader.fact(31)["arguments"]["i"] == 30  # held: read from memory
+    reader.close()

@@ -303,3 +303,61 @@ def test_lines_split_a_window_at_a_time_read_the_same(monkeypatch, window):
     for name, damaged in mutations(data, rng):
         assert quick(damaged, count=2) == reference(damaged, "run-1"), name
         assert quick(damaged) == reference(damaged, "run-1"), name
+
+
+@pytest.mark.parametrize("taken", [0, 3, 9], ids=["none-taken", "durable-fact-held", "durable-fact-taken"])
+@pytest.mark.parametrize("sound", [True, False], ids=["sound", "changed"])
+def test_a_reader_whose_owner_took_facts_off_the_front_still_checks_the_durable_fact(taken, sound):
+    """A store that leaves verified facts to the file while its reader reads on
+    (`RunStore.release_before`) takes them off the front of `facts`, counts them in `shelved`
+    and notes the durable fact's hash if that fact is among them: the reader's check of the
+    durable mark at the end finds the same fault, or none, as if it held every fact."""
+    facts = history()
+    durable_n = 6
+    head = facts[durable_n - 1]["hash"] if sound else "sha256:" + "1" * 64
+    reader = store_reading._HistoryReader(encode(facts), "run-1", None, {"facts": durable_n, "head": head})
+    assert not reader.read(10)
+    for fact in reader.facts[:taken]:
+        if fact["n"] == reader.durable:
+            reader.durable_seen = fact["hash"]
+    del reader.facts[:taken]
+    reader.shelved += taken
+    assert reader.read()
+    assert [f["n"] for f in reader.facts] == list(range(taken + 1, len(facts) + 1))
+    if sound:
+        assert reader.error is None
+    else:
+        assert (reader.error.message, reader.error.fact_n) == \
+            ("the fact does not have the hash it had when it was durable", durable_n)
+
+
+def test_a_deferred_open_that_releases_as_it_reads_ends_in_the_same_store(tmp_path, monkeypatch):
+    """Verified a few facts at a time and the facts passed released at each step: the values by
+    reference, the durable mark (a fact in the middle: the host stopped without closing the run)
+    and every fact come out as an eager open has them."""
+    from flowrt.store import directory as store_directory
+
+    monkeypatch.setattr(store_directory, "_VERIFY_STEP", 4)
+    live = RunStore.create(str(tmp_path / "live"), "run-1", dict(START))
+    for i in range(12):
+        live.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"big": "x" * 2000 if i % 4 == 0 else i}})
+    live.close()
+    live = RunStore.open(str(tmp_path / "live"), "run-1", for_append=True)
+    for i in range(12, 40):  # after the durable mark its open wrote, and never closed
+        live.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"big": "x" * 2000 if i % 4 == 0 else i}})
+    import shutil
+
+    shutil.copytree(tmp_path / "live", tmp_path / "crashed")
+    live.close()
+    root = str(tmp_path / "crashed")
+    eager = RunStore.open(root, "run-1", for_append=False)
+    model = eager.facts()
+    lazy = RunStore.open(root, "run-1", for_append=False, defer=True)
+    for index in range(0, len(model), 3):
+        assert lazy.fact_at(index) == model[index]
+        lazy.release_before(index)
+    assert lazy.verified_facts().base > 0 and not lazy.deferred
+    assert lazy.facts() == model and lazy.head == eager.head
+    for fact in model[1:]:
+        if fact["n"] % 4 == 2:  # by reference
+            assert lazy.value(fact["n"], "arguments") == eager.value(fact["n"], "arguments")

@@ -329,6 +329,33 @@ class RunStore(RunLog):
             raise self._failure
         return facts[index:index + count]
 
+    def release_before(self, index: int) -> None:
+        """The facts of indexes below `index` (Start aside) are left to history.jsonl, read back,
+        verified, if asked for again: a reader going through a long history in order (replay)
+        holds only what it has not passed yet. Verified facts only (a deferred open's, as far as
+        it has read); an appender leaves its own older facts on its own (`_shelve`)."""
+        if self.for_append:
+            return
+        with self._lock:
+            shelf = self._facts
+            count = min(index, len(shelf)) - shelf.base
+            if count < 2 or count >= len(shelf.kept):
+                return
+            reader = self._reader
+            if shelf.loader is None:
+                self._lines = shelf.loader = HistoryLines(self.path)
+            try:
+                self._lines.note(count, shelf.base, reader.pos if reader is not None else self._size)
+            except StorageError:
+                return  # (the facts stay held: as sound as before, only the memory is not given back)
+            if reader is not None:
+                if reader.durable:  # not yet checked: the fact it names may be among these
+                    for fact in shelf.kept[:count]:
+                        if fact["n"] == reader.durable:
+                            reader.durable_seen = fact["hash"]
+                reader.shelved += count
+            shelf.shelve(count)
+
     def latest_checkpoint(self) -> int | None:
         """The index of the latest Checkpoint among the facts, or None. A deferred store finds it
         without verifying everything when there is none: every line whose fact is a Checkpoint
@@ -395,10 +422,15 @@ class RunStore(RunLog):
         if reader.error is not None:
             raise reader.error
         parsed = _Parsed(reader.facts, reader.pos, reader.torn, None)
+        # A deferred open may have left its first facts to the file already (`release_before`):
+        # `facts[i]` reads any fact back, `parsed.facts` holds those still in memory (an
+        # appender's open is never deferred: all of them).
+        facts = self._facts if self._facts.kept is reader.facts else FactShelf(reader.facts)
         data = reader.data
-        if anchor is not None and len(parsed.facts) > 1 and parsed.facts[1]["n"] != 2:
+        second_n = facts.second_n if facts.base else (facts[1]["n"] if len(facts) > 1 else None)
+        if anchor is not None and second_n is not None and second_n != 2:
             self.archived_checkpoints = int(anchor.get("checkpoints", 0))
-        if not parsed.facts:
+        if not facts:
             raise StorageError("the run has no Start (it never started)", component=HISTORY)
         host_torn_bytes, parsed_host = host
         records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
@@ -407,12 +439,13 @@ class RunStore(RunLog):
         self._known_times = KnownTimes(parsed_host.times)
         durable = parsed_host.durable
         self._durable_mark = (durable["facts"], durable["head"]) if durable else None
-        holes, recorded_limit = holes_and_limit(records, parsed.facts, HOST)
+        holes, recorded_limit = holes_and_limit(records, facts, HOST)
         if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
             self.inline_limit = recorded_limit
         self._holes = holes
-        self._lines = HistoryLines(self.path) if self.for_append else None
-        self._facts = FactShelf(parsed.facts, self._lines)
+        if self.for_append:  # (never deferred: `facts` holds every fact)
+            self._lines = facts.loader = HistoryLines(self.path)
+        self._facts = facts
         self._size = parsed.valid_len
         self._host_size = host_len
         # A store that closed the run left its last times unsynced: an appender syncs them
@@ -422,7 +455,7 @@ class RunStore(RunLog):
         self._host_unsynced = TIMES_WINDOW + 1 if parsed_host.times_last else 0
         refs = _VALUE_REFS
         for index in reader.referring:
-            fact = parsed.facts[index]
+            fact = facts[index]
             for field, ref_name in refs[fact["kind"]]:
                 if ref_name in fact:
                     self._refs.setdefault(fact[ref_name][len("sha256:"):], set()).add((fact["n"], field))

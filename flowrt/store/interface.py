@@ -100,6 +100,13 @@ class RunLog(abc.ABC):
         """Up to `count` facts from `index` on, verifying as far as that; [] past the end."""
 
     @abc.abstractmethod
+    def release_before(self, index: int) -> None:
+        """The caller is done with the verified facts of indexes below `index` (Start aside):
+        the store may leave them to the record, read back and verified if they are asked for
+        again. A reader that goes through a long history in order (replay) then holds only what
+        lies ahead of it. Nothing for an appender (it leaves its older facts on its own)."""
+
+    @abc.abstractmethod
     def latest_checkpoint(self) -> int | None:
         """The index (in `facts()`) of the latest Checkpoint, or None."""
 

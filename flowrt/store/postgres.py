@@ -391,6 +391,17 @@ class PostgresRunLog(RunLog):
     def facts_from(self, index: int, count: int) -> list[dict]:
         return self._facts[index:index + count]
 
+    def release_before(self, index: int) -> None:
+        if self.for_append:
+            return
+        shelf = self._facts
+        count = min(index, len(shelf)) - shelf.base
+        if count < 2 or count >= len(shelf.kept):
+            return
+        if shelf.loader is None:  # (every fact of an open run is committed: read back by number)
+            shelf.loader = ShelvedRows(self.store, self.run_id)
+        shelf.shelve(count)
+
     def latest_checkpoint(self) -> int | None:
         return self._facts.latest_checkpoint()
 

@@ -64,10 +64,14 @@ class _HistoryReader:
     `durable` is the latest `durable` host record: a store that closed the run, or opened it for
     appending, had made its first `facts` facts durable, the last one `head`. No torn tail can
     start among them, so there damage is damage; and the history must still hold them, that
-    last one unchanged."""
+    last one unchanged.
+
+    Its owner may take verified facts off the front of `facts` while it reads on (a store that
+    leaves them to the file, `flowrt.store.shelf`): it adds their count to `shelved`, and notes
+    the hash of the durable fact in `durable_seen` if that fact is among them."""
 
     __slots__ = ("data", "size", "run_id", "anchor", "facts", "pos", "prev", "ended", "torn", "error", "done",
-                 "lines", "index", "referring", "durable", "durable_head")
+                 "lines", "index", "referring", "durable", "durable_head", "shelved", "durable_seen")
 
     def __init__(self, data: bytes, run_id: str | None, anchor: dict | None, durable: dict | None = None) -> None:
         self.data = data
@@ -87,6 +91,10 @@ class _HistoryReader:
         self.referring: list[int] = []
         self.durable = durable["facts"] if durable else 0
         self.durable_head = durable["head"] if durable else None
+        #: facts taken off the front of `facts` by the owner (indexes stay those of all facts)
+        self.shelved = 0
+        #: the hash of fact `durable`, if the owner took it off `facts` before the end
+        self.durable_seen: str | None = None
 
     def read(self, count: int | None = None) -> bool:
         """Validate up to `count` more lines (all when None); True once the reader is done (the
@@ -111,10 +119,17 @@ class _HistoryReader:
             self.error = StorageError(f"the history ends at fact {last}, but it held {durable} facts when "
                                       "they were durable (facts were lost)", last + 1, component=HISTORY)
             return
-        position = fact_position(facts, durable)
-        if position is None:  # archived: the anchor, checked against its successor, covers it
-            return
-        if facts[position]["hash"] != self.durable_head:
+        seen = self.durable_seen
+        if seen is None:
+            if self.shelved:  # (`facts` no longer starts at Start: fact `durable`, if still here)
+                offset = durable - facts[0]["n"]
+                position = offset if 0 <= offset < len(facts) and facts[offset]["n"] == durable else None
+            else:
+                position = fact_position(facts, durable)
+            if position is None:  # archived: the anchor, checked against its successor, covers it
+                return
+            seen = facts[position]["hash"]
+        if seen != self.durable_head:
             self.error = StorageError("the fact does not have the hash it had when it was durable",
                                       durable, component=HISTORY)
 
@@ -155,6 +170,7 @@ class _HistoryReader:
         facts = self.facts
         append = facts.append
         referring = self.referring
+        shelved = self.shelved  # (a fact's index is that many more than its place in `facts`)
         prev, ended, run_id, anchor = self.prev, self.ended, self.run_id, self.anchor
         loads, dumps, sha256, value_refs = orjson.loads, orjson.dumps, hashlib.sha256, _VALUE_REFS
         hash_re = _HASH_RE.match
@@ -189,7 +205,7 @@ class _HistoryReader:
                     if claimed != digest:  # (so the claimed hash has its form too)
                         raise _SlowWay
                     if b'_ref":' in line:  # a member holding a reference, at some depth
-                        referring.append(len(facts))
+                        referring.append(shelved + len(facts))
                         for field, ref_name in value_refs[kind]:
                             if ref_name in quick:
                                 ref = quick[ref_name]
@@ -231,7 +247,7 @@ class _HistoryReader:
                     self.error = StorageError("the line is not canonical JSON", n, component=HISTORY)
                     self.done = True
                     break
-                if anchor is not None and len(facts) == 1 and isinstance(obj, dict) \
+                if anchor is not None and shelved + len(facts) == 1 and isinstance(obj, dict) \
                         and obj.get("n") == anchor["through"] + 1 and anchor["through"] > 1:
                     # The facts between Start and this one were archived: the chain goes on
                     # from the anchor.
@@ -242,7 +258,7 @@ class _HistoryReader:
                     self.done = True
                     break
                 n = obj["n"]
-                referring.append(len(facts))
+                referring.append(shelved + len(facts))
                 append(obj)
                 prev = obj["hash"]
                 ended = obj["kind"] == "End"

@@ -1,0 +1,104 @@
+"""What a replay of a long history holds: the host's peak memory and the replay's time.
+
+One history of `--calls` calls of the echo loop of `recorded_calls.py` (a Checkpoint, a Call and a
+Reply a call: 3 facts a call), recorded once without fsync with this tree; then
+`flowrt.replay.replay` of it from Start in a fresh process of each tree measured, reporting the
+process's peak resident memory above what it held before (`VmHWM` after
+`/proc/self/clear_refs`) and the replay's seconds. The trees alternate and take turns going first
+(`--against` another checkout); medians of `--rounds`.
+
+    python scripts/bench/replay_memory.py [--calls 100000] [--rounds 3] [--against /tmp/before]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[2]
+
+# Run in the measured tree's own process (argv: tree, runs directory, run id).
+_MEASURE = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from flowrt.replay import replay
+
+def status(field):
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise LookupError(field)
+
+with open("/proc/self/clear_refs", "w") as handle:
+    handle.write("5")  # the peak starts again from what the process holds now
+before = status("VmRSS")
+started = time.perf_counter()
+result = replay(sys.argv[2], sys.argv[3])
+seconds = time.perf_counter() - started
+assert result.exit_code == 0 and result.verdict.kind == "Matched", result
+print(json.dumps({"memory": status("VmHWM") - before, "seconds": seconds}))
+"""
+
+
+def record(calls: int, runs_dir: str) -> str:
+    """The run id of one recorded run of `calls` echo calls (this tree, no fsync)."""
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(1, str(HERE.parent))
+    import flowrt
+    from recorded_calls import PROGRAM
+
+    program = os.path.join(runs_dir, "echo.flow")
+    Path(program).write_text(PROGRAM)
+    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(runs_dir, "runs"), durability="none")
+    outcome = host.run(program, {"n": calls})
+    assert outcome.exit_code == 0, outcome
+    return outcome.run_id
+
+
+def measure(tree: Path, runs_dir: str, run_id: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", _MEASURE, str(tree), runs_dir, run_id],
+                          capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    options.add_argument("--calls", type=int, default=100_000)
+    options.add_argument("--rounds", type=int, default=3)
+    options.add_argument("--against", help="another checkout, measured in the same rounds")
+    args = options.parse_args()
+    trees = {"after": ROOT}
+    if args.against:
+        trees = {"before": Path(args.against).resolve(), **trees}
+    figures: dict[str, list[dict]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory() as directory:
+        run_id = record(args.calls, directory)
+        runs_dir = os.path.join(directory, "runs")
+        size = os.path.getsize(os.path.join(runs_dir, run_id, "history.jsonl"))
+        for index in range(args.rounds):
+            order = list(trees.items())
+            if index % 2:
+                order.reverse()
+            for name, tree in order:
+                figures[name].append(measure(tree, runs_dir, run_id))
+    print(f"replay from Start of {args.calls:,} calls ({3 * args.calls + 2:,} facts, history.jsonl "
+          f"{size / 1e6:.1f} MB), medians of {args.rounds} rounds; load average {os.getloadavg()[0]:.1f}")
+    for name, rows in figures.items():
+        memory = statistics.median(row["memory"] for row in rows) / 1e6
+        seconds = statistics.median(row["seconds"] for row in rows)
+        print(f"  {name:>6}: host memory +{memory:7.1f} MB   {seconds:6.2f} s "
+              f"({seconds / (3 * args.calls) * 1e6:.1f} µs a fact)")
+
+
+if __name__ == "__main__":
+    main()
