@@ -363,8 +363,11 @@ def others_live() -> bool:
 
 
 def live_count() -> int:
-    """How many children this host has not yet reaped, spares not counted (the runs it drives)."""
-    return len(_LIVE) - len(_SPARE)
+    """How many children this host has not yet reaped, spares not counted (the runs it drives).
+    (Their weak references counted directly: `WeakSet.__len__` is a Python call, and this is
+    asked twice a recorded call; a reference whose child is gone leaves the set at once, except
+    while the set is iterated, which only the exit's kill does.)"""
+    return len(_LIVE.data) - len(_SPARE.data)
 
 
 def crowded(live: int) -> bool:
