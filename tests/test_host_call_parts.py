@@ -57,3 +57,17 @@ def test_the_benchmark_runs_and_reports_each_part(tmp_path):
         "Checkpoint + Call facts (build, hash, pwrite)", "the Tool's call (call_here)",
         "admit the reply (size, decode, encode)", "Reply fact (build, hash, pwrite)", "encode the reply frame"]
     assert all(float(line.split()[-2]) > 0 for line in lines[1:])
+
+
+def test_the_child_s_own_work_is_measured_over_a_whole_run(tmp_path):
+    """scripts/bench/child_call_work.py runs the child's real loader, scheduler and wire with the
+    replies fed from memory: the run it measures makes every call, takes a checkpoint at each
+    place as the default policy does, and ends with what the program computes."""
+    import child_call_work
+
+    sent: list[dict] = []
+    assert child_call_work.one_round(5, str(tmp_path), sent) > 0
+    ops = [m["op"] for m in sent]
+    assert ops.count("call") == 5 and ops.count("place") == 5 and ops[-1] == "end"
+    assert [m["arguments"]["n"] for m in sent if m["op"] == "call"] == [5, 4, 3, 2, 1]
+    assert sent[-1]["outcome"] == {"Completed": 15}
