@@ -15,6 +15,13 @@ class CallClock:
     def __init__(self) -> None:
         self.called: dict[str, int] = {}  # call id -> ms of its Call
 
+    def note(self, fact: dict, times: dict[int, int]) -> None:
+        """`fact` goes by unshown: only a Call's time is kept, for its Reply's duration."""
+        if fact["kind"] == "Call":
+            ms = times.get(fact["n"])
+            if ms is not None:
+                self.called[fact["call"]] = ms
+
     def stamp(self, row: dict, fact: dict, times: dict[int, int]) -> dict:
         """`row` (a fact as a view shows it) with `acceptedAt`, and for a Reply `durationMs`,
         where known."""

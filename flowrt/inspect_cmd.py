@@ -94,19 +94,28 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
     facts = store.facts()
     times = store.fact_times()
     clock = CallClock()
-    rows = [clock.stamp(describe_fact(store, f), f, times) for f in facts]
-    selected = [r for r in rows
-                if (kind is None or r["kind"].lower() == kind.lower())
-                and (search is None or search.lower() in r["summary"].lower())
-                and (fact is None or r["n"] == fact)]
-    checkpoints = [{"n": r["n"], "function": r["function"], "summary": r["summary"]} for r in rows
-                   if r["kind"] == "Checkpoint"]
+    wanted = kind.lower() if kind is not None else None
+    needle = search.lower() if search is not None else None
+    selected: list[dict] = []
+    checkpoints: list[dict] = []
+    for f in facts:
+        chosen = (wanted is None or f["kind"].lower() == wanted) and (fact is None or f["n"] == fact)
+        if not chosen and f["kind"] != "Checkpoint":
+            # Described only if shown (a run of 100,000 calls took 3.9 s to describe every
+            # fact for `--fact 5`); the clock still sees it, for the durations of those shown.
+            clock.note(f, times)
+            continue
+        row = clock.stamp(describe_fact(store, f), f, times)
+        if f["kind"] == "Checkpoint":
+            checkpoints.append({"n": row["n"], "function": row["function"], "summary": row["summary"]})
+        if chosen and (needle is None or needle in row["summary"].lower()):
+            selected.append(row)
     state = run_state(store)
     open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
             **run_times(times, facts[-1]["n"] if facts else None),
             "hostDecision": state["hostDecision"], "pending": state["pending"], "open": open_calls,
-            "total": len(rows), "hidden": len(rows) - len(selected), "facts": selected,
+            "total": len(facts), "hidden": len(facts) - len(selected), "facts": selected,
             # the recorded checkpoints; `--rounds` replaces `rounds` with the computed ones
             "checkpoints": checkpoints, "rounds": checkpoints,
             "truncated": store.torn_tail is not None}

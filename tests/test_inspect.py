@@ -196,3 +196,24 @@ def test_rounds_verdict_covers_the_facts_from_the_earliest_held_checkpoint(tmp_p
     assert held and view["replay"]["from"] == held[0] > 1
     replayed = json.loads(flow("replay", run_id, "--runs", str(runs), "--json").stdout)
     assert replayed["from"] == view["replay"]["from"]
+
+
+def test_a_filtered_view_shows_exactly_the_whole_view_s_rows_for_its_facts(tmp_path):
+    """Facts a selection hides are not described (a long run's `--fact 5` described every fact),
+    yet each one shown is the whole view's row, its time and a Reply's duration included, and
+    the checkpoints, the counts and the state are the whole view's."""
+    run_id = completed_run(tmp_path)
+    whole = json.loads(flow("history", run_id, "--runs", str(tmp_path), "--json").stdout)
+    by_n = {row["n"]: row for row in whole["facts"]}
+    assert any("durationMs" in row for row in whole["facts"])
+    for selection in (["--kind", "Reply"], ["--kind", "checkpoint"], ["--fact", "3"], ["--search", "ledger"],
+                      ["--kind", "Call", "--search", "people"], ["--fact", "999"]):
+        view = json.loads(flow("history", run_id, "--runs", str(tmp_path), "--json", *selection).stdout)
+        assert view["facts"] == [by_n[row["n"]] for row in view["facts"]], selection
+        assert {k: v for k, v in view.items() if k not in ("facts", "hidden")} == \
+            {k: v for k, v in whole.items() if k not in ("facts", "hidden")}, selection
+        assert view["hidden"] == whole["total"] - len(view["facts"])
+    kinds = json.loads(flow("history", run_id, "--runs", str(tmp_path), "--json", "--kind", "Reply").stdout)
+    assert [row["n"] for row in kinds["facts"]] == [row["n"] for row in whole["facts"] if row["kind"] == "Reply"]
+    assert all("durationMs" in row for row in kinds["facts"]) == \
+        all("durationMs" in by_n[row["n"]] for row in kinds["facts"])
