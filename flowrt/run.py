@@ -225,6 +225,11 @@ class Driver:
         #: calls, the earliest timer due more than this many ns from now; also, with a halt
         #: asked for, whenever it waits only on those. None: wait in the process (the default)
         self.park_after: int | None = None
+        #: the program's identity when its child may be kept for the next run of it
+        #: (flowrt/kept_child.py: a live run's, with a child from a host's spares), and whether
+        #: the run reached its End with the child as the End left it
+        self.kept_program: str | None = None
+        self.ended_cleanly = False
 
     def check_halt(self) -> None:
         halt = self.halt
@@ -313,7 +318,10 @@ class Driver:
         if self.child is None:
             self.child = Child.start()
         elif hasattr(self.child, "started"):  # a child to come (flowrt/spare_child.py): here now
-            self.child = self.child.started()
+            program = self.prepared.compiled.identity if type(self) is Driver else None
+            self.child = self.child.started(program)
+            if program is not None and self.child.kept_by is not None:
+                self.kept_program = program
         # The child usually asks for the next call within a spin, and that Call's fsync covers
         # the Reply before it; when it does not, the Reply is synced while the host sleeps.
         self.child.before_sleep = self.sync_written
@@ -368,8 +376,12 @@ class Driver:
             self.durable_before_halt()
             raise
         finally:
-            # The outcome is recorded: the child is killed now and reaped off the run's path.
-            self.child.let_go()
+            # The outcome is recorded: the child is killed now and reaped off the run's path, or
+            # kept for the next run of the program (flowrt/kept_child.py).
+            child = self.child
+            if not (self.ended_cleanly and self.kept_program is not None
+                    and child.kept_by.keep(child, self.kept_program)):
+                child.let_go()
             self.record_sandbox()
             close_bound(self.prepared.implementations)
 
@@ -586,6 +598,8 @@ class Driver:
     def load_message(self) -> dict:
         message = load_message(self.prepared)
         message["checkpoints"] = self.policy
+        if self.kept_program is not None:
+            message["keep"] = True  # (the child then waits for the next run of it: sandbox/child.py)
         return message
 
     def place_taken(self) -> bool:
@@ -629,6 +643,7 @@ class Driver:
 
     def on_end(self, outcome: dict) -> RunOutcome:
         self.record("End", {"outcome": outcome})
+        self.ended_cleanly = True
         if "Completed" in outcome:
             value = outcome["Completed"]
             code = 0

@@ -154,6 +154,10 @@ class _StderrTail(threading.Thread):
         with self._lock:
             return self._buffer.decode("utf-8", "replace")
 
+    def clear(self) -> None:
+        with self._lock:
+            self._buffer.clear()
+
 
 class StartingChild:
     """A child being started on a thread of its own (`Child.start_soon`).
@@ -263,6 +267,11 @@ class Child:
         #: called after each sleep that ended with nothing to read: it raises to stop waiting
         #: (the run halts: see `flowrt.run.Driver.check_halt`)
         self.check_halt: Callable[[], None] | None = None
+        #: where a run that ends cleanly may give this child back for the next run of its
+        #: program (flowrt/kept_child.py), and how many runs it served before its current one
+        self.kept_by = None
+        self.runs = 0
+        self.first_origin: str | None = None  # `origin` before it was kept (`flowrt.kept_child`)
 
     @classmethod
     def start(cls, main_module: str = "sandbox.child", limits: Limits = LIMITS, *,
@@ -419,6 +428,16 @@ class Child:
                 self._write_some()
             except BrokenPipeError:
                 self._close_out()  # the child is gone: its reading end tells how
+
+    def idle(self) -> bool:
+        """Whether the child is alive with nothing in flight either way: as a run that has
+        just read its End leaves it."""
+        return not (self._closed or self._died is not None or self._eof or self._inbox or self._outbox
+                    or self._feeder is not None or self._reader.mid_frame or self._exited())
+
+    def clear_stderr(self) -> None:
+        """Forget what the child wrote on stderr so far (it is kept for another run)."""
+        self._stderr.clear()
 
     def has_message(self) -> bool:
         """Whether a message has arrived and not been taken (never reads, never blocks)."""

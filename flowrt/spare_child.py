@@ -25,6 +25,7 @@ import threading
 
 from flowdata.policy import LIMITS, Limits
 from flowrt import sandbox_launch as launch
+from flowrt.kept_child import KeptChildren
 
 class SpareChild:
     """Sandbox children started ahead of their runs, at most `keep` (a worker keeps one per run
@@ -40,6 +41,8 @@ class SpareChild:
         self._closed = False
         #: children handed out that were spares (tests, benchmarks)
         self.used = 0
+        #: children kept after their runs for the next run of the same program
+        self.kept = KeptChildren(limits)
 
     def take(self):
         """A started child no one has spoken to, which the caller owns (kills or closes): a
@@ -84,12 +87,23 @@ class SpareChild:
             self._start_spare()
 
     def close(self) -> None:
-        """Kill the spares, and start no more; the children already taken are their runs'."""
+        """Kill the spares and the kept children, and start or keep no more; the children
+        already taken are their runs'."""
         with self._lock:
             self._closed = True
             spares, self._spares = self._spares, []
         for starting, _ in spares:
             starting.kill()
+        self.kept.close()
+
+    def _give_back(self, spare) -> None:
+        """A spare promised to a run that took a kept child instead: a spare again (or killed,
+        when there is no room)."""
+        with self._lock:
+            if not self._closed and len(self._spares) < self.keep:
+                self._spares.append(spare)
+                return
+        spare[0].kill()
 
     def _start_spare(self) -> None:
         from flowrt.sandbox_process import Child
@@ -138,14 +152,24 @@ class ChildToCome:
         self._child = None
         self._killed = False
 
-    def started(self):
+    def started(self, program: str | None = None):
         """The child (waiting for the spare's start, or starting one now); what starting one
-        raises, it raises."""
+        raises, it raises. `program`: the identity of the program a live run will load, which
+        takes a child kept after a run of it if there is one (flowrt/kept_child.py), and may
+        give its child back for the next such run."""
         if self._child is None:
             if self._killed:
                 raise RuntimeError("the run's sandbox child was let go before it was used")
+            kept = self._spares.kept.take(program) if program is not None else None
             spare, self._spare = self._spare, None
-            self._child = self._spares._arrived(spare)
+            if kept is not None:
+                if spare is not None:
+                    self._spares._give_back(spare)
+                self._child = kept
+            else:
+                self._child = self._spares._arrived(spare)
+            if program is not None:
+                self._child.kept_by = self._spares.kept
         return self._child
 
     def kill(self) -> None:

@@ -16,6 +16,7 @@ Tool codec (`sandbox.toolcodec`), how a run ends (`sandbox.outcome`).
 
 from __future__ import annotations
 
+import gc
 import select
 import sys
 
@@ -86,6 +87,23 @@ def main() -> None:
     if load["op"] == "test":
         channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces, counter)})
         return
+    first = load["modules"]
+    while True:
+        run_once(load, namespaces, receiver, write_fd, settle_heap)
+        if not load.get("keep"):
+            return
+        # The host may keep this child for the next run of the same program (flowrt/kept_child.py):
+        # the program is loaded and the process locked down already. Anything else ends it.
+        load = receiver.recv()
+        if load is None or load.get("op") != "load" or not load.get("keep") or load.get("replay") \
+                or load.get("start") is not None or load["modules"] != first:
+            return
+        gc.collect()  # what the last run left is garbage (its values are not frozen with the next)
+
+
+def run_once(load: dict, namespaces: dict, receiver: channel.Receiver, write_fd: int, settle_heap) -> None:
+    """Run the program `load` asks for, in the loaded `namespaces`, to its `end` (`settle_heap`:
+    the loader's, imported by `main` before the lockdown)."""
     scheduler = Scheduler(Wire(receiver, write_fd), load)
     by_key = {}
     for key, description in load.get("functions", {}).items():

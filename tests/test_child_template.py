@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import flowrt
-from flowrt import child_template
+from flowrt import child_template, kept_child
 from flowrt.sandbox_process import Child, ChildDied
 from tests.test_sandbox_lifetime import children_of, command_of
 from tests.test_spare_child import wait_for
@@ -292,6 +292,7 @@ def test_the_cpu_of_reaped_forked_children_is_counted(fresh_template, monkeypatc
     spin = "pub flow main(n: Int) -> Int = count(n, 0)\n\nflow count(n: Int, acc: Int) -> Int = if n == 0 { acc } else { count(n - 1, acc + 1) }\n"
     (tmp_path / "count.flow").write_text(spin)
     monkeypatch.setenv("FLOW_SANDBOX_TEMPLATE", "1")
+    monkeypatch.setattr(kept_child, "KEEP_IDLE", 0)  # (a kept child is reaped only when let go)
     assert child_template.reaped_cpu_seconds() == 0.0  # no template yet
     with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
         assert host.run(str(tmp_path / "count.flow"), {"n": 10}).output == 10

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import flowrt
-from flowrt import sandbox_launch
+from flowrt import kept_child, sandbox_launch
 from flowrt.spare_child import SpareChild
 
 HELLO = "pub flow main(n: Int) -> Int = n + 1\n"
@@ -49,7 +49,8 @@ def program(tmp_path):
     return str(path)
 
 
-def test_a_host_hands_its_later_runs_children_started_ahead(program, tmp_path):
+def test_a_host_hands_its_later_runs_children_started_ahead(program, tmp_path, monkeypatch):
+    monkeypatch.setattr(kept_child, "KEEP_IDLE", 0)  # (no child kept after its run: tests/test_kept_child.py)
     with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
         results = [host.run(program, {"n": n}) for n in range(4)]
         spares = host._spare
@@ -248,13 +249,14 @@ def test_an_ended_runs_child_is_killed_at_once_and_reaped_soon_after(program, tm
     assert not sandbox_launch.others_live() and child not in sandbox_launch._LIVE
     assert child_reaper.wait_for_reaps(10)
     assert gone(pid) and not os.path.exists(workdir) and child.returncode == -signal.SIGKILL
-    # a host's run lets its child go the same way: nothing of it is left once the reaps are done
+    # a host's run lets its child go the same way (or keeps it for the next run of the program
+    # until the host closes: flowrt/kept_child.py): nothing of it is left once the reaps are done
     with flowrt.Host(runs=str(tmp_path / "runs"), durability="none") as host:
         before = set(os.listdir(os.path.dirname(workdir)))
         assert host.run(program, {"n": 1}).output == 2
-        assert child_reaper.wait_for_reaps(10)
-        left = {d for d in set(os.listdir(os.path.dirname(workdir))) - before if d.startswith("flow-sandbox-")}
-        assert left == set()
+    assert child_reaper.wait_for_reaps(10)
+    left = {d for d in set(os.listdir(os.path.dirname(workdir))) - before if d.startswith("flow-sandbox-")}
+    assert left == set()
 
 
 def test_a_process_forked_from_a_host_has_none_of_its_reaps():

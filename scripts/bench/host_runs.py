@@ -53,6 +53,12 @@ serve({"echo.echo": lambda n: n}, declared_in="echo.flow")
 def cpu_seconds() -> tuple[float, float]:
     """(this process's CPU, its children's: reaped ones and those its template reaped)."""
     children = child_reaper.children_cpu_seconds()
+    try:  # and the children kept alive for a next run (flowrt/kept_child.py; not in older trees)
+        from flowrt.kept_child import kept_cpu_seconds
+
+        children += kept_cpu_seconds()
+    except ImportError:
+        pass
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime, children
 

@@ -64,13 +64,18 @@ HOSTED_API = "UNDER_LOAD_HOSTED_API"
 
 def children_cpu() -> float:
     """CPU seconds of this process's reaped children, and of those its child template reaped
-    (each run's sandbox child, started or forked: flowrt/child_template.py), and of the run hub's
+    (each run's sandbox child, started or forked: flowrt/child_template.py), of the run hub's
     sync processes so far (flowrt/sync_process.py, the first and its workers: they live as long
-    as the host)."""
+    as the host), and of the children kept for a next run."""
     from flowrt import child_reaper, run_hub
 
     syncer = getattr(run_hub._shared, "_syncer", None)  # (None in a tree without one)
-    return child_reaper.children_cpu_seconds() + (syncer.cpu_seconds() if syncer is not None else 0.0)
+    try:  # and the children kept for a next run, alive (flowrt/kept_child.py; not in older trees)
+        from flowrt.kept_child import kept_cpu_seconds
+    except ImportError:
+        kept_cpu_seconds = float
+    return child_reaper.children_cpu_seconds() + (syncer.cpu_seconds() if syncer is not None else 0.0) + \
+        kept_cpu_seconds()
 
 
 def cpu_seconds() -> float:
