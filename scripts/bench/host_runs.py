@@ -9,7 +9,9 @@ a host starts its first spare child during its second run):
   started as interpreters of their own (`FLOW_SANDBOX_TEMPLATE=0`), and against children forked
   from the child template (flowrt/child_template.py, `FLOW_SANDBOX_TEMPLATE=1`, with the spare);
 - one call of a flow.toml Tool process: a process per run (`reuse = false`, what a host did
-  before it kept them) against the kept process, both with the spare child.
+  before it kept them) against the kept process, both with the spare child;
+- hello again, its child kept after each run for the next (flowrt/kept_child.py, what a host
+  does now), against the forked child of every other row, which is let go after its run.
 
 A pause between runs (`--gap`, default 50 ms) stands for the application's own work between
 requests; back to back (`--gap 0`) a spare starts while the run before it goes on. Medians of
@@ -38,6 +40,11 @@ import flowrt  # noqa: E402
 from flowrt import child_reaper, child_template  # noqa: E402
 from flowrt.sandbox_process import Child  # noqa: E402
 
+try:
+    from flowrt import kept_child  # noqa: E402
+except ImportError:  # a tree from before it
+    kept_child = None
+
 HELLO = "pub flow main(n: Int) -> Int = n + 1\n"
 ECHO = """\
 @tool pub flow echo(n: Int) -> Int
@@ -64,10 +71,12 @@ def cpu_seconds() -> tuple[float, float]:
 
 
 def runs_ms(directory: Path, program: str, runs: int, gap: float, *, spare: bool,
-            template: str = "0") -> tuple[float, float, float]:
+            template: str = "0", keep: bool = False) -> tuple[float, float, float]:
     """Median ms of a Host.run of `program`, the first two runs left out, and the host's and
     the children's CPU ms per run over the same runs."""
     os.environ["FLOW_SANDBOX_TEMPLATE"] = template
+    if kept_child is not None:
+        kept_child.KEEP_IDLE = 4 if keep else 0  # (read when the host makes its spares)
     host = flowrt.Host(runs=str(directory / "runs"), allow=True)
     if not spare:
         host._child = Child.start  # a child per run, started by the run
@@ -108,16 +117,18 @@ def main() -> None:
             (directory / "echo_tool.py").write_text(TOOL)
             (directory / "flow.toml").write_text(f'[tools]\n"echo" = {entry}\n')
         cases = {
-            "hello, child per run": (kept, "hello.flow", False, "0"),
-            "hello, spare child": (kept, "hello.flow", True, "0"),
-            "hello, forked child": (kept, "hello.flow", True, "1"),
-            "Tool, process per run": (fresh, "echo.flow", True, "1"),
-            "Tool, kept process": (kept, "echo.flow", True, "1"),
+            "hello, child per run": (kept, "hello.flow", False, "0", False),
+            "hello, spare child": (kept, "hello.flow", True, "0", False),
+            "hello, forked child": (kept, "hello.flow", True, "1", False),
+            "Tool, process per run": (fresh, "echo.flow", True, "1", False),
+            "Tool, kept process": (kept, "echo.flow", True, "1", False),
+            "hello, kept child": (kept, "hello.flow", True, "1", True),
         }
         rows: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
         for _ in range(args.rounds):
-            for name, (directory, program, spare, template) in cases.items():
-                rows[name].append(runs_ms(directory, program, args.runs, args.gap, spare=spare, template=template))
+            for name, (directory, program, spare, template, keep) in cases.items():
+                rows[name].append(runs_ms(directory, program, args.runs, args.gap, spare=spare, template=template,
+                                          keep=keep))
         print(f"Host.run, medians of {args.rounds} rounds of {args.runs} runs ({args.gap * 1e3:.0f} ms between runs; "
               f"load average {os.getloadavg()[0]:.1f})")
         print(f"  {'':24} {'wall':>9}   CPU per run: host + children")
@@ -127,7 +138,8 @@ def main() -> None:
         for before, after in (("hello, child per run", "hello, spare child"),
                               ("hello, spare child", "hello, forked child"),
                               ("hello, child per run", "hello, forked child"),
-                              ("Tool, process per run", "Tool, kept process")):
+                              ("Tool, process per run", "Tool, kept process"),
+                              ("hello, forked child", "hello, kept child")):
             ratios = sorted(b[0] / a[0] for b, a in zip(rows[before], rows[after]))
             cpu = sorted((b[1] + b[2]) / (a[1] + a[2]) for b, a in zip(rows[before], rows[after]))
             print(f"  {before} / {after}: wall median {statistics.median(ratios):.2f}x "
