@@ -22,7 +22,8 @@ What the next run meets is what a fresh child would give it:
   of the limit's 300); and only while it is smaller than `KEEP_RESIDENT_BYTES`, and for at most
   `KEEP_RUNS` runs.
 
-Only a live run that reached its End with the child healthy gives its child back: a child that
+`FLOW_SANDBOX_KEEP=0` keeps none (every run its own child, as before). Only a live run that
+reached its End with the child healthy gives its child back: a child that
 died, was killed (a deadline, a halt), or is mid-message is let go as before. Replays, resumes
 and `flow test` never take a kept child. A kept child waits for its next run asleep, counted
 among this host's children but not among the runs it drives (`sandbox_launch.set_aside`), at most
@@ -45,6 +46,8 @@ KEEP_RESIDENT_BYTES = 96 << 20
 KEEP_RUNS = 500
 #: Kept children waiting at once, per `KeptChildren` (a host's runs end and start in bursts).
 KEEP_IDLE = 4
+#: Set to 0, every run's child is let go after it, as before children were kept.
+KEEP_VARIABLE = "FLOW_SANDBOX_KEEP"
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -104,7 +107,7 @@ class KeptChildren:
     def keep(self, child, program: str) -> bool:
         """Keep `child`, whose run of `program` has just ended cleanly, for the next run of it;
         False (the caller lets it go) when it cannot be kept."""
-        if self._closed or self.limit < 1 or not _healthy(child):
+        if self._closed or self.limit < 1 or os.environ.get(KEEP_VARIABLE) == "0" or not _healthy(child):
             return False
         evicted = None
         with self._lock:

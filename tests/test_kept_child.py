@@ -125,3 +125,11 @@ def test_a_kept_child_ends_rather_than_load_another_program(programs, tmp_path):
                 child.recv(timeout=10)
         finally:
             child.let_go()
+
+
+def test_flow_sandbox_keep_0_keeps_none(programs, tmp_path, monkeypatch):
+    echo, _ = programs
+    monkeypatch.setenv("FLOW_SANDBOX_KEEP", "0")
+    with flowrt.Host({"echo.echo": lambda n: n}, runs=str(tmp_path / "runs"), durability="none") as host:
+        assert [host.run(echo, {"n": n}).output for n in (1, 2)] == [1, 3]
+        assert kept_pids(host) == [] and host._spares().kept.reused == 0
