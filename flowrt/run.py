@@ -387,14 +387,15 @@ class Driver:
 
     def record_sandbox(self) -> None:
         """A `sandbox` host record: which isolation layers the child ran under, and which were
-        missing (docs/sandbox.md §5), so a run on a weaker kernel says so."""
+        missing (docs/sandbox.md §5), so a run on a weaker kernel says so. A report: written
+        with the store's next durable host records (the close's), not synced on its own."""
         layers = getattr(self.child, "layers", None)
         if not layers:
             return
         try:
-            self.store.host_record({"kind": "sandbox", "layers": layers,
-                                    "missing": sorted(n for n, layer in layers.items() if not layer["applied"]),
-                                    "origin": self.child.origin})
+            self.store.host_record_soon({"kind": "sandbox", "layers": layers,
+                                         "missing": sorted(n for n, layer in layers.items() if not layer["applied"]),
+                                         "origin": self.child.origin})
         except (StorageError, ValueError):
             pass  # the run's outcome stands; only this report is lost
 

@@ -182,6 +182,24 @@ def test_host_records_many_writes_them_in_order_after_the_facts(store):
     assert kinds == [*records, {"kind": "note"}]
 
 
+def test_a_record_written_soon_goes_out_with_the_next_durable_ones(store):
+    s = store.create("soon", START)
+    s.host_record_soon({"kind": "sandbox", "layers": {}})
+    s.host_record({"kind": "note"})  # the queued report first, in the same write
+    s.host_record_soon({"kind": "report", "n": 2})
+    with pytest.raises(ValueError):
+        s.host_record_soon({"kind": "durable"})  # the store's own
+    s.append("End", {"outcome": {"Completed": 1}})
+    s.close()  # ... and at the latest as the store closes
+    kinds = [r["kind"] for r in store.open("soon", for_append=False).host_records() if r["kind"] not in STORE_RECORDS]
+    assert kinds == ["sandbox", "note", "report"]
+    unsynced = store.create("soon-none", START, durability="none")
+    unsynced.host_record_soon({"kind": "report", "n": 1})
+    unsynced.close()
+    assert [r["kind"] for r in store.open("soon-none", for_append=False).host_records()
+            if r["kind"] not in STORE_RECORDS] == ["report"]
+
+
 def test_concurrent_appends_from_threads_chain(store):
     s = store.create("t", START, durability="none")
 

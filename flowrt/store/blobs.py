@@ -5,6 +5,7 @@ read (docs/trace.md sections 5 and 6)."""
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from flowrt.store.canonical import loads_canonical
@@ -67,8 +68,68 @@ def write_values(run_path: str, blobs: dict[str, bytes], known: set[str], fact_n
                                component=VALUES) from problem
 
 
+class SourceCopies:
+    """Where this process last stored each module source in a run directory, so that the next
+    run of the same program in the same runs directory gets that file as a hard link instead of
+    a copy of its own: a link writes no data, so with fsync it needs no sync of its own (the
+    run directory's sync, which `RunStore.create` makes anyway, makes the new name durable). A
+    one-step run made five syncs before its Start, two of them of a source's data (docs/impl.md,
+    session 17).
+
+    A copy is linked only when its bytes still match their hash, and with fsync only a copy that
+    was written with fsync. Nothing ever changes a stored source in place (a source is written
+    to a temporary file and renamed), so runs that share one are as if each held its own; a
+    link that cannot be made (a file system without them, a deleted run) falls back to a copy.
+    Sharing has one cost: damage to the shared file's blocks is damage to each run's source
+    (found by its hash when read, a storage failure as for one run's)."""
+
+    LIMIT = 256  # sources remembered; the oldest is forgotten first
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: (runs directory, hex) -> (path, written with fsync)
+        self._copies: dict[tuple[str, str], tuple[str, bool]] = {}
+
+    def link(self, root: str, hex_: str, path: str, fsync: bool) -> bool:
+        """Make `path` (in a run of `root`) a link to a stored copy of source `hex_`; False when
+        there is none to use."""
+        key = (root, hex_)
+        with self._lock:
+            known = self._copies.get(key)
+        if known is None or (fsync and not known[1]):
+            return False
+        try:
+            if _sha256_hex(_read_file(known[0])) != hex_:
+                raise OSError("changed")
+            os.link(known[0], path)
+        except FileExistsError:
+            return False  # (something else stands there: the caller writes over it)
+        except OSError:
+            with self._lock:
+                if self._copies.get(key) == known:
+                    del self._copies[key]
+            return False
+        return True
+
+    def note(self, root: str, hex_: str, path: str, fsync: bool) -> None:
+        """`path` (in a run of `root`) holds source `hex_` now, written with fsync or not."""
+        key = (root, hex_)
+        with self._lock:
+            known = self._copies.pop(key, None)
+            if known is not None and known[1] and not fsync:
+                self._copies[key] = known  # (keep the durable one)
+                return
+            self._copies[key] = (path, fsync)
+            while len(self._copies) > self.LIMIT:
+                del self._copies[next(iter(self._copies))]
+
+
+SOURCE_COPIES = SourceCopies()
+
+
 def put_source(run_path: str, text: str, *, fsync: bool, sync_dir: bool) -> str:
-    """Store a module source once, by hash; returns `"sha256:<hex>"`."""
+    """Store a module source once, by hash; returns `"sha256:<hex>"`. A source this process
+    stored for an earlier run is linked rather than written again (`SourceCopies`)."""
     if not isinstance(text, str):
         raise TypeError("a source is text")
     data = text.encode("utf-8")
@@ -80,13 +141,18 @@ def put_source(run_path: str, text: str, *, fsync: bool, sync_dir: bool) -> str:
             return "sha256:" + hex_
     except OSError:
         pass
-    write_blob_file(directory, hex_, data, None, fsync)
+    root = os.path.dirname(os.path.abspath(run_path))
+    linked = SOURCE_COPIES.link(root, hex_, path, fsync)
+    if not linked:
+        write_blob_file(directory, hex_, data, None, fsync)
     if sync_dir and fsync:
         try:
             _fsync_dir(directory)
         except OSError as problem:
             raise StorageError(f"cannot sync sources/: {_strerror(problem)}",
                                component=SOURCES) from problem
+    if not linked:
+        SOURCE_COPIES.note(root, hex_, path, fsync)
     return "sha256:" + hex_
 
 

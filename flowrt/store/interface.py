@@ -226,6 +226,13 @@ class RunLog(abc.ABC):
         """Append a host record (a dict with a text `kind`, not one of `STORE_RECORDS`),
         chained to the one before it, durably, after making the facts durable."""
 
+    def host_record_soon(self, record: dict) -> None:
+        """Append a host record whose loss in a crash costs nothing (a report: the sandbox's
+        layers) with the store's next durable write of host records, at the latest as it closes,
+        so that it costs no sync of its own where the store can do that. (This default writes it
+        now, as `host_record`.)"""
+        self.host_record(record)
+
     def host_records_many(self, records: Sequence[dict]) -> list[dict]:
         """Append several host records, in order, as `host_record` each, with one write and one
         sync where the store can (a run's start writes several): durable, chained, after making
