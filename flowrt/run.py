@@ -262,13 +262,11 @@ class Driver:
         fact, before a wait (`make_durable`) or when the child is quiet: its only consequence
         until then is inside the child, which nothing outside can observe."""
         if self.deferred:
-            if kind == "End":
-                # Not in one write with End: a run cut short right after the Checkpoint is then
-                # still a run to resume, as it would have been without the grouping.
-                self.write_deferred()
-            else:
-                self.deferred.append((kind, fields))
-                return self.write_deferred(sync=sync)
+            # With the deferred Checkpoint in one write and one sync, End included: a crash can
+            # keep the Checkpoint without the End (a torn write: the run resumes from it), never
+            # the End without the Checkpoint. (Apart, End cost a sync of its own.)
+            self.deferred.append((kind, fields))
+            return self.write_deferred(sync=sync)
         fact = self.store.append(kind, fields, sync=sync)
         if self.kill_after is not None:
             crash_after(fact["n"], self.kill_after)

@@ -229,7 +229,7 @@ def test_a_checkpoint_is_written_with_the_fact_after_it(tmp_path, monkeypatch):
     outcome = run(str(tmp_path / "echo.flow"), input_text='{"n": 4}', runs_dir=runs,
                   python_tools={"echo.echo": lambda n: n}, durability="none", checkpoints="every")
     assert outcome.exit_code == 0
-    assert writes == [["Checkpoint", "Call"]] * 3 + [["Checkpoint"]]  # the last one before End, alone
+    assert writes == [["Checkpoint", "Call"]] * 3 + [["Checkpoint", "End"]]  # the last one with End
     kinds = [f["kind"] for f in facts_of(tmp_path / "runs" / outcome.run_id / "history.jsonl")]
     assert kinds == ["Start", "Call", "Reply"] + ["Checkpoint", "Call", "Reply"] * 3 + ["Checkpoint", "End"]
 

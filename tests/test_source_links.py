@@ -2,7 +2,7 @@
 `SourceCopies`): the second run's `sources/<hex>` is a hard link to the first's, so a run with
 fsync writes and syncs no source data of its own; a copy that changed, one written without
 fsync (for a run with it), or a link the file system refuses is never used, and the run then
-writes its own copy. And a one-step run with fsync makes the nine syncs counted below, no more."""
+writes its own copy. And a one-step run with fsync makes the eight syncs counted below, no more."""
 
 from __future__ import annotations
 
@@ -83,10 +83,10 @@ def test_a_deleted_run_or_a_refused_link_falls_back_to_a_copy(tmp_path, monkeypa
     assert third.st_ino != second.st_ino and third.st_nlink == 1 and source_of(tmp_path, "run-3") == SOURCE
 
 
-def test_a_one_step_run_with_fsync_makes_nine_syncs(tmp_path, monkeypatch):
+def test_a_one_step_run_with_fsync_makes_eight_syncs(tmp_path, monkeypatch):
     """Counted in the host: the run directory's three (sources/, the run's, the runs
-    directory's), Start, the start's host records, the Call, the Reply with the Checkpoint, End,
-    and the close's host records (times, the sandbox report, the durable mark). The first run of
+    directory's), Start, the start's host records, the Call, the Reply with the Checkpoint and
+    End (one write), and the close's host records (times, the sandbox report, the durable mark). The first run of
     a program in the process also syncs its sources' data."""
     program = tmp_path / "steps.flow"
     program.write_text("@tool pub flow echo(n: Int) -> Int\n\n"
@@ -102,7 +102,7 @@ def test_a_one_step_run_with_fsync_makes_nine_syncs(tmp_path, monkeypatch):
     second = host.run(str(program), {"n": 1})
     monkeypatch.undo()
     assert second.exit_code == 0
-    assert len(syncs) == 9, syncs
+    assert len(syncs) == 8, syncs
     runs = open_store(str(tmp_path / "runs"))
     kinds = [r["kind"] for r in runs.open(second.run_id, for_append=False).host_records()]
     assert kinds.count("sandbox") == 1 and kinds.index("sandbox") < kinds.index("durable")
