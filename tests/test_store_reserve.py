@@ -238,3 +238,22 @@ def test_the_reader_skips_reserved_space_of_any_length():
         reader = store_reading._HistoryReader(data + bytes(zeros), "run-1", None)
         reader.read()
         assert reader.facts == facts and reader.torn is None and reader.error is None
+
+
+def test_the_first_reservation_is_small_and_a_short_run_fits_in_it(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    s = RunStore.create(root, "run-1", START, durability="fsync")
+    start_line = len(lines_of(s.facts()))
+    assert os.path.getsize(history_path(root)) == start_line + store_durable._RESERVE_FIRST
+    reserved = []
+    original = RunStore._reserve
+    monkeypatch.setattr(RunStore, "_reserve", lambda self, start, end: (reserved.append(end), original(self, start, end))[1])
+    for i in range(3):
+        s.append(*reply(i, 100))
+    assert reserved == [] and os.path.getsize(history_path(root)) == start_line + store_durable._RESERVE_FIRST
+    for i in range(3, 12):  # past it: the usual room from then on
+        s.append(*reply(i, 800))
+    assert len(reserved) == 1
+    assert os.path.getsize(history_path(root)) >= reserved[0] + store_durable._RESERVE_MIN
+    s.close()
+    assert read(history_path(root)) == lines_of(RunStore.open(root, "run-1", for_append=False).facts())

@@ -985,7 +985,7 @@ class RunStore(RunLog):
                 os.ftruncate(fd, start)  # a failure here is the write's own failure
                 self._reserved_end = start
             return
-        room = min(max(end >> 3, durable._RESERVE_MIN), durable._RESERVE_MAX)
+        room = durable._RESERVE_FIRST if start == 0 else min(max(end >> 3, durable._RESERVE_MIN), durable._RESERVE_MAX)
         new_end = end + room
         at = max(self._reserved_end, start)
         try:

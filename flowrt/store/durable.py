@@ -15,6 +15,9 @@ from flowrt.store.errors import StorageError
 #: The reserved space past the facts (see `RunStore._reserve`): at least this much, and at most ...
 _RESERVE_MIN = 64 << 10
 _RESERVE_MAX = 1 << 20
+#: ... except the first, made with Start: a short run's whole history fits in it, and Start's
+#: sync then flushes one page of zeros rather than sixteen.
+_RESERVE_FIRST = 4 << 10
 #: ... and never more than this many bytes written and not yet synced in it, so that what a
 #: machine crash can leave torn in reserved space lies within the last _TEAR_WINDOW bytes.
 _TEAR_WINDOW = 1 << 20
