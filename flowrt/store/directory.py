@@ -37,7 +37,7 @@ from flowrt.store.archive import _read_anchor, redaction_fields, write_archive
 from flowrt.store.blobs import put_source, read_source, read_value, write_values
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record
 from flowrt.store.discovery import scan_runs
-from flowrt.store.durable import _fsync_dir, _pwrite_all, _read_file, _strerror, _write_all
+from flowrt.store.durable import _fsync_dir, _pwrite_all, _strerror, _write_all
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import (
     _VALUE_REFS,
@@ -297,6 +297,8 @@ class RunStore(RunLog):
         except StorageError as problem:
             self._failure = problem
             raise
+        finally:
+            reader.data.close()
 
     @property
     def deferred(self) -> bool:
@@ -375,7 +377,7 @@ class RunStore(RunLog):
                 self._fd = os.open(history_path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
                 if not _lock_for_append(self._fd):
                     raise RunBusy(f"run {self.run_id} is open for appending elsewhere")
-            data = _read_file(history_path)
+            data = durable.FileBytes.open(history_path, HISTORY)
         except FileNotFoundError:
             raise StorageError("history.jsonl is missing", component=HISTORY) from None
         except OSError as problem:
@@ -388,13 +390,18 @@ class RunStore(RunLog):
             host_problem = None
         except StorageError as problem:
             host, host_problem = None, problem
-        reader = _HistoryReader(data, self.run_id, anchor, host[1].durable if host else None)
-        if host_problem is not None:
-            reader.read()
-            if reader.error is not None:
-                raise reader.error from None
-            raise host_problem
-        if defer and not reader.read(2):
+        try:
+            reader = _HistoryReader(data, self.run_id, anchor, host[1].durable if host else None)
+            if host_problem is not None:
+                reader.read()
+                if reader.error is not None:
+                    raise reader.error from None
+                raise host_problem
+            deferred = defer and not reader.read(2)
+        except BaseException:
+            data.close()
+            raise
+        if deferred:
             # The rest is verified as it is asked for (`fact_at`, `facts_from`) or wholly by the
             # first method that needs every fact; whatever `open` would have raised is raised
             # then, in the order `open` would have found it.
@@ -409,8 +416,11 @@ class RunStore(RunLog):
             if anchor is not None and reader.facts[1]["n"] != 2:
                 self.archived_checkpoints = int(anchor.get("checkpoints", 0))
             return
-        reader.read()
-        self._verified(reader, anchor, host, explicit_limit)
+        try:
+            reader.read()
+            self._verified(reader, anchor, host, explicit_limit)
+        finally:
+            data.close()
 
     def _read_host(self) -> tuple[bytes, _Host]:
         """host.jsonl as read, and the bytes of its torn last line (b"" when none)."""

@@ -66,6 +66,9 @@ class _HistoryReader:
     start among them, so there damage is damage; and the history must still hold them, that
     last one unchanged.
 
+    `data` is the history's bytes, or a `durable.FileBytes` that reads them from the file as the
+    reader goes (a run directory's open: a long history is never held whole).
+
     Its owner may take verified facts off the front of `facts` while it reads on (a store that
     leaves them to the file, `flowrt.store.shelf`): it adds their count to `shelved`, and notes
     the hash of the durable fact in `durable_seen` if that fact is among them."""
@@ -73,7 +76,7 @@ class _HistoryReader:
     __slots__ = ("data", "size", "run_id", "anchor", "facts", "pos", "prev", "ended", "torn", "error", "done",
                  "lines", "index", "referring", "durable", "durable_head", "shelved", "durable_seen")
 
-    def __init__(self, data: bytes, run_id: str | None, anchor: dict | None, durable: dict | None = None) -> None:
+    def __init__(self, data: "bytes | durable.FileBytes", run_id: str | None, anchor: dict | None, durable: dict | None = None) -> None:
         self.data = data
         self.size = _written_end(data)  # the NUL bytes after the last line are reserved space
         self.run_id = run_id
@@ -141,19 +144,25 @@ class _HistoryReader:
         if pos >= size:
             self.done = True
             return False
-        stop = data.rfind(b"\n", pos, min(size, pos + _WINDOW)) + 1
-        if stop <= pos:  # no newline in the window: a line longer than it, or none at all
-            stop = data.find(b"\n", pos, size) + 1
-            if stop == 0:
-                n = self.facts[-1]["n"] + 1 if self.facts else 1
-                if n <= self.durable:  # a durable fact: not a tear
-                    self.error = StorageError("the line has no newline, but the fact was durable",
-                                              n, component=HISTORY)
-                else:
-                    self.torn = TornTail(pos, size - pos)  # bytes after the last newline
-                self.done = True
-                return False
-        self.lines = data[pos:stop].split(b"\n")
+        try:
+            stop = data.rfind(b"\n", pos, min(size, pos + _WINDOW)) + 1
+            if stop <= pos:  # no newline in the window: a line longer than it, or none at all
+                stop = data.find(b"\n", pos, size) + 1
+                if stop == 0:
+                    n = self.facts[-1]["n"] + 1 if self.facts else 1
+                    if n <= self.durable:  # a durable fact: not a tear
+                        self.error = StorageError("the line has no newline, but the fact was durable",
+                                                  n, component=HISTORY)
+                    else:
+                        self.torn = TornTail(pos, size - pos)  # bytes after the last newline
+                    self.done = True
+                    return False
+            window = data[pos:stop]
+        except StorageError as problem:  # (a history read as it goes, `durable.FileBytes`)
+            self.error = problem
+            self.done = True
+            return False
+        self.lines = window.split(b"\n")
         self.lines.pop()  # after the last newline
         self.index = 0
         return True

@@ -1,0 +1,122 @@
+"""A run directory's history read as it is verified, not whole (flowrt/store/durable.py
+`FileBytes`): it answers the reader as the file's bytes would, a deferred open reads about a window
+past what it has verified, and a file cut or replaced under a reader is a storage failure or the
+file first opened, never other facts."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowrt.store import RunStore, StorageError
+from flowrt.store import durable as store_durable
+from flowrt.store import reading as store_reading
+from tests.test_store_reading import encode, history, mutations, quick, reference, run_dir
+
+
+class SmallChunks(store_durable.FileBytes):
+    CHUNK = 7  # a search crosses many chunk edges
+
+
+def file_bytes(tmp_path, data: bytes, name: str = "h") -> store_durable.FileBytes:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return SmallChunks.open(str(path), "history.jsonl")
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.binary(max_size=80), sub=st.sampled_from([b"\n", b"ab", b'"kind":"C', b"\0", b""]),
+       start=st.integers(-5, 90), end=st.one_of(st.none(), st.integers(-5, 90)))
+def test_it_answers_as_the_bytes_would(tmp_path_factory, data, sub, start, end):
+    held = file_bytes(tmp_path_factory.mktemp("f"), data)
+    try:
+        assert len(held) == len(data)
+        assert held[start:end] == data[start:end]
+        if 0 <= start:
+            assert held.find(sub, start, end) == data.find(sub, start, end)
+            assert held.rfind(sub, start, end) == data.rfind(sub, start, end)
+            # the window just searched serves the slice after it, as the file would
+            assert held[start:end] == data[start:end]
+        if -len(data) <= start < len(data):
+            assert held[start] == data[start]
+        else:
+            with pytest.raises(IndexError):
+                held[start]
+    finally:
+        held.close()
+
+
+@pytest.mark.parametrize("window", [1, 64, 300, 5000])
+def test_a_reader_of_the_file_reads_as_a_reader_of_its_bytes(tmp_path, monkeypatch, window):
+    """Sound, damaged and torn histories, windows smaller and larger than a line: the reader
+    over the file finds the facts, the tear and the first damage the reference finds."""
+    import random
+
+    monkeypatch.setattr(store_reading, "_WINDOW", window)
+    data = encode(history(rounds=5))
+    cases = [("sound", data)] + list(mutations(data, random.Random(window)))
+    for index, (name, case) in enumerate(cases):
+        held = file_bytes(tmp_path, case, f"case-{index}")
+        reader = store_reading._HistoryReader(held, "run-1", None)
+        while not reader.read(2):
+            pass
+        error = (reader.error.message, reader.error.fact_n) if reader.error else None
+        assert (reader.facts, reader.pos, reader.torn, error) == reference(case, "run-1"), name
+        assert (reader.facts, reader.pos, reader.torn, error) == quick(case), name
+        held.close()
+
+
+def test_a_deferred_open_reads_about_a_window_past_what_it_verified(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_reading, "_WINDOW", 8192)
+    facts = history(rounds=8000, big=False)
+    root = run_dir(tmp_path, facts)
+    size = os.path.getsize(os.path.join(root, "run-1", "history.jsonl"))
+    read: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(fd, length, offset):
+        chunk = real_pread(fd, length, offset)
+        read.append(len(chunk))
+        return chunk
+
+    monkeypatch.setattr(store_durable.os, "pread", counting_pread)
+    lazy = RunStore.open(root, "run-1", for_append=False, defer=True)
+    assert lazy.fact_at(store_reading._VERIFY_STEP) == facts[store_reading._VERIFY_STEP]
+    verified_bytes = len(encode(facts[:len(lazy.verified_facts())]))
+    assert size > 4 * verified_bytes  # (the rest of the file was never needed)
+    # each window reads again the part line it ended in; and the end is read once, for reserved space
+    assert sum(read) <= 1.05 * verified_bytes + 3 * 8192
+    lazy.verify()
+    assert lazy.facts() == facts and sum(read) < 1.05 * size + 3 * 8192
+
+
+def test_a_history_cut_under_a_deferred_reader_is_a_storage_failure(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_reading, "_WINDOW", 8192)
+    facts = history(rounds=4000, big=False)
+    root = run_dir(tmp_path, facts)
+    path = os.path.join(root, "run-1", "history.jsonl")
+    lazy = RunStore.open(root, "run-1", for_append=False, defer=True)
+    assert lazy.fact_at(3) == facts[3]
+    os.truncate(path, os.path.getsize(path) // 2)
+    with pytest.raises(StorageError, match="shorter than it was when it was opened"):
+        lazy.verify()
+    with pytest.raises(StorageError):
+        lazy.facts()
+
+
+def test_a_history_replaced_under_a_deferred_reader_is_read_as_first_opened(tmp_path):
+    """A file put in the history's place (as an archive or a redaction does) is another file: the
+    reader goes on with the one it opened."""
+    facts = history(rounds=4000, big=False)
+    root = run_dir(tmp_path, facts)
+    path = os.path.join(root, "run-1", "history.jsonl")
+    lazy = RunStore.open(root, "run-1", for_append=False, defer=True)
+    assert lazy.fact_at(3) == facts[3]
+    other = tmp_path / "other"
+    other.write_bytes(encode(history(rounds=10)))
+    os.replace(other, path)
+    lazy.verify()
+    assert lazy.facts() == facts and lazy.ended
