@@ -120,3 +120,42 @@ def test_a_history_replaced_under_a_deferred_reader_is_read_as_first_opened(tmp_
     os.replace(other, path)
     lazy.verify()
     assert lazy.facts() == facts and lazy.ended
+
+
+def rows_of(data: bytes) -> list[tuple[int, bytes]]:
+    return [(n, line) for n, line in enumerate(data.split(b"\n")[:-1], 1)]
+
+
+def pages_over(rows: list, size: int, page: int = 3):
+    from flowrt.store.postgres_verify import RowPages
+
+    return RowPages(lambda after, limit: [row for row in rows if row[0] > after][:limit], size, page=page)
+
+
+@pytest.mark.parametrize("window", [1, 64, 300, 5000])
+def test_rows_read_a_page_at_a_time_read_as_their_bytes(monkeypatch, window):
+    """PostgreSQL's rows (flowrt/store/postgres_verify.py `RowPages`): the reader over pages of
+    three rows finds what it finds in the rows' bytes, and the row numbers come along in order."""
+    monkeypatch.setattr(store_reading, "_WINDOW", window)
+    data = encode(history(rounds=5))
+    rows = rows_of(data)
+    pages = pages_over(rows, len(data))
+    reader = store_reading._HistoryReader(pages, "run-1", None)
+    while not reader.read(2):
+        pass
+    error = (reader.error.message, reader.error.fact_n) if reader.error else None
+    assert (reader.facts, reader.pos, reader.torn, error) == reference(data, "run-1")
+    assert list(pages.keys) == [n for n, _ in rows]
+
+
+@pytest.mark.parametrize("change", ["fewer", "more"])
+def test_rows_that_hold_other_bytes_than_counted_are_a_storage_failure(change):
+    data = encode(history(rounds=5))
+    rows = rows_of(data)
+    if change == "fewer":
+        rows = rows[:-1]  # the last row gone since the count
+    else:
+        rows = rows + [(len(rows) + 1, b"{}")]  # a row more than counted
+    reader = store_reading._HistoryReader(pages_over(rows, len(data)), "run-1", None)
+    reader.read()
+    assert reader.error is not None and f"{change} bytes than when it was opened" in reader.error.message

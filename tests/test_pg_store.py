@@ -415,5 +415,45 @@ def test_lost_and_moved_rows_are_storage_errors(pg_url, damage, n):
             store.open("r", for_append=for_append)
         if n is not None:
             assert caught.value.fact_n == n and caught.value.component == "flow_facts"
+    try:  # a deferred open finds the same, by the time it has verified everything
+        deferred = store.open("r", for_append=False, defer=True)
+    except StorageError as early:
+        assert str(early) == str(caught.value)
+    else:
+        with pytest.raises(StorageError) as late:
+            deferred.verify()
+        assert str(late.value) == str(caught.value)
     assert flow("history", "r", "--store", pg_url).returncode == 5
+    store.close()
+
+
+def test_a_deferred_reader_reads_the_rows_of_its_snapshot(pg_url, monkeypatch):
+    """A deferred open reads its later pages outside its snapshot: facts appended since are not
+    read (the run as it was opened), and rows moved away meanwhile (an archive's) are a storage
+    failure, never fewer facts. (Rows that run short at the end: `RowPages` counts the bytes.)"""
+    from flowrt.store import postgres as store_postgres
+    from flowrt.store import postgres_verify
+    from flowrt.store import reading as store_reading
+
+    monkeypatch.setattr(postgres_verify.RowPages, "PAGE", 16)
+    monkeypatch.setattr(store_postgres, "_VERIFY_STEP", 8)
+    monkeypatch.setattr(store_reading, "_WINDOW", 512)  # (a window's rows are fetched for its search)
+    store = PostgresStore(pg_url)
+    s = store.create("r", START, durability="none")
+    for i in range(100):
+        s.append("Call", {"call": f"root#{i}", "arguments": {"i": i}})
+    opened = store.open("r", for_append=False, defer=True)
+    assert opened.fact_at(3)["n"] == 4 and opened.deferred
+    for i in range(100, 150):
+        s.append("Call", {"call": f"root#{i}", "arguments": {"i": i}})
+    s.close()
+    assert len(opened) == 101 and opened.head == store.open("r", for_append=False).fact(101)["hash"]
+    moved = store.open("r", for_append=False, defer=True)
+    assert moved.fact_at(3)["n"] == 4
+    rows(pg_url, "DELETE FROM flow_facts WHERE run = 'r' AND n BETWEEN 60 AND 70 RETURNING 1")
+    with pytest.raises(StorageError) as caught:  # (the gap is met before the bytes run short)
+        moved.verify()
+    assert caught.value.fact_n == 60 and caught.value.component == "flow_facts"
+    with pytest.raises(StorageError):
+        moved.facts()
     store.close()

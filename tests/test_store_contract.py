@@ -688,3 +688,38 @@ def test_a_released_fact_changed_under_its_reader_is_a_storage_error(backend):
         reader.facts()
     assert reader.fact(31)["arguments"]["i"] == 30  # held: read from memory
     reader.close()
+
+
+def test_a_deferred_open_read_a_page_at_a_time_reads_and_fails_as_an_eager_one(backend, monkeypatch):
+    """Pages of 16 rows (PostgreSQL), 8 facts verified at a time (both): the facts, released as
+    they are passed, come out as an eager open has them; damage near the end is raised by the
+    deferred open, once asked for everything, as the eager open raises it."""
+    from flowrt.store import directory as store_directory
+    from flowrt.store import postgres as store_postgres
+    from flowrt.store import postgres_verify
+
+    monkeypatch.setattr(postgres_verify.RowPages, "PAGE", 16)
+    monkeypatch.setattr(store_postgres, "_VERIFY_STEP", 8)
+    monkeypatch.setattr(store_directory, "_VERIFY_STEP", 8)
+    s = backend.store.create("run-1", START, durability="none")
+    for i in range(1, 151):
+        s.append("Call", call_fields(i))
+    s.close()
+    model = backend.store.open("run-1", for_append=False).facts()
+    reader = backend.store.open("run-1", for_append=False, defer=True)
+    assert reader.deferred
+    for index in range(0, len(model), 5):
+        assert reader.fact_at(index) == model[index]
+        reader.release_before(index)
+    assert reader.fact_at(len(model)) is None and not reader.deferred
+    assert reader.facts() == model and reader.head == model[-1]["hash"]
+    reader.close()
+    backend.alter_fact("run-1", 140, "arguments", {"i": 0, "big": ""})
+    with pytest.raises(StorageError) as eager:
+        backend.store.open("run-1", for_append=False)
+    reader = backend.store.open("run-1", for_append=False, defer=True)
+    assert reader.fact_at(20) == model[20]  # the sound beginning is served
+    with pytest.raises(StorageError) as late:
+        reader.verify()
+    assert str(late.value) == str(eager.value)
+    reader.close()

@@ -48,7 +48,9 @@ from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
 from flowrt.store.postgres_shelf import ShelvedRows
 from flowrt.store.postgres_sql import APPEND_STATEMENT, HOST_RECORD, HOST_RECORD_ALONE
-from flowrt.store.postgres_verify import parse_host_rows, verify_rows
+from flowrt.store.postgres_verify import (Reading, RowPages, check_keys, finish_reading, parse_host_rows,
+                                          start_reading, verify_rows)
+from flowrt.store.reading import _VERIFY_STEP
 from flowrt.store.refs import index_refs, verify_referenced
 
 ANSWER_SECONDS = STATEMENT_SECONDS + 30  # ... and on waiting for its answer (a server gone silent)
@@ -182,13 +184,15 @@ class PostgresStore(Store):
     def open(self, run_id: str, *, for_append: bool, durability: str = "fsync",
              inline_limit: int | None = None, defer: bool = False,
              lease: leases.Lease | None = None) -> "PostgresRunLog":
-        """As the interface says. `defer` changes nothing here (the record is read in one query
-        and verified whole). `lease`: a lease the caller took already (a worker's claim)."""
+        """As the interface says: the rows are read a page at a time as they are verified, and
+        with `defer` (read-only) the first facts are verified now and the rest as they are asked
+        for, as the run directory's are. `lease`: a lease the caller took already (a worker's
+        claim)."""
         self._check_run_id(run_id)
         log = PostgresRunLog(self, run_id, for_append=for_append, durability=durability,
                              inline_limit=inline_limit)
         try:
-            log._load(explicit_limit=inline_limit, lease=lease)
+            log._load(explicit_limit=inline_limit, lease=lease, defer=defer and not for_append)
         except BaseException:
             log.close()
             raise
@@ -270,6 +274,10 @@ class PostgresRunLog(RunLog):
         self._times_from = 0
         self._times_recorded = time.time_ns() // 1_000_000
         self._known_times = KnownTimes()
+        #: while a deferred open is verifying: the rows' reading, and (present values, limit)
+        self._reading: Reading | None = None
+        self._deferred: tuple | None = None
+        self._failure: StorageError | None = None  # what the deferred verification found
 
     # -- the held connection and the lease ----------------------------------------------------
 
@@ -310,7 +318,7 @@ class PostgresRunLog(RunLog):
 
     # -- opening --------------------------------------------------------------------------------
 
-    def _load(self, explicit_limit: int | None, lease: leases.Lease | None) -> None:
+    def _load(self, explicit_limit: int | None, lease: leases.Lease | None, defer: bool = False) -> None:
         if self.for_append:
             conn = self._hold()
             try:
@@ -336,24 +344,91 @@ class PostgresRunLog(RunLog):
                                        (self.run_id,)).fetchone()
                     if run is None:
                         raise RunNotFound(f"no run {self.run_id} in {self.store}")
-                    rows = conn.execute("SELECT n, line FROM flow_facts WHERE run = %s ORDER BY n",
-                                        (self.run_id,)).fetchall()
+                    # Every row, not only those up to `last_n`: a row past it is damage, and
+                    # the reader finds it as it would any other.
+                    size, last_row = conn.execute(
+                        "SELECT coalesce(sum(octet_length(line) + 1), 0)::bigint, coalesce(max(n), 0) "
+                        "FROM flow_facts WHERE run = %s", (self.run_id,)).fetchone()
                     host_rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
                                              (self.run_id,)).fetchall()
                     present = {row[0] for row in conn.execute(
                         "SELECT hex FROM flow_values WHERE run = %s", (self.run_id,))}
+                    pages = RowPages(self._rows_after(conn, last_row), size)
+                    reading = start_reading(self.run_id, run, host_rows, pages)
+                    done = reading.reader.read(2 if defer else None)
+                    if not done:
+                        # The rest is read as it is asked for, a page at a time from the pool's
+                        # connections: the rows this snapshot held (up to `last_row`) change
+                        # only by an archive, which the reader finds as rows that hold other
+                        # bytes than counted here; those appended since are not read.
+                        pages._fetch = self._rows_after(None, last_row)
         except psycopg.Error as problem:
             raise _failed(problem, "cannot read the run") from problem
-        self._verify(run, rows, host_rows, present, explicit_limit)
+        self._host_count = len(host_rows)
+        if done:
+            self._verified(reading, reading.reader.facts, present, explicit_limit)
+            return
+        check_keys(reading)
+        self._reading = reading
+        self._deferred = (present, explicit_limit)
+        self._facts = shelving.FactShelf(reading.reader.facts)
+        # Holes as recorded, so that reading a value meets its hole before verification ends
+        # (which then checks each record against its fact).
+        for record in reading.host.records:
+            if record["kind"] == "hole" and type(record.get("fact")) is int:
+                self._holes[(record["fact"], record.get("field"))] = record.get("ref")
+
+    def _rows_after(self, conn: psycopg.Connection | None, last_n: int):
+        """`RowPages`'s fetch: the run's rows after a number, up to `last_n`, on `conn` (in the
+        open's snapshot) or, when None, on a connection of the pool. A page is a range of
+        numbers, not a LIMIT: the planner, its statistics stale after a long run's inserts,
+        scanned and sorted every row after the page's start for each page (a replay of 100,000
+        calls spent 2.3 s in them); a range scans its own rows. Numbers run on without gaps
+        but for an archive's, after Start, which is stepped over."""
+        run_id = self.run_id
+        page_sql = "SELECT n, line FROM flow_facts WHERE run = %s AND n > %s AND n <= %s ORDER BY n"
+        next_sql = "SELECT min(n) FROM flow_facts WHERE run = %s AND n > %s AND n <= %s"
+
+        def fetch_on(db: psycopg.Connection, after: int, limit: int) -> list:
+            while after < last_n:
+                rows = db.execute(page_sql, (run_id, after, min(after + limit, last_n))).fetchall()
+                if rows:
+                    return rows
+                following = db.execute(next_sql, (run_id, after, last_n)).fetchone()[0]
+                if following is None:
+                    break
+                after = following - 1
+            return []
+
+        def fetch(after: int, limit: int) -> list:
+            try:
+                if conn is not None:
+                    return fetch_on(conn, after, limit)
+                with self.store.connection() as pooled:
+                    return fetch_on(pooled, after, limit)
+            except psycopg.Error as problem:
+                raise _failed(problem, "cannot read the run", after + 1) from problem
+        return fetch
 
     def _verify(self, run: tuple, rows: list, host_rows: list, present: set[str],
                 explicit_limit: int | None) -> None:
+        """Verify rows read elsewhere, whole (an image written back: flowrt/store/postgres_image.py)."""
         verified = verify_rows(self.run_id, run, rows, host_rows, present)
+        self._host_count = len(host_rows)
+        self._take(verified, verified.facts, present, explicit_limit)
+
+    def _verified(self, reading: Reading, facts: Any, present: set[str], explicit_limit: int | None) -> None:
+        """The reader is done: the checks of the end, then the verified run is this log's."""
+        self._take(finish_reading(reading, facts, present), facts, present, explicit_limit)
+
+    def _take(self, verified: Any, facts: Any, present: set[str], explicit_limit: int | None) -> None:
         if explicit_limit is None and verified.recorded_limit is not None and verified.recorded_limit >= 0:
             self.inline_limit = verified.recorded_limit
-        self._facts = shelving.FactShelf(verified.facts, ShelvedRows(self.store, self.run_id) if self.for_append else None)
+        if not isinstance(facts, shelving.FactShelf):
+            facts = shelving.FactShelf(facts, ShelvedRows(self.store, self.run_id) if self.for_append else None)
+        self._facts = facts
         self._holes, self._refs = verified.holes, verified.refs
-        self._host_head, self._host_count = verified.host_head, len(host_rows)
+        self._host_head = verified.host_head
         self.archived_checkpoints = verified.archived_checkpoints
         self._known_values = present
         self._known_times = KnownTimes(verified.times)
@@ -364,63 +439,113 @@ class PostgresRunLog(RunLog):
     # -- reading --------------------------------------------------------------------------------
 
     def verify(self) -> None:
-        return None
+        if self._failure is not None:
+            raise self._failure
+        if self._reading is not None:
+            self._read_more(None)
+
+    def _read_more(self, count: int | None) -> None:
+        reading = self._reading
+        done = reading.reader.read(count)
+        check_keys(reading)
+        if not done:
+            return
+        self._reading = None
+        present, explicit_limit = self._deferred
+        try:
+            self._verified(reading, self._facts, present, explicit_limit)
+        except StorageError as problem:
+            self._failure = problem
+            raise
 
     @property
     def deferred(self) -> bool:
-        return False
+        return self._reading is not None
 
     def facts(self) -> list[dict]:
+        self.verify()
         return list(self._facts)
 
     def fact(self, n: int) -> dict:
         position = self._facts.index_of(n)
+        if position is None and (self._reading is not None or self._failure is not None):
+            self.verify()
+            position = self._facts.index_of(n)
         if position is None:
             raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, some perhaps archived)")
         return self._facts[position]
 
     def __len__(self) -> int:
+        self.verify()
         return len(self._facts)
 
     def verified_facts(self) -> shelving.FactShelf:
         return self._facts
 
     def fact_at(self, index: int) -> dict | None:
-        return self._facts[index] if index < len(self._facts) else None
+        facts = self._facts
+        while index >= len(facts):
+            if self._reading is None:
+                if self._failure is not None:
+                    raise self._failure
+                return None
+            self._read_more(max(_VERIFY_STEP, index + 1 - len(facts)))
+        return facts[index]
 
     def facts_from(self, index: int, count: int) -> list[dict]:
-        return self._facts[index:index + count]
+        facts = self._facts
+        while len(facts) < index + count and self._reading is not None:
+            self._read_more(max(_VERIFY_STEP, index + count - len(facts)))
+        if self._failure is not None:
+            raise self._failure
+        return facts[index:index + count]
 
     def release_before(self, index: int) -> None:
         if self.for_append:
             return
-        shelf = self._facts
-        count = min(index, len(shelf)) - shelf.base
-        if count < 2 or count >= len(shelf.kept):
-            return
-        if shelf.loader is None:  # (every fact of an open run is committed: read back by number)
-            shelf.loader = ShelvedRows(self.store, self.run_id)
-        shelf.shelve(count)
+        with self._lock:
+            shelf = self._facts
+            count = min(index, len(shelf)) - shelf.base
+            if count < 2 or count >= len(shelf.kept):
+                return
+            if shelf.loader is None:  # (every fact of an open run is committed: read back by number)
+                shelf.loader = ShelvedRows(self.store, self.run_id)
+            reading = self._reading
+            if reading is not None:
+                check_keys(reading)  # (before the facts it checks leave the reader)
+                reader = reading.reader
+                if reader.durable:  # not yet checked: the fact it names may be among these
+                    for fact in shelf.kept[:count]:
+                        if fact["n"] == reader.durable:
+                            reader.durable_seen = fact["hash"]
+                reader.shelved += count
+            shelf.shelve(count)
 
     def latest_checkpoint(self) -> int | None:
+        self.verify()
         return self._facts.latest_checkpoint()
 
     @property
     def head(self) -> str | None:
+        self.verify()
         return self._facts[-1]["hash"] if self._facts else None
 
     @property
     def ended(self) -> bool:
+        self.verify()
         return bool(self._facts) and self._facts[-1]["kind"] == "End"
 
     @property
     def torn_tail(self) -> TornTail | None:
+        self.verify()
         return None  # a commit is whole or absent
 
     def holes(self) -> dict[tuple[int, str], str]:
+        self.verify()
         return dict(self._holes)
 
     def is_hole(self, fact: dict | int, field: str) -> bool:
+        self.verify()
         n = fact if isinstance(fact, int) else fact["n"]
         return (n, field) in self._holes
 
@@ -471,6 +596,7 @@ class PostgresRunLog(RunLog):
             raise StorageError("the source is not UTF-8", component=component) from None
 
     def verify_files(self) -> None:
+        self.verify()
         verify_referenced(self, self._refs, self._holes, self._facts, _HISTORY)
 
     def host_records(self) -> list[dict]:

@@ -78,7 +78,8 @@ class _HistoryReader:
 
     def __init__(self, data: "bytes | durable.FileBytes", run_id: str | None, anchor: dict | None, durable: dict | None = None) -> None:
         self.data = data
-        self.size = _written_end(data)  # the NUL bytes after the last line are reserved space
+        # the NUL bytes after the last line are reserved space (rows hold none: `written_end`)
+        self.size = data.written_end() if hasattr(data, "written_end") else _written_end(data)
         self.run_id = run_id
         self.anchor = anchor
         self.facts: list[dict] = []

@@ -7,7 +7,10 @@ process's peak resident memory above what it held before (`VmHWM` after
 `/proc/self/clear_refs`) and the replay's seconds. The trees alternate and take turns going first
 (`--against` another checkout); medians of `--rounds`.
 
-    python scripts/bench/replay_memory.py [--calls 100000] [--rounds 3] [--against /tmp/before]
+`--postgres`: the history is kept in a PostgreSQL cluster started here (tests/pg_cluster.py's, on
+a Unix socket) instead of a run directory.
+
+    python scripts/bench/replay_memory.py [--calls 100000] [--rounds 3] [--against /tmp/before] [--postgres]
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ print(json.dumps({"memory": status("VmHWM") - before, "seconds": seconds}))
 """
 
 
-def record(calls: int, runs_dir: str) -> str:
-    """The run id of one recorded run of `calls` echo calls (this tree, no fsync)."""
+def record(calls: int, runs_dir: str, store: str | None = None) -> str:
+    """The run id of one recorded run of `calls` echo calls (this tree, no fsync), kept in
+    `store` (a database URL) or in `runs_dir`/runs."""
     sys.path.insert(0, str(ROOT))
     sys.path.insert(1, str(HERE.parent))
     import flowrt
@@ -57,7 +61,8 @@ def record(calls: int, runs_dir: str) -> str:
 
     program = os.path.join(runs_dir, "echo.flow")
     Path(program).write_text(PROGRAM)
-    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=os.path.join(runs_dir, "runs"), durability="none")
+    host = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=store or os.path.join(runs_dir, "runs"),
+                       durability="none")
     outcome = host.run(program, {"n": calls})
     assert outcome.exit_code == 0, outcome
     return outcome.run_id
@@ -76,23 +81,41 @@ def main() -> None:
     options.add_argument("--calls", type=int, default=100_000)
     options.add_argument("--rounds", type=int, default=3)
     options.add_argument("--against", help="another checkout, measured in the same rounds")
+    options.add_argument("--postgres", action="store_true", help="keep the history in PostgreSQL")
     args = options.parse_args()
+    cluster = None
+    if args.postgres:
+        sys.path.insert(0, str(ROOT))
+        from tests.pg_cluster import Cluster
+
+        cluster = Cluster()
+        from flowrt.store.postgres_schema import init_schema
+
+        init_schema(cluster.url)
+    try:
+        _measure_all(args, cluster.url if cluster else None)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def _measure_all(args, url: str | None) -> None:
     trees = {"after": ROOT}
     if args.against:
         trees = {"before": Path(args.against).resolve(), **trees}
     figures: dict[str, list[dict]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory() as directory:
-        run_id = record(args.calls, directory)
-        runs_dir = os.path.join(directory, "runs")
-        size = os.path.getsize(os.path.join(runs_dir, run_id, "history.jsonl"))
+        run_id = record(args.calls, directory, url)
+        runs_dir = url or os.path.join(directory, "runs")
+        size = 0 if url else os.path.getsize(os.path.join(runs_dir, run_id, "history.jsonl"))
         for index in range(args.rounds):
             order = list(trees.items())
             if index % 2:
                 order.reverse()
             for name, tree in order:
                 figures[name].append(measure(tree, runs_dir, run_id))
-    print(f"replay from Start of {args.calls:,} calls ({3 * args.calls + 2:,} facts, history.jsonl "
-          f"{size / 1e6:.1f} MB), medians of {args.rounds} rounds; load average {os.getloadavg()[0]:.1f}")
+    kept = "PostgreSQL" if url else f"history.jsonl {size / 1e6:.1f} MB"
+    print(f"replay from Start of {args.calls:,} calls ({3 * args.calls + 2:,} facts, {kept}), medians of {args.rounds} rounds; load average {os.getloadavg()[0]:.1f}")
     for name, rows in figures.items():
         memory = statistics.median(row["memory"] for row in rows) / 1e6
         seconds = statistics.median(row["seconds"] for row in rows)
