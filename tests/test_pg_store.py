@@ -431,12 +431,11 @@ def test_a_deferred_reader_reads_the_rows_of_its_snapshot(pg_url, monkeypatch):
     """A deferred open reads its later pages outside its snapshot: facts appended since are not
     read (the run as it was opened), and rows moved away meanwhile (an archive's) are a storage
     failure, never fewer facts. (Rows that run short at the end: `RowPages` counts the bytes.)"""
-    from flowrt.store import postgres as store_postgres
     from flowrt.store import postgres_verify
     from flowrt.store import reading as store_reading
 
     monkeypatch.setattr(postgres_verify.RowPages, "PAGE", 16)
-    monkeypatch.setattr(store_postgres, "_VERIFY_STEP", 8)
+    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 8)
     monkeypatch.setattr(store_reading, "_WINDOW", 512)  # (a window's rows are fetched for its search)
     store = PostgresStore(pg_url)
     s = store.create("r", START, durability="none")

@@ -694,13 +694,11 @@ def test_a_deferred_open_read_a_page_at_a_time_reads_and_fails_as_an_eager_one(b
     """Pages of 16 rows (PostgreSQL), 8 facts verified at a time (both): the facts, released as
     they are passed, come out as an eager open has them; damage near the end is raised by the
     deferred open, once asked for everything, as the eager open raises it."""
-    from flowrt.store import directory as store_directory
-    from flowrt.store import postgres as store_postgres
     from flowrt.store import postgres_verify
+    from flowrt.store import reading as store_reading
 
     monkeypatch.setattr(postgres_verify.RowPages, "PAGE", 16)
-    monkeypatch.setattr(store_postgres, "_VERIFY_STEP", 8)
-    monkeypatch.setattr(store_directory, "_VERIFY_STEP", 8)
+    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 8)
     s = backend.store.create("run-1", START, durability="none")
     for i in range(1, 151):
         s.append("Call", call_fields(i))

@@ -335,9 +335,7 @@ def test_a_deferred_open_that_releases_as_it_reads_ends_in_the_same_store(tmp_pa
     """Verified a few facts at a time and the facts passed released at each step: the values by
     reference, the durable mark (a fact in the middle: the host stopped without closing the run)
     and every fact come out as an eager open has them."""
-    from flowrt.store import directory as store_directory
-
-    monkeypatch.setattr(store_directory, "_VERIFY_STEP", 4)
+    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 4)
     live = RunStore.create(str(tmp_path / "live"), "run-1", dict(START))
     for i in range(12):
         live.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"big": "x" * 2000 if i % 4 == 0 else i}})

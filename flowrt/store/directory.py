@@ -36,6 +36,7 @@ from flowrt.store import durable
 from flowrt.store.archive import _read_anchor, redaction_fields, write_archive
 from flowrt.store.blobs import put_source, read_source, read_value, write_values
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record
+from flowrt.store.deferred import VerifiedAsAsked, let_go
 from flowrt.store.discovery import scan_runs
 from flowrt.store.durable import _fsync_dir, _pwrite_all, _strerror, _write_all
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
@@ -60,7 +61,7 @@ from flowrt.store.interface import RunLog, Store
 from flowrt.store.known_times import KnownTimes
 from flowrt.store.layout import HISTORY, HOST, SOURCES, VALUES
 from flowrt.store.probe import appender_holds, history_tail
-from flowrt.store.reading import _VERIFY_STEP, _HistoryReader, _Parsed
+from flowrt.store.reading import _HistoryReader, _Parsed
 from flowrt.store.refs import index_refs, verify_referenced
 from flowrt.store import shelf as shelving
 from flowrt.store.shelf import FactShelf, HistoryLines
@@ -110,7 +111,7 @@ def _stat_run(path: str) -> tuple[int, int, int, int, int]:
         raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
 
 
-class RunStore(RunLog):
+class RunStore(VerifiedAsAsked, RunLog):
     """One run's stored record. Make one with `RunStore.create` or `RunStore.open`.
 
     A store opened for appending (`create`, or `open(..., for_append=True)`) holds an exclusive
@@ -278,13 +279,6 @@ class RunStore(RunLog):
 
     # -- deferred verification ------------------------------------------------------------------
 
-    def verify(self) -> None:
-        """Finish a deferred verification (nothing to do otherwise); raises what `open` would."""
-        if self._failure is not None:
-            raise self._failure
-        if self._reader is not None:
-            self._read_more(None)
-
     def _read_more(self, count: int | None) -> None:
         reader = self._reader
         if not reader.read(count):
@@ -311,27 +305,6 @@ class RunStore(RunLog):
         mutate it."""
         return self._facts
 
-    def fact_at(self, index: int) -> dict | None:
-        """The fact at `index` of the verified facts (0 is Start), verifying as far as that;
-        None past the last fact (then everything has been verified)."""
-        facts = self._facts
-        while index >= len(facts):
-            if self._reader is None:
-                if self._failure is not None:
-                    raise self._failure
-                return None
-            self._read_more(max(_VERIFY_STEP, index + 1 - len(facts)))
-        return facts[index]
-
-    def facts_from(self, index: int, count: int) -> list[dict]:
-        """Up to `count` facts from `index` on, verifying as far as that; [] past the end."""
-        facts = self._facts
-        while len(facts) < index + count and self._reader is not None:
-            self._read_more(max(_VERIFY_STEP, index + count - len(facts)))
-        if self._failure is not None:
-            raise self._failure
-        return facts[index:index + count]
-
     def release_before(self, index: int) -> None:
         """The facts of indexes below `index` (Start aside) are left to history.jsonl, read back,
         verified, if asked for again: a reader going through a long history in order (replay)
@@ -352,11 +325,7 @@ class RunStore(RunLog):
             except StorageError:
                 return  # (the facts stay held: as sound as before, only the memory is not given back)
             if reader is not None:
-                if reader.durable:  # not yet checked: the fact it names may be among these
-                    for fact in shelf.kept[:count]:
-                        if fact["n"] == reader.durable:
-                            reader.durable_seen = fact["hash"]
-                reader.shelved += count
+                let_go(reader, shelf.kept, count)
             shelf.shelve(count)
 
     def latest_checkpoint(self) -> int | None:
@@ -649,16 +618,6 @@ class RunStore(RunLog):
         """The verified facts, as stored (large values as `<field>_ref`). Do not mutate them."""
         self.verify()
         return list(self._facts)
-
-    def fact(self, n: int) -> dict:
-        position = self._facts.index_of(n)
-        if position is None and (self._reader is not None or self._failure is not None):
-            self.verify()
-            position = self._facts.index_of(n)
-        if position is None:
-            raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, "
-                             "some perhaps archived)")
-        return self._facts[position]
 
     def holes(self) -> dict[tuple[int, str], str]:
         """Every recorded hole: (fact n, field) -> the value's hash."""

@@ -38,6 +38,7 @@ from flowrt.store import postgres_lease as leases
 from flowrt.store.canonical import loads_canonical
 from flowrt.store import shelf as shelving
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record
+from flowrt.store.deferred import VerifiedAsAsked, let_go
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.host_records import check_host_record
@@ -50,7 +51,6 @@ from flowrt.store.postgres_shelf import ShelvedRows
 from flowrt.store.postgres_sql import APPEND_STATEMENT, HOST_RECORD, HOST_RECORD_ALONE
 from flowrt.store.postgres_verify import (Reading, RowPages, check_keys, finish_reading, parse_host_rows,
                                           start_reading, verify_rows)
-from flowrt.store.reading import _VERIFY_STEP
 from flowrt.store.refs import index_refs, verify_referenced
 
 ANSWER_SECONDS = STATEMENT_SECONDS + 30  # ... and on waiting for its answer (a server gone silent)
@@ -234,7 +234,7 @@ class _Connection:
             raise _failed(problem, "cannot finish") from problem
 
 
-class PostgresRunLog(RunLog):
+class PostgresRunLog(VerifiedAsAsked, RunLog):
     """One run's record in the database, opened for reading or (holding its lease) for appending."""
 
     def __init__(self, store: PostgresStore, run_id: str, *, for_append: bool, durability: str,
@@ -438,12 +438,6 @@ class PostgresRunLog(RunLog):
 
     # -- reading --------------------------------------------------------------------------------
 
-    def verify(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-        if self._reading is not None:
-            self._read_more(None)
-
     def _read_more(self, count: int | None) -> None:
         reading = self._reading
         done = reading.reader.read(count)
@@ -466,39 +460,12 @@ class PostgresRunLog(RunLog):
         self.verify()
         return list(self._facts)
 
-    def fact(self, n: int) -> dict:
-        position = self._facts.index_of(n)
-        if position is None and (self._reading is not None or self._failure is not None):
-            self.verify()
-            position = self._facts.index_of(n)
-        if position is None:
-            raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, some perhaps archived)")
-        return self._facts[position]
-
     def __len__(self) -> int:
         self.verify()
         return len(self._facts)
 
     def verified_facts(self) -> shelving.FactShelf:
         return self._facts
-
-    def fact_at(self, index: int) -> dict | None:
-        facts = self._facts
-        while index >= len(facts):
-            if self._reading is None:
-                if self._failure is not None:
-                    raise self._failure
-                return None
-            self._read_more(max(_VERIFY_STEP, index + 1 - len(facts)))
-        return facts[index]
-
-    def facts_from(self, index: int, count: int) -> list[dict]:
-        facts = self._facts
-        while len(facts) < index + count and self._reading is not None:
-            self._read_more(max(_VERIFY_STEP, index + count - len(facts)))
-        if self._failure is not None:
-            raise self._failure
-        return facts[index:index + count]
 
     def release_before(self, index: int) -> None:
         if self.for_append:
@@ -513,12 +480,7 @@ class PostgresRunLog(RunLog):
             reading = self._reading
             if reading is not None:
                 check_keys(reading)  # (before the facts it checks leave the reader)
-                reader = reading.reader
-                if reader.durable:  # not yet checked: the fact it names may be among these
-                    for fact in shelf.kept[:count]:
-                        if fact["n"] == reader.durable:
-                            reader.durable_seen = fact["hash"]
-                reader.shelved += count
+                let_go(reading.reader, shelf.kept, count)
             shelf.shelve(count)
 
     def latest_checkpoint(self) -> int | None:
