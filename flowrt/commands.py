@@ -285,14 +285,28 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
         ctx.exit(follow_history(_runs_dir(runs_dir), run_id, kind=kind, as_json=as_json, timeout=timeout))
     if timeout is not None:
         _refuse(ctx, as_json, "--timeout goes with --follow", run=run_id)
-    store = _open_run(ctx, runs_dir, run_id, for_append=False, as_json=as_json)
+    from flowrt.store import StorageError
+
+    # Deferred: the view verifies the history as it goes through it, and lets go of what it has
+    # passed (flowrt/inspect_cmd.py `history_view`).
+    store = _open_run(ctx, runs_dir, run_id, for_append=False, as_json=as_json, defer=True)
     try:
+        try:
+            if source is not None:
+                store.verify()
+                text = recorded_source(store, source)
+            else:
+                try:
+                    view = history_view(store, kind=kind, search=search, fact=fact, runs=runs_dir)
+                except Exception:
+                    store.verify()  # (damage further on is what to report, not a fact it left odd)
+                    raise
+        except StorageError as problem:
+            _refuse(ctx, as_json, f"storage failure: {problem}", 5, run=run_id)
         if source is not None:
-            text = recorded_source(store, source)
             if text is None:
                 _refuse(ctx, as_json, f"run {run_id} recorded no module `{source}`", run=run_id)
             _done(ctx, as_json, 0, text, run=run_id, module=source, source=text)
-        view = history_view(store, kind=kind, search=search, fact=fact, runs=runs_dir)
         if show_rounds:
             from flowrt.replay import Refused, RoundsRefused, rounds as replay_rounds
 
@@ -473,12 +487,14 @@ def completion_command(shell: str, color: str | None) -> None:
     sys.stdout.write(completer.source())
 
 
-def _open_run(ctx: click.Context, runs_dir: str | None, run_id: str, *, for_append: bool, as_json: bool = False):
-    """A stored run, verified; a damaged one exits 5 (storage failure), a missing one 2."""
+def _open_run(ctx: click.Context, runs_dir: str | None, run_id: str, *, for_append: bool, as_json: bool = False,
+              defer: bool = False):
+    """A stored run, verified (with `defer`, as far as its first facts: the caller verifies the
+    rest before it shows anything); a damaged one exits 5 (storage failure), a missing one 2."""
     from flowrt.store import StorageError, open_store
 
     try:
-        return open_store(_runs_dir(runs_dir)).open(run_id, for_append=for_append)
+        return open_store(_runs_dir(runs_dir)).open(run_id, for_append=for_append, defer=defer)
     except StorageError as problem:
         _refuse(ctx, as_json, f"storage failure: {problem}", 5, run=run_id)
     except Exception as problem:

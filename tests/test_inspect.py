@@ -217,3 +217,65 @@ def test_a_filtered_view_shows_exactly_the_whole_view_s_rows_for_its_facts(tmp_p
     assert [row["n"] for row in kinds["facts"]] == [row["n"] for row in whole["facts"] if row["kind"] == "Reply"]
     assert all("durationMs" in row for row in kinds["facts"]) == \
         all("durationMs" in by_n[row["n"]] for row in kinds["facts"])
+
+
+LOOP = """
+@tool pub flow echo(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = loop(n, 0)
+
+flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }
+"""
+
+
+def long_run(tmp_path, calls: int = 3000) -> tuple[Path, str]:
+    """A run of `calls` echo calls (a Checkpoint, a Call and a Reply each: more facts than two
+    of a deferred open's verification steps)."""
+    import flowrt
+
+    program = tmp_path / "echo.flow"
+    program.write_text(LOOP)
+    runs = tmp_path / "runs"
+    outcome = flowrt.Host({"echo.echo": lambda n: n}, runs_dir=str(runs), durability="none").run(
+        str(program), {"n": calls})
+    assert outcome.exit_code == 0
+    return runs, outcome.run_id
+
+
+def test_a_long_history_viewed_as_it_is_verified_shows_what_a_whole_read_shows(tmp_path):
+    """`flow history` goes through the facts once, verifying as it goes and letting go of the
+    facts it passed: its view is the one made from every fact held."""
+    from flowrt import inspect_cmd
+    from flowrt.store import RunStore
+
+    runs, run_id = long_run(tmp_path)
+    whole = RunStore.open(str(runs), run_id, for_append=False)
+    held = inspect_cmd.RELEASE_EVERY
+    inspect_cmd.RELEASE_EVERY = 10 ** 9
+    try:
+        for selection in ((), ("--kind", "reply"), ("--fact", "8000"), ("--search", "4242")):
+            options = dict(zip(("kind", "fact", "search"), (None, None, None)))
+            if selection:
+                name, value = selection[0].lstrip("-"), selection[1]
+                options[name] = int(value) if name == "fact" else value
+            expected = inspect_cmd.history_view(whole, **options)
+            shown = flow("history", run_id, "--runs", str(runs), "--json", *selection)
+            assert shown.returncode == 0, shown.stderr
+            view = json.loads(shown.stdout)
+            for key in ("exitCode", "message", "diagnostics"):
+                view.pop(key)
+            assert view == json.loads(json.dumps(expected)), selection
+    finally:
+        inspect_cmd.RELEASE_EVERY = held
+    assert expected["total"] == 9002 and view["facts"] and all("4242" in f["summary"] for f in view["facts"])
+
+
+def test_damage_far_into_a_long_history_is_a_storage_failure(tmp_path):
+    runs, run_id = long_run(tmp_path)
+    path = runs / run_id / "history.jsonl"
+    data = bytearray(path.read_bytes())
+    data[-200] ^= 0x01  # in the last facts, far past what the open verifies first
+    path.write_bytes(bytes(data))
+    for selection in (("--fact", "5"), ("--json",), ("--source", "echo")):
+        shown = flow("history", run_id, "--runs", str(runs), *selection)
+        assert shown.returncode == 5 and "storage failure" in shown.stdout + shown.stderr, (selection, shown)

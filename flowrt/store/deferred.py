@@ -8,8 +8,8 @@ from flowrt.store import reading
 
 
 class VerifiedAsAsked:
-    """`verify`, `fact_at`, `facts_from` and `fact` over what the store gives: `_facts` (its
-    FactShelf of verified facts), `_failure` (the StorageError the verification found, or None),
+    """`verify`, `fact_at`, `facts_from`, `fact` and `is_hole` over what the store gives: `_facts`
+    (its FactShelf of verified facts), `_holes` (the recorded holes), `_failure` (the StorageError the verification found, or None),
     `deferred` (whether it goes on) and `_read_more(count)` (verify up to `count` more facts, all
     when None; once it reaches the end it runs the end's checks, sets `_failure` if they fail and
     raises)."""
@@ -50,6 +50,13 @@ class VerifiedAsAsked:
         if position is None:
             raise IndexError(f"no fact {n!r} in the history (it has {len(self._facts)}, some perhaps archived)")
         return self._facts[position]
+
+    def is_hole(self, fact: dict | int, field: str) -> bool:
+        """Whether `field` of the fact is a recorded hole. Without verifying on: a deferred open
+        knows its holes as recorded from the start (as `value` meets them), and the end of its
+        verification checks each against its fact."""
+        n = fact if isinstance(fact, int) else fact["n"]
+        return (n, field) in self._holes
 
 
 def let_go(reader: "reading._HistoryReader", kept: list[dict], count: int) -> None:

@@ -624,11 +624,6 @@ class RunStore(VerifiedAsAsked, RunLog):
         self.verify()
         return dict(self._holes)
 
-    def is_hole(self, fact: dict | int, field: str) -> bool:
-        self.verify()
-        n = fact if isinstance(fact, int) else fact["n"]
-        return (n, field) in self._holes
-
     def value(self, fact: dict | int, field: str) -> Any:
         """The value of `field` in a fact (given as the fact or its number): inline, or loaded
         from values/ and checked against its hash. Raises Hole for a hole, StorageError for a

@@ -506,11 +506,6 @@ class PostgresRunLog(VerifiedAsAsked, RunLog):
         self.verify()
         return dict(self._holes)
 
-    def is_hole(self, fact: dict | int, field: str) -> bool:
-        self.verify()
-        n = fact if isinstance(fact, int) else fact["n"]
-        return (n, field) in self._holes
-
     def _blob(self, table: str, hex_: str) -> bytes | None:
         try:
             with self.store.connection() as conn:

@@ -189,15 +189,24 @@ class HistoryLines:
     def note(self, count: int, first_index: int, written_end: int) -> None:
         """Find the lines of the next `count` facts (the first at index `first_index`), from
         `kept_at` on, before they are shelved: the kept facts' lines are the bytes from there to
-        `written_end`, split in C."""
+        `written_end`, split in C. Read as far as those `count` lines reach (a guess, doubled
+        until they are all there), not to `written_end`: a reader that verified to the end and
+        then let go of its facts a few thousand at a time read the rest of the file each time."""
         at = self.kept_at
+        want = min(written_end - at, max(1 << 16, count * 512))
         try:
             with open(self.path, "rb", buffering=0) as handle:
-                data = os.pread(handle.fileno(), written_end - at, at)
+                while True:
+                    data = os.pread(handle.fileno(), want, at)
+                    if len(data) != want:
+                        raise StorageError("the history is shorter than the facts written", component=HISTORY)
+                    if want == written_end - at or data.count(b"\n") >= count:
+                        break
+                    want = min(written_end - at, 2 * want)
         except OSError as problem:
             raise StorageError(f"cannot read: {_strerror(problem)}", component=HISTORY) from problem
         lines = data.split(b"\n", count)
-        if len(lines) <= count or len(data) != written_end - at:
+        if len(lines) <= count:
             raise StorageError("the history is shorter than the facts written", component=HISTORY)
         del lines[count:]
         # each line's start, then where the next begins: at, at + len + 1, ...
