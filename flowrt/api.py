@@ -441,6 +441,7 @@ class Host:
                 limit: int = 100) -> HistoryPage:
         """A page of the run's facts after fact `after`, at most `limit`, of `kinds` (`"Call"`,
         `"Reply"`, ...; any case) when given. A damaged history raises `flowrt.store.StorageError`."""
+        from flowrt.history_scan import scan_history
         from flowrt.run_state import run_state
         from flowrt.store import KINDS
 
@@ -454,18 +455,29 @@ class Host:
                 wanted.add(by_lower[kind.lower()])
         if limit < 1:
             raise Refused("limit must be at least 1")
-        store = self._open(run_id)
+        store = self._open(run_id, defer=True)
         with store:
-            selected = [f for f in store.facts() if f["n"] > after and (wanted is None or f["kind"] in wanted)]
-            page = selected[:limit]
-            return HistoryPage(run_id, run_state(store)["state"], len(store), tuple(fact_of(store, f) for f in page),
-                               page[-1]["n"] if len(selected) > limit else None)
+            # One pass, holding the page only (flowrt/history_scan.py), the whole history verified
+            page: list[dict] = []
+            more = False
 
-    def _open(self, run_id: str):
+            def visit(f: dict) -> None:
+                nonlocal more
+                if f["n"] > after and (wanted is None or f["kind"] in wanted):
+                    if len(page) < limit:
+                        page.append(f)
+                    else:
+                        more = True
+
+            scanned = scan_history(store, visit)
+            return HistoryPage(run_id, run_state(store, open_tools=scanned.open_tools)["state"], scanned.count,
+                               tuple(fact_of(store, f) for f in page), page[-1]["n"] if more else None)
+
+    def _open(self, run_id: str, *, defer: bool = False):
         from flowrt.store import StorageError, open_store
 
         try:
-            return open_store(self.location).open(run_id, for_append=False)
+            return open_store(self.location).open(run_id, for_append=False, defer=defer)
         except StorageError:
             raise
         except Exception as problem:  # RunNotFound, an invalid id

@@ -296,11 +296,7 @@ def history_command(ctx: click.Context, run_id: str, runs_dir: str | None, kind:
                 store.verify()
                 text = recorded_source(store, source)
             else:
-                try:
-                    view = history_view(store, kind=kind, search=search, fact=fact, runs=runs_dir)
-                except Exception:
-                    store.verify()  # (damage further on is what to report, not a fact it left odd)
-                    raise
+                view = history_view(store, kind=kind, search=search, fact=fact, runs=runs_dir)
         except StorageError as problem:
             _refuse(ctx, as_json, f"storage failure: {problem}", 5, run=run_id)
         if source is not None:

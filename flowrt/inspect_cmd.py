@@ -12,6 +12,7 @@ from typing import Any
 
 from flowdata import canonical
 from flowrt.fact_times import accepted_at, duration_text, run_times
+from flowrt.history_scan import scan_history
 from flowrt.reply_check import compact, with_expected_replies
 from flowrt.run_state import STATUS_TEXT, run_state
 from flowrt.store import Hole, RunLog, open_store
@@ -86,40 +87,22 @@ def describe_fact(store: RunLog, fact: dict, *, width: int | None = SUMMARY_WIDT
     return row
 
 
-#: a history view lets the store have back the facts it has passed every this many facts
-RELEASE_EVERY = 4096
-
-
 def history_view(store: RunLog, *, kind: str | None = None, search: str | None = None,
                  fact: int | None = None, runs: str | None = None) -> dict:
     """The CLI's history view. `kind` must be one of the store's fact kinds (any case): the
     command refuses another before calling this. `runs`: the runs directory the commands shown
     must name, when it was named (`--runs`).
 
-    One pass over the facts in order, holding only what it shows (a store opened with `defer`
-    verifies as the pass goes and has back the facts passed: `flow history --fact 5` of a run of
-    100,000 calls held every fact, +450 MB); the whole history is verified by the end of the pass,
-    before anything is shown. A StorageError raised on the way is the run's damage."""
+    One pass over the facts (`scan_history`), holding only what it shows: `flow history --fact 5`
+    of a run of 100,000 calls held every fact, +450 MB. A StorageError is the run's damage."""
     wanted = kind.lower() if kind is not None else None
     needle = search.lower() if search is not None else None
     selected: list[dict] = []
     checkpoints: list[dict] = []
-    call_facts: dict[str, int] = {}  # call id -> the number of its Call (a Reply's duration)
-    open_tools: dict[str, str] = {}  # call id -> Tool, for a Call with no Reply that no Stop closed
-    index, last_n = 0, None
-    while (f := store.fact_at(index)) is not None:
-        index += 1
-        last_n = f["n"]
+
+    def visit(f: dict) -> None:
         fact_kind = f["kind"]
-        if fact_kind == "Call":
-            call_facts[f["call"]] = last_n
-            open_tools[f["call"]] = f.get("tool")
-        elif fact_kind == "Reply":
-            open_tools.pop(f["call"], None)
-        elif fact_kind == "Stop":
-            for closed in f.get("closed", []):
-                open_tools.pop(closed, None)
-        chosen = (wanted is None or fact_kind.lower() == wanted) and (fact is None or last_n == fact)
+        chosen = (wanted is None or fact_kind.lower() == wanted) and (fact is None or f["n"] == fact)
         if chosen or fact_kind == "Checkpoint":
             # Described only if shown (a run of 100,000 calls took 3.9 s to describe every fact
             # for `--fact 5`).
@@ -128,8 +111,8 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
                 checkpoints.append({"n": row["n"], "function": row["function"], "summary": row["summary"]})
             if chosen and (needle is None or needle in row["summary"].lower()):
                 selected.append(row)
-        if index % RELEASE_EVERY == 0:
-            store.release_before(index - 1)
+
+    scanned = scan_history(store, visit)
     times = store.fact_times()
     for row in selected:  # (as `CallClock.stamp` stamps them in order)
         ms = times.get(row["n"])
@@ -137,15 +120,16 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
             continue
         row["acceptedAt"] = accepted_at(ms)
         if row["kind"] == "Reply":
-            made = times.get(call_facts.get(row["call"], 0))
+            made = times.get(scanned.call_facts.get(row["call"], 0))
             if made is not None:
                 row["durationMs"] = max(0, ms - made)
-    state = run_state(store, open_tools=open_tools)
+    state = run_state(store, open_tools=scanned.open_tools)
     open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
+    last_n = scanned.last["n"] if scanned.last else None
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
             **run_times(times, last_n),
             "hostDecision": state["hostDecision"], "pending": state["pending"], "open": open_calls,
-            "total": index, "hidden": index - len(selected), "facts": selected,
+            "total": scanned.count, "hidden": scanned.count - len(selected), "facts": selected,
             # the recorded checkpoints; `--rounds` replaces `rounds` with the computed ones
             "checkpoints": checkpoints, "rounds": checkpoints,
             "truncated": store.torn_tail is not None}

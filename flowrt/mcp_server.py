@@ -318,17 +318,32 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
                  source: str | None, source_offset: int) -> dict[str, Any]:
     """The MCP history view (the execution seed's bounds). Reads the verified record and its
     recorded sources only: it evaluates nothing, binds nothing and changes nothing."""
+    from flowrt.history_scan import scan_history
     from flowrt.run_state import run_state
 
     try:
-        store = open_store(runs_dir).open(run_id, for_append=False)
+        store = open_store(runs_dir).open(run_id, for_append=False, defer=True)
     except StorageError as problem:
         raise ToolError(f"storage failure: {problem}") from None
     except (RunNotFound, ValueError) as problem:
         raise ToolError(str(problem)) from None
     try:
-        facts = store.facts()
-        start = facts[0]
+        # One pass, holding the page only (flowrt/history_scan.py), the whole history verified
+        page: list[dict] = []
+        total = 0
+
+        def visit(f: dict) -> None:
+            nonlocal total
+            if kind is None or f["kind"] == kind:
+                if offset <= total < offset + limit:
+                    page.append(f)
+                total += 1
+
+        try:
+            scanned = scan_history(store, visit)
+        except StorageError as problem:
+            raise ToolError(f"storage failure: {problem}") from None
+        start = store.fact_at(0)
         modules = start.get("modules", [])
         known = {m["module"]: m for m in modules}
         if source is not None and source not in known:
@@ -342,11 +357,9 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
                 text_of[module["module"]] = text = None
             sources.append({"module": module["module"], "commit": module.get("commit"), "hash": module["hash"],
                             "available": text is not None, "length": len(text) if text is not None else None})
-        selected = [f for f in facts if kind is None or f["kind"] == kind]
-        page = selected[offset:offset + limit]
         after = offset + len(page)
         ended = store.ended
-        state = run_state(store)
+        state = run_state(store, open_tools=scanned.open_tools)
         state["open"] = with_expected_replies(store, state["open"], runs=runs_dir)  # as `flow history --runs`
         view: dict[str, Any] = {
             "run": run_id,
@@ -354,12 +367,12 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
             "entry": start.get("entry"),
             # as `flow history` says it (flowrt/run_state.py), its open calls and what fits each
             **{name: state[name] for name in ("state", "reason", "hostDecision", "pending", "open")},
-            "ending": facts[-1].get("ending") if ended else None,
+            "ending": scanned.last.get("ending") if ended else None,
             "truncated": store.torn_tail is not None,
             "sources": sources,
             "facts": [_bounded_fact(store, fact) for fact in page],
-            "page": {"total": len(selected), "offset": offset, "limit": limit,
-                     "nextOffset": after if after < len(selected) else None},
+            "page": {"total": total, "offset": offset, "limit": limit,
+                     "nextOffset": after if after < total else None},
         }
         if source is not None:
             text = text_of[source]

@@ -245,13 +245,13 @@ def long_run(tmp_path, calls: int = 3000) -> tuple[Path, str]:
 def test_a_long_history_viewed_as_it_is_verified_shows_what_a_whole_read_shows(tmp_path):
     """`flow history` goes through the facts once, verifying as it goes and letting go of the
     facts it passed: its view is the one made from every fact held."""
-    from flowrt import inspect_cmd
+    from flowrt import history_scan, inspect_cmd
     from flowrt.store import RunStore
 
     runs, run_id = long_run(tmp_path)
     whole = RunStore.open(str(runs), run_id, for_append=False)
-    held = inspect_cmd.RELEASE_EVERY
-    inspect_cmd.RELEASE_EVERY = 10 ** 9
+    held = history_scan.RELEASE_EVERY
+    history_scan.RELEASE_EVERY = 10 ** 9
     try:
         for selection in ((), ("--kind", "reply"), ("--fact", "8000"), ("--search", "4242")):
             options = dict(zip(("kind", "fact", "search"), (None, None, None)))
@@ -266,7 +266,7 @@ def test_a_long_history_viewed_as_it_is_verified_shows_what_a_whole_read_shows(t
                 view.pop(key)
             assert view == json.loads(json.dumps(expected)), selection
     finally:
-        inspect_cmd.RELEASE_EVERY = held
+        history_scan.RELEASE_EVERY = held
     assert expected["total"] == 9002 and view["facts"] and all("4242" in f["summary"] for f in view["facts"])
 
 
@@ -279,3 +279,32 @@ def test_damage_far_into_a_long_history_is_a_storage_failure(tmp_path):
     for selection in (("--fact", "5"), ("--json",), ("--source", "echo")):
         shown = flow("history", run_id, "--runs", str(runs), *selection)
         assert shown.returncode == 5 and "storage failure" in shown.stdout + shown.stderr, (selection, shown)
+
+
+def test_pages_of_a_long_history_are_the_slices_of_the_whole(tmp_path, monkeypatch):
+    """The Python API's `history` and MCP's `history` page by one pass that holds the page only
+    (flowrt/history_scan.py, letting go of the facts passed every 500 here): each page is the
+    slice of every fact a whole read gives, with the same totals and cursors."""
+    import flowrt
+    from flowrt import history_scan
+    from flowrt.mcp_server import history_page
+    from flowrt.store import RunStore
+
+    monkeypatch.setattr(history_scan, "RELEASE_EVERY", 500)
+    runs, run_id = long_run(tmp_path)
+    whole = RunStore.open(str(runs), run_id, for_append=False).facts()
+    host = flowrt.Host({}, runs_dir=str(runs))
+    for after, kinds, limit in ((0, None, 100), (4000, None, 7), (8990, None, 100), (6000, ["Reply"], 50)):
+        expected = [f for f in whole if f["n"] > after and (kinds is None or f["kind"] in kinds)]
+        page = host.history(run_id, kinds=kinds, after=after, limit=limit)
+        assert [f.n for f in page.facts] == [f["n"] for f in expected[:limit]]
+        assert page.total == len(whole) and page.state == "ended"
+        assert page.next_after == (expected[limit - 1]["n"] if len(expected) > limit else None)
+    for kind, offset, limit in ((None, 0, 50), (None, 8990, 50), ("Call", 2500, 200), ("Checkpoint", 2999, 10)):
+        expected = [f for f in whole if kind is None or f["kind"] == kind]
+        view = history_page(str(runs), run_id, kind=kind, offset=offset, limit=limit, source=None, source_offset=0)
+        assert [f["n"] for f in view["facts"]] == [f["n"] for f in expected[offset:offset + limit]]
+        assert view["page"]["total"] == len(expected) and view["state"] == "ended"
+        assert view["ending"] == "completed" and view["program"] == whole[0]["program"]
+        after = offset + len(view["facts"])
+        assert view["page"]["nextOffset"] == (after if after < len(expected) else None)
