@@ -1,9 +1,9 @@
 """The history store: the store interface (`interface`) and its first implementation, the run
 directory (`directory`), with the parts any store shares (`chain`, `canonical`, `format`,
-`errors`) and the run directory's own (`reading`, `durable`, `blobs`, `host_records`, `archive`,
-`discovery`, `layout`, `probe`, `image`); and the PostgreSQL store (`postgres`, with
-`postgres_schema`, `postgres_lease`, `postgres_verify`, `postgres_archive`, `postgres_scan`,
-`postgres_image`; imported only when a `postgresql://` location is opened). docs/trace.md is the
+`errors`, `deferred`) and the run directory's own (`reading`, `durable`, `blobs`, `host_records`,
+`archive`, `discovery`, `layout`, `probe`, `image`); and the PostgreSQL store (`postgres`, with
+`postgres_schema`, `postgres_lease`, `postgres_read`, `postgres_verify`, `postgres_archive`,
+`postgres_scan`, `postgres_image`; imported only when a `postgresql://` location is opened). docs/trace.md is the
 format; its section 11 is this API, section 14 the PostgreSQL layout.
 
 Errors:

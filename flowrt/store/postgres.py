@@ -19,10 +19,20 @@ opening for appending takes the lease (RunBusy while another holds it), a thread
 an append after it was lost inserts nothing (held facts included) and raises
 StorageError("lease lost"). A database that goes away makes every call a StorageError.
 
-Reading: `open` reads the run in one snapshot and verifies it as the run directory's open does
-(chain, hashes, canonical form, host records' chain, values present or holes); the row's head
-must be the last fact's (a lost fact is damage). Commits are atomic, so there is never a torn
-tail: every unreadable row is damage."""
+Reading: `open` reads the run in one snapshot (postgres_read: its fact rows a page at a time, as
+they are verified, and with `defer` the rest after the open) and verifies it as the run
+directory's open does (chain, hashes, canonical form, host records' chain, values present or
+holes); the row's head must be the last fact's (a lost fact is damage). Commits are atomic, so
+there is never a torn tail: every unreadable row is damage.
+
+Over 800 lines, on purpose: `PostgresRunLog` keeps one run's state (the verified facts, the lease
+and its renewer, the held connection, facts written and not yet flushed, the host records'
+chain, a deferred verification under way), and what is here is the code that reads and changes
+that state together: an append that fails forgets what it wrote, a lost lease fences every write
+after it, a deferred open ends in the same state an eager one starts in. What needs none of it
+is in the other modules: reading rows `postgres_read`, verifying them `postgres_verify`, the
+lease `postgres_lease`, the wire `postgres_wire`, archive `postgres_archive`, shelved rows
+`postgres_shelf`, images `postgres_image`, discovery `postgres_scan`."""
 
 from __future__ import annotations
 
@@ -49,8 +59,8 @@ from flowrt.store.postgres_queue import KEEP, ready_after
 from flowrt.store.postgres_schema import _reason, check_schema
 from flowrt.store.postgres_shelf import ShelvedRows
 from flowrt.store.postgres_sql import APPEND_STATEMENT, HOST_RECORD, HOST_RECORD_ALONE
-from flowrt.store.postgres_verify import (Reading, RowPages, check_keys, finish_reading, parse_host_rows,
-                                          start_reading, verify_rows)
+from flowrt.store.postgres_read import read_run
+from flowrt.store.postgres_verify import Reading, check_keys, finish_reading, parse_host_rows, verify_rows
 from flowrt.store.refs import index_refs, verify_referenced
 
 ANSWER_SECONDS = STATEMENT_SECONDS + 30  # ... and on waiting for its answer (a server gone silent)
@@ -336,35 +346,8 @@ class PostgresRunLog(VerifiedAsAsked, RunLog):
                 raise _failed(problem, "cannot take the run's lease") from problem
             self._lease = lease
             self._renewer = leases.Renewer(self.store.pool(), lease)
-        try:
-            with self.store.connection() as conn:
-                with conn.transaction():
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    run = conn.execute("SELECT last_n, head, anchor FROM flow_runs WHERE run = %s",
-                                       (self.run_id,)).fetchone()
-                    if run is None:
-                        raise RunNotFound(f"no run {self.run_id} in {self.store}")
-                    # Every row, not only those up to `last_n`: a row past it is damage, and
-                    # the reader finds it as it would any other.
-                    size, last_row = conn.execute(
-                        "SELECT coalesce(sum(octet_length(line) + 1), 0)::bigint, coalesce(max(n), 0) "
-                        "FROM flow_facts WHERE run = %s", (self.run_id,)).fetchone()
-                    host_rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
-                                             (self.run_id,)).fetchall()
-                    present = {row[0] for row in conn.execute(
-                        "SELECT hex FROM flow_values WHERE run = %s", (self.run_id,))}
-                    pages = RowPages(self._rows_after(conn, last_row), size)
-                    reading = start_reading(self.run_id, run, host_rows, pages)
-                    done = reading.reader.read(2 if defer else None)
-                    if not done:
-                        # The rest is read as it is asked for, a page at a time from the pool's
-                        # connections: the rows this snapshot held (up to `last_row`) change
-                        # only by an archive, which the reader finds as rows that hold other
-                        # bytes than counted here; those appended since are not read.
-                        pages._fetch = self._rows_after(None, last_row)
-        except psycopg.Error as problem:
-            raise _failed(problem, "cannot read the run") from problem
-        self._host_count = len(host_rows)
+        reading, host_count, present, done = read_run(self.store, self.run_id, defer=defer)
+        self._host_count = host_count
         if done:
             self._verified(reading, reading.reader.facts, present, explicit_limit)
             return
@@ -377,38 +360,6 @@ class PostgresRunLog(VerifiedAsAsked, RunLog):
         for record in reading.host.records:
             if record["kind"] == "hole" and type(record.get("fact")) is int:
                 self._holes[(record["fact"], record.get("field"))] = record.get("ref")
-
-    def _rows_after(self, conn: psycopg.Connection | None, last_n: int):
-        """`RowPages`'s fetch: the run's rows after a number, up to `last_n`, on `conn` (in the
-        open's snapshot) or, when None, on a connection of the pool. A page is a range of
-        numbers, not a LIMIT: the planner, its statistics stale after a long run's inserts,
-        scanned and sorted every row after the page's start for each page (a replay of 100,000
-        calls spent 2.3 s in them); a range scans its own rows. Numbers run on without gaps
-        but for an archive's, after Start, which is stepped over."""
-        run_id = self.run_id
-        page_sql = "SELECT n, line FROM flow_facts WHERE run = %s AND n > %s AND n <= %s ORDER BY n"
-        next_sql = "SELECT min(n) FROM flow_facts WHERE run = %s AND n > %s AND n <= %s"
-
-        def fetch_on(db: psycopg.Connection, after: int, limit: int) -> list:
-            while after < last_n:
-                rows = db.execute(page_sql, (run_id, after, min(after + limit, last_n))).fetchall()
-                if rows:
-                    return rows
-                following = db.execute(next_sql, (run_id, after, last_n)).fetchone()[0]
-                if following is None:
-                    break
-                after = following - 1
-            return []
-
-        def fetch(after: int, limit: int) -> list:
-            try:
-                if conn is not None:
-                    return fetch_on(conn, after, limit)
-                with self.store.connection() as pooled:
-                    return fetch_on(pooled, after, limit)
-            except psycopg.Error as problem:
-                raise _failed(problem, "cannot read the run", after + 1) from problem
-        return fetch
 
     def _verify(self, run: tuple, rows: list, host_rows: list, present: set[str],
                 explicit_limit: int | None) -> None:

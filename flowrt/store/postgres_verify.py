@@ -71,6 +71,10 @@ class RowPages:
     def __len__(self) -> int:
         return self._size
 
+    def refetch(self, fetch: Callable[[int, int], list]) -> None:
+        """Read the pages from here on with `fetch` (the open's snapshot has ended)."""
+        self._fetch = fetch
+
     def written_end(self) -> int:
         """Where the written bytes end: at the last row's newline (a row holds no reserved space)."""
         return self._size

@@ -1,0 +1,86 @@
+"""Reading a PostgreSQL run for `PostgresRunLog`'s open: the run's row, its host records, the
+hashes of its values and its first facts in one `REPEATABLE READ` snapshot, and its fact rows a
+page at a time as they are verified (`postgres_verify.RowPages`), never all at once (a replay of
+100,000 calls held +668 MB when they were, docs/impl.md session 18). With `defer` the pages after
+the first facts are read from the pool's connections as the facts are asked for: the snapshot
+counted the rows' bytes and their last number, so rows appended since are not read and rows
+moved meanwhile (an archive) are a StorageError, never fewer facts."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import psycopg
+
+from flowrt.store.errors import RunNotFound
+from flowrt.store.postgres_verify import Reading, RowPages, start_reading
+
+
+def read_run(store: Any, run_id: str, *, defer: bool) -> tuple[Reading, int, set[str], bool]:
+    """(the reading, the number of host records, the hex of the stored values, whether the
+    reader is done): verified whole, or with `defer` as far as its first facts."""
+    from flowrt.store.postgres import _failed
+
+    try:
+        with store.connection() as conn:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                run = conn.execute("SELECT last_n, head, anchor FROM flow_runs WHERE run = %s",
+                                   (run_id,)).fetchone()
+                if run is None:
+                    raise RunNotFound(f"no run {run_id} in {store}")
+                # Every row, not only those up to `last_n`: a row past it is damage, and the
+                # reader finds it as it would any other.
+                size, last_row = conn.execute(
+                    "SELECT coalesce(sum(octet_length(line) + 1), 0)::bigint, coalesce(max(n), 0) "
+                    "FROM flow_facts WHERE run = %s", (run_id,)).fetchone()
+                host_rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
+                                         (run_id,)).fetchall()
+                present = {row[0] for row in conn.execute("SELECT hex FROM flow_values WHERE run = %s", (run_id,))}
+                pages = RowPages(rows_after(store, run_id, conn, last_row), size)
+                reading = start_reading(run_id, run, host_rows, pages)
+                done = reading.reader.read(2 if defer else None)
+                if not done:
+                    # The rest as it is asked for, from the pool: the rows this snapshot held (up
+                    # to `last_row`) change only by an archive, which the reader finds as rows
+                    # holding other bytes than counted here; those appended since are not read.
+                    pages.refetch(rows_after(store, run_id, None, last_row))
+    except psycopg.Error as problem:
+        raise _failed(problem, "cannot read the run") from problem
+    return reading, len(host_rows), present, done
+
+
+def rows_after(store: Any, run_id: str, conn: psycopg.Connection | None,
+               last_n: int) -> Callable[[int, int], list]:
+    """`RowPages`'s fetch: the run's rows after a number, up to `last_n`, on `conn` (in the
+    open's snapshot) or, when None, on a connection of the pool. A page is a range of numbers,
+    not a LIMIT: the planner, its statistics stale after a long run's inserts, scanned and sorted
+    every row after the page's start for each page (a replay of 100,000 calls spent 2.3 s in
+    them); a range scans its own rows. Numbers run on without gaps but for an archive's, after
+    Start, which is stepped over."""
+    from flowrt.store.postgres import _failed
+
+    page_sql = "SELECT n, line FROM flow_facts WHERE run = %s AND n > %s AND n <= %s ORDER BY n"
+    next_sql = "SELECT min(n) FROM flow_facts WHERE run = %s AND n > %s AND n <= %s"
+
+    def fetch_on(db: psycopg.Connection, after: int, limit: int) -> list:
+        while after < last_n:
+            rows = db.execute(page_sql, (run_id, after, min(after + limit, last_n))).fetchall()
+            if rows:
+                return rows
+            following = db.execute(next_sql, (run_id, after, last_n)).fetchone()[0]
+            if following is None:
+                break
+            after = following - 1
+        return []
+
+    def fetch(after: int, limit: int) -> list:
+        try:
+            if conn is not None:
+                return fetch_on(conn, after, limit)
+            with store.connection() as pooled:
+                return fetch_on(pooled, after, limit)
+        except psycopg.Error as problem:
+            raise _failed(problem, "cannot read the run", after + 1) from problem
+    return fetch
+
