@@ -7,8 +7,9 @@ import orjson
 import psycopg
 
 from flowrt.store.chain import _sha256_hex
-from flowrt.store.errors import RunExists, RunNotFound, StorageError
+from flowrt.store.errors import RunExists, StorageError
 from flowrt.store.interface import RunImage
+from flowrt.store.postgres_read import run_snapshot
 from flowrt.store.postgres_schema import delete_run
 
 
@@ -19,23 +20,17 @@ def read_database_image(store, run_id: str) -> RunImage:
 
     store._check_run_id(run_id)
     try:
-        with store.connection() as conn:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                run = conn.execute("SELECT last_n, head, anchor FROM flow_runs WHERE run = %s",
-                                   (run_id,)).fetchone()
-                if run is None:
-                    raise RunNotFound(f"no run {run_id} in {store}")
+        with run_snapshot(store, run_id) as (conn, run):
 
-                def rows(query: str) -> list:
-                    return [tuple(bytes(c) if isinstance(c, memoryview) else c for c in row)
-                            for row in conn.execute(query, (run_id,))]
+            def rows(query: str) -> list:
+                return [tuple(bytes(c) if isinstance(c, memoryview) else c for c in row)
+                        for row in conn.execute(query, (run_id,))]
 
-                facts = rows("SELECT n, line FROM flow_facts WHERE run = %s ORDER BY n")
-                archived = rows("SELECT n, line FROM flow_archived_facts WHERE run = %s ORDER BY n")
-                host = rows("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i")
-                values = dict(rows("SELECT hex, data FROM flow_values WHERE run = %s ORDER BY hex"))
-                sources = dict(rows("SELECT hex, data FROM flow_sources WHERE run = %s ORDER BY hex"))
+            facts = rows("SELECT n, line FROM flow_facts WHERE run = %s ORDER BY n")
+            archived = rows("SELECT n, line FROM flow_archived_facts WHERE run = %s ORDER BY n")
+            host = rows("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i")
+            values = dict(rows("SELECT hex, data FROM flow_values WHERE run = %s ORDER BY hex"))
+            sources = dict(rows("SELECT hex, data FROM flow_sources WHERE run = %s ORDER BY hex"))
     except psycopg.Error as problem:
         raise _failed(problem, "cannot read the run") from problem
     log = PostgresRunLog(store, run_id, for_append=False, durability="fsync", inline_limit=None)

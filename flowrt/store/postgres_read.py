@@ -8,12 +8,26 @@ moved meanwhile (an archive) are a StorageError, never fewer facts."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import psycopg
 
 from flowrt.store.errors import RunNotFound
 from flowrt.store.postgres_verify import Reading, RowPages, start_reading
+
+
+@contextlib.contextmanager
+def run_snapshot(store: Any, run_id: str) -> Iterator[tuple[psycopg.Connection, tuple]]:
+    """A connection in a `REPEATABLE READ READ ONLY` transaction and the run's row (last_n,
+    head, anchor) in it; RunNotFound when there is none. psycopg's errors are the caller's."""
+    with store.connection() as conn:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            run = conn.execute("SELECT last_n, head, anchor FROM flow_runs WHERE run = %s", (run_id,)).fetchone()
+            if run is None:
+                raise RunNotFound(f"no run {run_id} in {store}")
+            yield conn, run
 
 
 def read_run(store: Any, run_id: str, *, defer: bool) -> tuple[Reading, int, set[str], bool]:
@@ -22,29 +36,23 @@ def read_run(store: Any, run_id: str, *, defer: bool) -> tuple[Reading, int, set
     from flowrt.store.postgres import _failed
 
     try:
-        with store.connection() as conn:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                run = conn.execute("SELECT last_n, head, anchor FROM flow_runs WHERE run = %s",
-                                   (run_id,)).fetchone()
-                if run is None:
-                    raise RunNotFound(f"no run {run_id} in {store}")
-                # Every row, not only those up to `last_n`: a row past it is damage, and the
-                # reader finds it as it would any other.
-                size, last_row = conn.execute(
-                    "SELECT coalesce(sum(octet_length(line) + 1), 0)::bigint, coalesce(max(n), 0) "
-                    "FROM flow_facts WHERE run = %s", (run_id,)).fetchone()
-                host_rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
-                                         (run_id,)).fetchall()
-                present = {row[0] for row in conn.execute("SELECT hex FROM flow_values WHERE run = %s", (run_id,))}
-                pages = RowPages(rows_after(store, run_id, conn, last_row), size)
-                reading = start_reading(run_id, run, host_rows, pages)
-                done = reading.reader.read(2 if defer else None)
-                if not done:
-                    # The rest as it is asked for, from the pool: the rows this snapshot held (up
-                    # to `last_row`) change only by an archive, which the reader finds as rows
-                    # holding other bytes than counted here; those appended since are not read.
-                    pages.refetch(rows_after(store, run_id, None, last_row))
+        with run_snapshot(store, run_id) as (conn, run):
+            # Every row, not only those up to `last_n`: a row past it is damage, and the
+            # reader finds it as it would any other.
+            size, last_row = conn.execute(
+                "SELECT coalesce(sum(octet_length(line) + 1), 0)::bigint, coalesce(max(n), 0) "
+                "FROM flow_facts WHERE run = %s", (run_id,)).fetchone()
+            host_rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
+                                     (run_id,)).fetchall()
+            present = {row[0] for row in conn.execute("SELECT hex FROM flow_values WHERE run = %s", (run_id,))}
+            pages = RowPages(rows_after(store, run_id, conn, last_row), size)
+            reading = start_reading(run_id, run, host_rows, pages)
+            done = reading.reader.read(2 if defer else None)
+            if not done:
+                # The rest as it is asked for, from the pool: the rows this snapshot held (up
+                # to `last_row`) change only by an archive, which the reader finds as rows
+                # holding other bytes than counted here; those appended since are not read.
+                pages.refetch(rows_after(store, run_id, None, last_row))
     except psycopg.Error as problem:
         raise _failed(problem, "cannot read the run") from problem
     return reading, len(host_rows), present, done
