@@ -259,3 +259,46 @@ def test_known_times_hold_what_a_dict_of_fact_times_would(stretches, mapping):
     known.update(mapping)
     model.update(mapping)
     assert known.as_dict() == model and KnownTimes(model).as_dict() == model
+
+
+@pytest.mark.parametrize("window", [16, 200, 1 << 20])
+def test_lines_noted_a_window_at_a_time_are_where_they_are(tmp_path, window, monkeypatch):
+    """`HistoryLines.note` splits the file a window at a time (doubled for a line longer than
+    it): the offsets it notes are every line's, and a resume that shelves after an open of a
+    long history (one note of thousands of lines) reads every fact back as it was."""
+    monkeypatch.setattr(shelving, "NOTE_WINDOW", window)
+    store = RunStore.create(str(tmp_path), "run-1", dict(START), durability="none")
+    for i in range(2, 700):
+        store.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"i": i, "pad": "x" * (i % 97)}})
+    model = store.facts()
+    store.close()
+    data = (tmp_path / "run-1" / "history.jsonl").read_bytes().rstrip(b"\0")
+    lines = shelving.HistoryLines(str(tmp_path / "run-1"))
+    lines.note(600, 0, len(data))
+    expected, at = [], 0
+    for line in data.split(b"\n")[:600]:
+        expected.append(at)
+        at += len(line) + 1
+    assert list(lines.starts) == expected[1:] and lines.kept_at == at
+    with pytest.raises(StorageError):
+        shelving.HistoryLines(str(tmp_path / "run-1")).note(len(model) + 5, 0, len(data))
+    monkeypatch.setattr(shelving, "SHELVE_AT", 64)
+    resumed = RunStore.open(str(tmp_path), "run-1", for_append=True, durability="none")
+    resumed.append("Call", {"call": "last", "tool": "m.t", "arguments": {}})
+    assert resumed.verified_facts().base > 0
+    assert resumed.facts()[:-1] == model
+    resumed.close()
+
+
+def test_picked_facts_are_the_facts_at_those_indexes(tmp_path, monkeypatch):
+    monkeypatch.setattr(shelving, "SHELVE_AT", 64)
+    monkeypatch.setattr(shelving, "LOAD_STEP", 50)
+    store = RunStore.create(str(tmp_path), "run-1", dict(START), durability="none")
+    for i in range(2, 400):
+        store.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"i": i}})
+    shelf = store.verified_facts()
+    assert shelf.base > 200
+    model = store.facts()
+    for indexes in ([], [0], [0, 1, 2, 3], list(range(0, len(model), 7)), [5, 120, 121, 170, len(model) - 1]):
+        assert list(shelf.picked(indexes)) == [model[i] for i in indexes]
+    store.close()

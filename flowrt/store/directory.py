@@ -434,8 +434,7 @@ class RunStore(VerifiedAsAsked, RunLog):
         # its `batch` (which would otherwise reach back over them, or further).
         self._host_unsynced = TIMES_WINDOW + 1 if parsed_host.times_last else 0
         refs = _VALUE_REFS
-        for index in reader.referring:
-            fact = facts[index]
+        for fact in facts.picked(reader.referring):
             for field, ref_name in refs[fact["kind"]]:
                 if ref_name in fact:
                     self._refs.setdefault(fact[ref_name][len("sha256:"):], set()).add((fact["n"], field))
@@ -473,12 +472,12 @@ class RunStore(VerifiedAsAsked, RunLog):
                     os.fsync(self._fd)
             except OSError as problem:
                 raise StorageError(f"cannot remove the torn last line: {_strerror(problem)}",
-                                   len(parsed.facts) + 1, component=HISTORY) from problem
+                                   len(facts) + 1, component=HISTORY) from problem
             self._write_host({
                 "kind": "truncated", "component": HISTORY, "at": _now(),
                 "offset": parsed.torn.offset, "bytes": parsed.torn.length,
                 "sha256": _sha256_hex(data[parsed.torn.offset:parsed.torn.offset + parsed.torn.length]),
-                "facts": len(parsed.facts), "head": self.head,
+                "facts": len(facts), "head": self.head,
             })
         # A redaction records its hole, then deletes the value file; a crash between the two
         # leaves the file, which is deleted here once no unredacted fact refers to it.
