@@ -195,8 +195,11 @@ class FileBytes:
         if fd is not None:
             os.close(fd)
 
-    def __del__(self) -> None:
-        self.close()
+    def __del__(self) -> None:  # a reader dropped before it was done (a deferred open let go)
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - at interpreter exit `os` may be gone
+            pass
 
 
 def _read_canonical_file(path: str, component: str, named: str):
