@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowdata import canonical
-from flowrt.fact_times import accepted_at, duration_text, run_times
+from flowrt.fact_times import CallClock, duration_text, run_times
 from flowrt.history_scan import scan_history
 from flowrt.reply_check import compact, with_expected_replies
 from flowrt.run_state import STATUS_TEXT, run_state
@@ -114,15 +114,12 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
 
     scanned = scan_history(store, visit)
     times = store.fact_times()
-    for row in selected:  # (as `CallClock.stamp` stamps them in order)
-        ms = times.get(row["n"])
-        if ms is None:
-            continue
-        row["acceptedAt"] = accepted_at(ms)
-        if row["kind"] == "Reply":
-            made = times.get(scanned.call_facts.get(row["call"], 0))
-            if made is not None:
-                row["durationMs"] = max(0, ms - made)
+    # Stamped once every time is known: a row holds the fields of its fact that `stamp` reads.
+    clock = CallClock()
+    for row in selected:
+        if row["kind"] == "Reply" and (made := times.get(scanned.call_facts.get(row["call"], 0))) is not None:
+            clock.called[row["call"]] = made
+        clock.stamp(row, row, times)
     state = run_state(store, open_tools=scanned.open_tools)
     open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
     last_n = scanned.last["n"] if scanned.last else None

@@ -592,7 +592,11 @@ def _paused_calls(store: RunLog) -> set[str]:
 
 def open_calls(store: RunLog) -> list[str]:
     """Calls with a Call and no Reply that no Stop closed."""
-    facts = store.facts()  # (once: a live store reads its older facts back from storage)
+    return open_calls_among(store.facts())  # (once: a live store reads its older facts back from storage)
+
+
+def open_calls_among(facts: list[dict]) -> list[str]:
+    """`open_calls` of a run whose facts the caller holds already."""
     done = {f["call"] for f in facts if f["kind"] == "Reply"}
     for f in facts:
         if f["kind"] == "Stop":

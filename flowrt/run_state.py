@@ -45,13 +45,13 @@ def run_state(store: RunLog, *, open_tools: dict[str, str] | None = None) -> dic
     (out when the host stopped: it may or may not have taken effect) or `unknown`, and `next` the
     commands that fit it. `open_tools`: the open calls' Tools (call id -> Tool, in the order of
     their Calls) when the caller has gone through the facts already (`flow history`)."""
-    from flowrt.replay import open_calls
+    from flowrt.replay import open_calls_among
 
     run_id = store.run_id
     if open_tools is None:
-        facts = store.facts()
+        facts = store.facts()  # (once: `open_calls` would read them again)
         tools = {f["call"]: f["tool"] for f in facts if f["kind"] == "Call"}
-        calls = open_calls(store) if not store.ended else []
+        calls = open_calls_among(facts) if not store.ended else []
     else:
         tools = open_tools
         calls = list(open_tools) if not store.ended else []

@@ -9,10 +9,10 @@ from flowrt.store import reading
 
 class VerifiedAsAsked:
     """`verify`, `fact_at`, `facts_from`, `fact` and `is_hole` over what the store gives: `_facts`
-    (its FactShelf of verified facts), `_holes` (the recorded holes), `_failure` (the StorageError the verification found, or None),
-    `deferred` (whether it goes on) and `_read_more(count)` (verify up to `count` more facts, all
-    when None; once it reaches the end it runs the end's checks, sets `_failure` if they fail and
-    raises)."""
+    (its FactShelf of verified facts), `_holes` (the recorded holes), `_failure` (the StorageError
+    the verification found, or None), `deferred` (whether it goes on) and `_read_more(count)`
+    (verify up to `count` more facts, all when None; once it reaches the end it runs the end's
+    checks, sets `_failure` if they fail and raises)."""
 
     def verify(self) -> None:
         """Finish a deferred verification (nothing to do otherwise); raises what `open` would."""
