@@ -5,14 +5,15 @@ shows, not the run (a store opened with `defer` verifies as the pass goes; by it
 is verified, before the view shows anything).
 
 What every view needs besides its own selection is gathered on the way: the number of facts,
-the last one, each open call's Tool (a Call with no Reply that no Stop closed, in the order of
-the Calls: `run_state`'s `open_tools`) and each Call's number (a Reply's duration)."""
+the last one, each open call's Tool (`flowrt.open_calls`: `run_state`'s `open_tools`) and each
+Call's number (a Reply's duration)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
+from flowrt.open_calls import OpenCalls
 from flowrt.store import RunLog, StorageError
 
 #: the pass lets the store have back the facts it has passed every this many facts
@@ -31,22 +32,16 @@ def scan_history(store: RunLog, visit: Callable[[dict], None]) -> Scanned:
     """Hand every fact of `store` to `visit`, in order. A StorageError is the run's damage. When
     `visit` fails otherwise, the rest of the history is verified first, so that damage further on
     is what the caller reports, not a fact the view could not take."""
-    open_tools: dict[str, str | None] = {}
+    open_calls = OpenCalls()
     call_facts: dict[str, int] = {}
     index, last = 0, None
     try:
         while (fact := store.fact_at(index)) is not None:
             index += 1
             last = fact
-            kind = fact["kind"]
-            if kind == "Call":
+            if fact["kind"] == "Call":
                 call_facts[fact.get("call")] = fact["n"]
-                open_tools[fact.get("call")] = fact.get("tool")
-            elif kind == "Reply":
-                open_tools.pop(fact.get("call"), None)
-            elif kind == "Stop":
-                for closed in fact.get("closed", []):
-                    open_tools.pop(closed, None)
+            open_calls.take(fact)
             visit(fact)
             if index % RELEASE_EVERY == 0:
                 store.release_before(index - 1)
@@ -54,4 +49,4 @@ def scan_history(store: RunLog, visit: Callable[[dict], None]) -> Scanned:
         if not isinstance(problem, StorageError):
             store.verify()
         raise
-    return Scanned(index, last, open_tools, call_facts)
+    return Scanned(index, last, open_calls.tools, call_facts)

@@ -41,6 +41,7 @@ from flowrt.refusal import Refused
 from flowrt import timers
 from flowrt.admission import admitted_by
 from flowrt.halts import halt_reason
+from flowrt.open_calls import open_tools_among
 from flowrt.run import Driver, Prepared, RunOutcome, let_go_record
 from flowrt.store import Hole, RunLog, open_store, StorageError
 
@@ -591,17 +592,8 @@ def _paused_calls(store: RunLog) -> set[str]:
 
 
 def open_calls(store: RunLog) -> list[str]:
-    """Calls with a Call and no Reply that no Stop closed."""
-    return open_calls_among(store.facts())  # (once: a live store reads its older facts back from storage)
-
-
-def open_calls_among(facts: list[dict]) -> list[str]:
-    """`open_calls` of a run whose facts the caller holds already."""
-    done = {f["call"] for f in facts if f["kind"] == "Reply"}
-    for f in facts:
-        if f["kind"] == "Stop":
-            done.update(f.get("closed", []))
-    return [f["call"] for f in facts if f["kind"] == "Call" and f["call"] not in done]
+    """Calls with a Call and no Reply that no Stop closed (`flowrt.open_calls`), in order."""
+    return list(open_tools_among(store.facts()))  # (once: a live store reads its older facts back from storage)
 
 
 # ---- the commands ------------------------------------------------------------------------------

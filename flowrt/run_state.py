@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowrt.open_calls import open_tools_among
 from flowrt.store import STORE_RECORDS, RunLog, StorageError
 from flowrt.store.probe import appender_holds  # noqa: F401  (the directory's probe, named here before)
 
@@ -45,16 +46,9 @@ def run_state(store: RunLog, *, open_tools: dict[str, str] | None = None) -> dic
     (out when the host stopped: it may or may not have taken effect) or `unknown`, and `next` the
     commands that fit it. `open_tools`: the open calls' Tools (call id -> Tool, in the order of
     their Calls) when the caller has gone through the facts already (`flow history`)."""
-    from flowrt.replay import open_calls_among
-
     run_id = store.run_id
-    if open_tools is None:
-        facts = store.facts()  # (once: `open_calls` would read them again)
-        tools = {f["call"]: f["tool"] for f in facts if f["kind"] == "Call"}
-        calls = open_calls_among(facts) if not store.ended else []
-    else:
-        tools = open_tools
-        calls = list(open_tools) if not store.ended else []
+    tools = open_tools_among(store.facts()) if open_tools is None else open_tools
+    calls = list(tools) if not store.ended else []
     head, torn = store.head, store.torn_tail is not None
 
     def view(state: str, reason: str, status: str, pending: Any, decision: dict | None = None,

@@ -302,3 +302,38 @@ def test_picked_facts_are_the_facts_at_those_indexes(tmp_path, monkeypatch):
     for indexes in ([], [0], [0, 1, 2, 3], list(range(0, len(model), 7)), [5, 120, 121, 170, len(model) - 1]):
         assert list(shelf.picked(indexes)) == [model[i] for i in indexes]
     store.close()
+
+
+class CountingLoader:
+    """A loader over facts held in memory that keeps each range it was asked for."""
+
+    def __init__(self, facts: list[dict]) -> None:
+        self.facts = facts
+        self.asked: list[tuple[int, int]] = []
+
+    def load(self, first: int, stop: int, shelf: FactShelf) -> list[dict]:
+        self.asked.append((first, stop))
+        return self.facts[first:stop]
+
+
+@given(st.lists(st.integers(min_value=-1, max_value=119), max_size=60), st.integers(1, 40))
+def test_shelved_facts_asked_by_index_are_the_facts_there_and_a_walk_reads_ahead(indexes, step):
+    facts = [{"n": 1, "kind": "Start"}] + [{"n": n, "kind": "Call"} for n in range(2, 121)]
+    loader = CountingLoader(facts)
+    shelf = FactShelf(list(facts), loader)
+    shelf.shelve(100)
+    original = shelving.LOAD_STEP
+    shelving.LOAD_STEP = step
+    try:
+        assert [shelf[i] for i in indexes] == [facts[i] for i in indexes]
+        assert all(stop - first == 1 or stop - first == min(step, 100 - first) for first, stop in loader.asked)
+        shelf = FactShelf(list(facts), loader)
+        shelf.shelve(100)  # (Start and the 99 facts after it)
+        loader.asked.clear()
+        walked = [shelf[i] for i in range(1, len(facts))]
+    finally:
+        shelving.LOAD_STEP = original
+    assert walked == facts[1:]
+    # a walk in order from index 1 reads the shelved facts a step at a time, never one each
+    assert len(loader.asked) == -(-99 // step)
+    assert all(stop - first == min(step, 100 - first) for first, stop in loader.asked)

@@ -48,7 +48,7 @@ class FactShelf:
     not mutate it. Facts shelved are contiguous in number (only an archive makes a gap, between
     Start and the fact after it), so a fact's index follows from its number without reading it."""
 
-    __slots__ = ("kept", "base", "start", "second_n", "checkpoint", "loader")
+    __slots__ = ("kept", "base", "start", "second_n", "checkpoint", "loader", "ahead", "ahead_from")
 
     def __init__(self, facts: list[dict], loader: Loader | None = None) -> None:
         #: the newest facts (every fact while nothing is shelved); a store appends to it directly
@@ -60,6 +60,10 @@ class FactShelf:
         #: the index of the latest Checkpoint among the shelved facts
         self.checkpoint: int | None = None
         self.loader = loader
+        #: shelved facts read back by a walk through them in order (`__getitem__`), from index
+        #: `ahead_from` on: the next ones it asks for are read with them rather than one each
+        self.ahead: list[dict] = []
+        self.ahead_from = 1
 
     def __len__(self) -> int:
         return self.base + len(self.kept)
@@ -92,7 +96,17 @@ class FactShelf:
             return self.kept[index - base]
         if index == 0:
             return self.start
-        return self.loader.load(index, index + 1, self)[0]
+        offset = index - self.ahead_from
+        ahead = self.ahead
+        if 0 <= offset < len(ahead):
+            return ahead[offset]
+        if offset != len(ahead):
+            # Not the fact after the last one read back: a lookup (the Call a Reply answers)
+            # reads its own line; if the next one asked for is the fact after it, a walk.
+            self.ahead, self.ahead_from = [], index + 1
+            return self.loader.load(index, index + 1, self)[0]
+        self.ahead_from, self.ahead = index, self.loader.load(index, min(base, index + LOAD_STEP), self)
+        return self.ahead[0]
 
     def between(self, first: int, stop: int) -> list[dict]:
         """The facts of indexes [first, stop), reading the shelved ones back."""
