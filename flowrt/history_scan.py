@@ -5,7 +5,7 @@ shows, not the run (a store opened with `defer` verifies as the pass goes; by it
 is verified, before the view shows anything).
 
 What every view needs besides its own selection is gathered on the way: the number of facts,
-the last one, each open call's Tool (`flowrt.open_calls`: `run_state`'s `open_tools`) and each
+the last one, each open call's Tool (`flowrt.store.open_calls`: `run_state`'s `open_tools`) and each
 Call's number (a Reply's duration)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from flowrt.open_calls import OpenCalls
+from flowrt.store.open_calls import OpenCalls
 from flowrt.store import RunLog, StorageError
 
 #: the pass lets the store have back the facts it has passed every this many facts

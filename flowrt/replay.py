@@ -41,9 +41,9 @@ from flowrt.refusal import Refused
 from flowrt import timers
 from flowrt.admission import admitted_by
 from flowrt.halts import halt_reason
-from flowrt.open_calls import open_tools_among
 from flowrt.run import Driver, Prepared, RunOutcome, let_go_record
 from flowrt.store import Hole, RunLog, open_store, StorageError
+from flowrt.store.shelf import FactShelf
 
 
 @dataclass
@@ -218,8 +218,9 @@ class ReplayDriver(Driver):
         if latest is not None:
             facts = store.verified_facts()  # verified through `latest` by now
             self.checkpoint = facts[latest]
-            self.checkpoint_number = store.archived_checkpoints + \
-                sum(1 for f in facts[1:latest + 1] if f["kind"] == "Checkpoint")
+            self.checkpoint_number = store.archived_checkpoints + (
+                facts.checkpoints_through(latest) if isinstance(facts, FactShelf)
+                else sum(1 for f in facts[1:latest + 1] if f["kind"] == "Checkpoint"))
         else:
             self.checkpoint = None
             self.checkpoint_number = 0
@@ -592,8 +593,8 @@ def _paused_calls(store: RunLog) -> set[str]:
 
 
 def open_calls(store: RunLog) -> list[str]:
-    """Calls with a Call and no Reply that no Stop closed (`flowrt.open_calls`), in order."""
-    return list(open_tools_among(store.facts()))  # (once: a live store reads its older facts back from storage)
+    """Calls with a Call and no Reply that no Stop closed (`flowrt.store.open_calls`), in order."""
+    return list(store.open_calls())
 
 
 # ---- the commands ------------------------------------------------------------------------------

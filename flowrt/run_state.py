@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowrt.open_calls import open_tools_among
 from flowrt.store import STORE_RECORDS, RunLog, StorageError
 from flowrt.store.probe import appender_holds  # noqa: F401  (the directory's probe, named here before)
 
@@ -47,7 +46,7 @@ def run_state(store: RunLog, *, open_tools: dict[str, str] | None = None) -> dic
     commands that fit it. `open_tools`: the open calls' Tools (call id -> Tool, in the order of
     their Calls) when the caller has gone through the facts already (`flow history`)."""
     run_id = store.run_id
-    tools = open_tools_among(store.facts()) if open_tools is None else open_tools
+    tools = {c: f.get("tool") for c, f in store.open_calls().items()} if open_tools is None else open_tools
     calls = list(tools) if not store.ended else []
     head, torn = store.head, store.torn_tail is not None
 

@@ -87,15 +87,20 @@ def test_a_long_history_shelves_and_reads_the_same(tmp_path):
         assert again.facts() == model
 
 
-def test_a_resumed_store_shelves_what_it_read_once_it_appends(tmp_path):
+def test_a_resumed_store_shelves_what_it_reads_as_it_opens(tmp_path):
     root = str(tmp_path)
     s = RunStore.create(root, "run-1", START, durability="fsync")
     model = s.facts() + s.append_many([("Call", fields_of("Call", i)) for i in range(30)])
+    model += s.append_many([("Reply", fields_of("Reply", i)) for i in range(0, 30, 3)])
     s.close()
     s = RunStore.open(root, "run-1", for_append=True, durability="fsync")
-    assert s._facts.base == 0 and s.facts() == model  # held until it appends
-    model.append(s.append("Reply", fields_of("Reply", 30)))
-    assert s._facts.base == len(model) - 3
+    assert 0 < s._facts.base and len(s._facts.kept) < 12 + 3  # a step read, all but the newest left
+    assert list(s.open_calls()) == [f"c{i}" for i in range(30) if i % 3]
+    check_reads(s, model)
+    model.append(s.append("Reply", fields_of("Reply", 1)))
+    model.append(s.append("Call", fields_of("Call", 40)))
+    assert list(s.open_calls()) == [f"c{i}" for i in range(2, 30) if i % 3] + ["c40"]
+    assert s.open_calls()["c40"] == model[-1]
     check_reads(s, model)
     s.close()
 

@@ -1,4 +1,4 @@
-"""One definition of a run's open calls (flowrt/open_calls.py): each Call with no Reply that no
+"""One definition of a run's open calls (flowrt/store/open_calls.py): each Call with no Reply that no
 Stop closed, in the order of the Calls, whoever asks (a history view's pass, resume, run_state)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowrt.open_calls import OpenCalls, open_tools_among
+from flowrt.store.open_calls import OpenCalls, open_calls_among
 
 
 def call(id_: str, tool: str = "t.echo") -> dict:
@@ -35,8 +35,10 @@ CASES = [
 
 @pytest.mark.parametrize(("facts", "open_tools"), CASES)
 def test_open_calls_of_a_history(facts, open_tools):
-    assert open_tools_among(facts) == open_tools
-    assert list(open_tools_among(facts)) == list(open_tools)  # in the order of the Calls
+    calls = open_calls_among(facts)
+    assert {c: f["tool"] for c, f in calls.items()} == open_tools
+    assert list(calls) == list(open_tools)  # in the order of the Calls
+    assert all(f["kind"] == "Call" and f["call"] == c for c, f in calls.items())
 
 
 @given(st.lists(st.tuples(st.sampled_from(["reply", "stop"]), st.integers(0, 30)), max_size=40),

@@ -64,6 +64,7 @@ from flowrt.store.probe import appender_holds, history_tail
 from flowrt.store.reading import _HistoryReader, _Parsed
 from flowrt.store.refs import index_refs, verify_referenced
 from flowrt.store import shelf as shelving
+from flowrt.store.open_calls import OpenCalls
 from flowrt.store.shelf import FactShelf, HistoryLines
 
 #: How long opening for appending waits for the lock before the run counts as busy: a reader
@@ -138,6 +139,10 @@ class RunStore(VerifiedAsAsked, RunLog):
         self._facts = FactShelf([])
         #: where the shelved facts' lines are (an appender's; None when it does not shelve)
         self._lines: HistoryLines | None = None
+        #: an appender's open calls as of the fact of index `_open_calls_upto` (its open's pass,
+        #: `_read_for_append`), or None: `open_calls` reads every fact
+        self._open_calls: OpenCalls | None = None
+        self._open_calls_upto = 0
         self._size = 0  # bytes of history.jsonl that hold the verified facts
         self._dirty = False  # a failed write may have left bytes past _size
         #: the length of history.jsonl when appending: _size and the reserved space after it
@@ -328,6 +333,19 @@ class RunStore(VerifiedAsAsked, RunLog):
                 let_go(reader, shelf.kept, count)
             shelf.shelve(count)
 
+    def open_calls(self) -> dict[str, dict]:
+        """The open calls (`RunLog.open_calls`): an appender's from its open's pass and the facts
+        appended since, without reading back the facts it left to history.jsonl."""
+        if self._open_calls is None:
+            return super().open_calls()
+        with self._lock:
+            calls = self._open_calls
+            facts = self._facts
+            for fact in facts.between(self._open_calls_upto, len(facts)):
+                calls.take(fact)
+            self._open_calls_upto = len(facts)
+            return dict(calls.calls)
+
     def latest_checkpoint(self) -> int | None:
         """The index of the latest Checkpoint among the facts, or None. A deferred store finds it
         without verifying everything when there is none: every line whose fact is a Checkpoint
@@ -386,10 +404,45 @@ class RunStore(VerifiedAsAsked, RunLog):
                 self.archived_checkpoints = int(anchor.get("checkpoints", 0))
             return
         try:
-            reader.read()
-            self._verified(reader, anchor, host, explicit_limit)
+            shelf = None
+            if self.for_append:
+                shelf = self._read_for_append(reader)
+            else:
+                reader.read()
+            self._verified(reader, anchor, host, explicit_limit, shelf)
         finally:
             data.close()
+
+    def _read_for_append(self, reader: "_HistoryReader") -> FactShelf:
+        """Read the history a step at a time, finding the open calls on the way and leaving the
+        older facts to history.jsonl as an appender does once it has them (`_shelve`): a resume of
+        a long run never archived holds the newest facts, not all (300,000 facts: +358 MB
+        before). A step's facts are only left once verified; damage or a torn tail further on is
+        raised or repaired as in a whole read. The store takes the facts only once `_verified`
+        has found them sound: a store that holds none writes nothing when a failed open closes it."""
+        shelf = FactShelf(reader.facts)
+        calls = self._open_calls = OpenCalls()
+        take = calls.take
+        fed = 0  # facts of `shelf.kept` given to `calls`
+        while True:
+            done = reader.read(shelving.SHELVE_AT)
+            kept = reader.facts
+            for index in range(fed, len(kept)):
+                take(kept[index])
+            fed = len(kept)
+            count = len(kept) - shelving.KEEP
+            if done or count < shelving.SHELVE_AT:
+                if done:
+                    break
+                continue
+            if self._lines is None:
+                self._lines = shelf.loader = HistoryLines(self.path)
+            self._lines.note(count, shelf.base, reader.pos)
+            let_go(reader, kept, count)
+            shelf.shelve(count)
+            fed -= count
+        self._open_calls_upto = len(shelf)
+        return shelf
 
     def _read_host(self) -> tuple[bytes, _Host]:
         """host.jsonl as read, and the bytes of its torn last line (b"" when none)."""
@@ -397,15 +450,17 @@ class RunStore(VerifiedAsAsked, RunLog):
         return torn, host
 
     def _verified(self, reader: "_HistoryReader", anchor: dict | None, host: tuple[bytes, _Host],
-                  explicit_limit: int | None) -> None:
-        """The history has been read whole: everything after it that `open` checks and repairs."""
+                  explicit_limit: int | None, shelf: FactShelf | None = None) -> None:
+        """The history has been read whole: everything after it that `open` checks and repairs
+        (`shelf`: the facts as an appender's open left them, `_read_for_append`)."""
         if reader.error is not None:
             raise reader.error
         parsed = _Parsed(reader.facts, reader.pos, reader.torn, None)
-        # A deferred open may have left its first facts to the file already (`release_before`):
-        # `facts[i]` reads any fact back, `parsed.facts` holds those still in memory (an
-        # appender's open is never deferred: all of them).
-        facts = self._facts if self._facts.kept is reader.facts else FactShelf(reader.facts)
+        # A deferred open may have left its first facts to the file already (`release_before`),
+        # and an appender's open all but its newest (`_read_for_append`): `facts[i]` reads any
+        # fact back, `parsed.facts` holds those still in memory.
+        facts = shelf if shelf is not None else \
+            self._facts if self._facts.kept is reader.facts else FactShelf(reader.facts)
         data = reader.data
         second_n = facts.second_n if facts.base else (facts[1]["n"] if len(facts) > 1 else None)
         if anchor is not None and second_n is not None and second_n != 2:
@@ -423,7 +478,7 @@ class RunStore(VerifiedAsAsked, RunLog):
         if explicit_limit is None and recorded_limit is not None and recorded_limit >= 0:
             self.inline_limit = recorded_limit
         self._holes = holes
-        if self.for_append:  # (never deferred: `facts` holds every fact)
+        if self.for_append and self._lines is None:  # (never deferred; `_read_for_append` may have shelved)
             self._lines = facts.loader = HistoryLines(self.path)
         self._facts = facts
         self._size = parsed.valid_len
@@ -984,6 +1039,8 @@ class RunStore(VerifiedAsAsked, RunLog):
             if len(self._facts) > count:
                 first_cut = self._facts[count]["n"]
                 self._facts.cut(count)
+                if self._open_calls_upto > count:
+                    self._open_calls = None  # (it took a fact cut)
                 del self._times[max(0, first_cut - self._times_from):]
                 for users in self._refs.values():
                     users.difference_update([u for u in users if u[0] >= first_cut])
@@ -1146,6 +1203,7 @@ class RunStore(VerifiedAsAsked, RunLog):
                 os.close(old)
             self._lines = HistoryLines(self.path)
             self._facts = FactShelf(kept, self._lines)
+            self._open_calls = None  # (its indexes were those of the facts before)
             self._size = self._reserved_end = size
             self.archived_checkpoints = checkpoints
             self._mark_host()

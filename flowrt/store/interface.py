@@ -44,6 +44,7 @@ from typing import Any, Iterable, Sequence
 
 from flowrt.store.errors import TornTail
 from flowrt.store.format import INLINE_LIMIT
+from flowrt.store.open_calls import open_calls_among
 
 
 class RunLog(abc.ABC):
@@ -109,6 +110,12 @@ class RunLog(abc.ABC):
     @abc.abstractmethod
     def latest_checkpoint(self) -> int | None:
         """The index (in `facts()`) of the latest Checkpoint, or None."""
+
+    def open_calls(self) -> dict[str, dict]:
+        """The open calls (`flowrt.store.open_calls`): call id -> its Call fact, in the order of
+        the Calls. Here from every fact; a store that went through them as it opened the run
+        for appending answers from that pass and the facts appended since."""
+        return open_calls_among(self.facts())
 
     @property
     @abc.abstractmethod

@@ -48,7 +48,7 @@ class FactShelf:
     not mutate it. Facts shelved are contiguous in number (only an archive makes a gap, between
     Start and the fact after it), so a fact's index follows from its number without reading it."""
 
-    __slots__ = ("kept", "base", "start", "second_n", "checkpoint", "loader", "ahead", "ahead_from")
+    __slots__ = ("kept", "base", "start", "second_n", "checkpoint", "checkpoints", "loader", "ahead", "ahead_from")
 
     def __init__(self, facts: list[dict], loader: Loader | None = None) -> None:
         #: the newest facts (every fact while nothing is shelved); a store appends to it directly
@@ -57,8 +57,9 @@ class FactShelf:
         self.start: dict | None = None
         #: the number of the fact at index 1, once that fact leaves `kept`
         self.second_n: int | None = None
-        #: the index of the latest Checkpoint among the shelved facts
+        #: the index of the latest Checkpoint among the shelved facts, and how many they hold
         self.checkpoint: int | None = None
+        self.checkpoints = 0
         self.loader = loader
         #: shelved facts read back by a walk through them in order (`__getitem__`), from index
         #: `ahead_from` on: the next ones it asks for are read with them rather than one each
@@ -182,6 +183,20 @@ class FactShelf:
                 return self.base + offset
         return self.checkpoint
 
+    def checkpoints_through(self, index: int) -> int:
+        """How many Checkpoints the facts of indexes [1, index] hold: those shelved were counted
+        as they were shelved, so a resume numbering its checkpoint reads none of them back."""
+        base = self.base
+        if not base:
+            return sum(1 for fact in self.kept[1:index + 1] if fact["kind"] == "Checkpoint")
+        if index >= base:
+            return self.checkpoints + sum(1 for fact in self.kept[:index + 1 - base] if fact["kind"] == "Checkpoint")
+        if not self.checkpoints:
+            return 0
+        if index >= self.checkpoint:  # (the latest shelved one: every shelved Checkpoint is by then)
+            return self.checkpoints
+        return sum(1 for fact in self.between(1, index + 1) if fact["kind"] == "Checkpoint")
+
     def shelve(self, count: int) -> None:
         """Leave the oldest `count` kept facts to storage (Start stays): the store has made sure
         its loader can read them back, and that none of them can still be cut by a failed sync."""
@@ -191,10 +206,13 @@ class FactShelf:
         if not self.base:
             self.start = kept[0]
             self.second_n = kept[1]["n"]
+        found = 0
         for offset in range(count - 1, -1, -1):
             if kept[offset]["kind"] == "Checkpoint":
-                self.checkpoint = self.base + offset
-                break
+                if not found:
+                    self.checkpoint = self.base + offset
+                found += 1
+        self.checkpoints += found
         del kept[:count]
         self.base += count
 
