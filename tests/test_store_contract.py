@@ -22,6 +22,7 @@ from flowrt.store import (
     canonical_bytes,
     fact_hash,
 )
+from flowrt.store.open_calls import open_calls_among
 from tests.store_backends import BACKENDS
 
 START = {
@@ -721,3 +722,42 @@ def test_a_deferred_open_read_a_page_at_a_time_reads_and_fails_as_an_eager_one(b
         reader.verify()
     assert str(late.value) == str(eager.value)
     reader.close()
+
+
+def test_an_open_for_appending_leaves_the_facts_it_passed_and_knows_the_open_calls(backend, monkeypatch):
+    """A resume's open goes through the facts a step at a time: it ends holding the newest only,
+    reads the rest back as they were, numbers checkpoints without reading them back, and knows
+    the open calls (a Call with no Reply that no Stop closed) from its pass, appends included."""
+    from flowrt.store import shelf as shelving
+
+    monkeypatch.setattr(shelving, "SHELVE_AT", 12)
+    monkeypatch.setattr(shelving, "KEEP", 3)
+    s = backend.store.create("run-1", START, durability="none")
+    for i in range(1, 80):
+        if i % 9 == 0:
+            s.append("Checkpoint", dict(CHECKPOINT, arguments={"round": i}))
+        elif i % 4 == 0:
+            s.append("Reply", {"call": f"c{i - 3}", "outcome": {"Ok": i}})
+        elif i % 13 == 0:
+            s.append("Stop", {"task": "root/1", "by": "root", "found": "Running", "closed": [f"c{i - 2}"]})
+        else:
+            s.append("Call", call_fields(i))
+    model = s.facts()
+    s.close()
+    expected = open_calls_among(model)
+    assert 5 < len(expected) < 40
+    s = backend.store.open("run-1", for_append=True, durability="none")
+    shelf = s.verified_facts()
+    assert shelf.base > 40 and len(shelf.kept) < 12 + 12  # (at most a step past the newest kept)
+    assert s.open_calls() == expected and list(s.open_calls()) == list(expected)
+    checkpoints = [i for i, f in enumerate(model) if f["kind"] == "Checkpoint"]
+    for index in (0, 1, checkpoints[0], checkpoints[3], checkpoints[-1], len(model) - 1):
+        assert shelf.checkpoints_through(index) == sum(1 for f in model[1:index + 1] if f["kind"] == "Checkpoint")
+    assert s.facts() == model and s.latest_checkpoint() == checkpoints[-1]
+    first_open = next(iter(expected))
+    model.append(s.append("Reply", {"call": first_open, "outcome": {"Ok": 0}}))
+    model.append(s.append("Call", call_fields(100)))
+    assert s.open_calls() == open_calls_among(model) and first_open not in s.open_calls()
+    s.close()
+    with backend.store.open("run-1", for_append=False) as again:
+        assert again.facts() == model and again.open_calls() == open_calls_among(model)

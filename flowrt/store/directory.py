@@ -36,7 +36,7 @@ from flowrt.store import durable
 from flowrt.store.archive import _read_anchor, redaction_fields, write_archive
 from flowrt.store.blobs import put_source, read_source, read_value, write_values
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record
-from flowrt.store.deferred import VerifiedAsAsked, let_go
+from flowrt.store.deferred import OpenCallsKept, ShelvingRead, VerifiedAsAsked, let_go
 from flowrt.store.discovery import scan_runs
 from flowrt.store.durable import _fsync_dir, _pwrite_all, _strerror, _write_all
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
@@ -112,7 +112,7 @@ def _stat_run(path: str) -> tuple[int, int, int, int, int]:
         raise StorageError(f"cannot read: {_strerror(problem)}", component=HOST) from problem
 
 
-class RunStore(VerifiedAsAsked, RunLog):
+class RunStore(VerifiedAsAsked, OpenCallsKept, RunLog):
     """One run's stored record. Make one with `RunStore.create` or `RunStore.open`.
 
     A store opened for appending (`create`, or `open(..., for_append=True)`) holds an exclusive
@@ -140,7 +140,7 @@ class RunStore(VerifiedAsAsked, RunLog):
         #: where the shelved facts' lines are (an appender's; None when it does not shelve)
         self._lines: HistoryLines | None = None
         #: an appender's open calls as of the fact of index `_open_calls_upto` (its open's pass,
-        #: `_read_for_append`), or None: `open_calls` reads every fact
+        #: `_read_for_append`), or None: `open_calls` reads every fact (`OpenCallsKept`)
         self._open_calls: OpenCalls | None = None
         self._open_calls_upto = 0
         self._size = 0  # bytes of history.jsonl that hold the verified facts
@@ -333,19 +333,6 @@ class RunStore(VerifiedAsAsked, RunLog):
                 let_go(reader, shelf.kept, count)
             shelf.shelve(count)
 
-    def open_calls(self) -> dict[str, dict]:
-        """The open calls (`RunLog.open_calls`): an appender's from its open's pass and the facts
-        appended since, without reading back the facts it left to history.jsonl."""
-        if self._open_calls is None:
-            return super().open_calls()
-        with self._lock:
-            calls = self._open_calls
-            facts = self._facts
-            for fact in facts.between(self._open_calls_upto, len(facts)):
-                calls.take(fact)
-            self._open_calls_upto = len(facts)
-            return dict(calls.calls)
-
     def latest_checkpoint(self) -> int | None:
         """The index of the latest Checkpoint among the facts, or None. A deferred store finds it
         without verifying everything when there is none: every line whose fact is a Checkpoint
@@ -414,34 +401,26 @@ class RunStore(VerifiedAsAsked, RunLog):
             data.close()
 
     def _read_for_append(self, reader: "_HistoryReader") -> FactShelf:
-        """Read the history a step at a time, finding the open calls on the way and leaving the
-        older facts to history.jsonl as an appender does once it has them (`_shelve`): a resume of
-        a long run never archived holds the newest facts, not all (300,000 facts: +358 MB
-        before). A step's facts are only left once verified; damage or a torn tail further on is
-        raised or repaired as in a whole read. The store takes the facts only once `_verified`
-        has found them sound: a store that holds none writes nothing when a failed open closes it."""
-        shelf = FactShelf(reader.facts)
-        calls = self._open_calls = OpenCalls()
-        take = calls.take
-        fed = 0  # facts of `shelf.kept` given to `calls`
-        while True:
-            done = reader.read(shelving.SHELVE_AT)
-            kept = reader.facts
-            for index in range(fed, len(kept)):
-                take(kept[index])
-            fed = len(kept)
-            count = len(kept) - shelving.KEEP
-            if done or count < shelving.SHELVE_AT:
-                if done:
-                    break
-                continue
-            if self._lines is None:
-                self._lines = shelf.loader = HistoryLines(self.path)
-            self._lines.note(count, shelf.base, reader.pos)
-            let_go(reader, kept, count)
-            shelf.shelve(count)
-            fed -= count
-        self._open_calls_upto = len(shelf)
+        """Read the history a step at a time, its older facts left to history.jsonl as they are
+        passed (`ShelvingRead`; their lines noted first). The store takes the facts only once
+        `_verified` has found them sound: a store that holds none writes nothing when a failed
+        open closes it."""
+        lines = HistoryLines(self.path)
+
+        def leave(count: int) -> bool:
+            try:
+                lines.note(count, passing.shelf.base, reader.pos)
+            except StorageError:
+                return False  # (as `_shelve`: the facts stay held, as sound as before)
+            return True
+
+        passing = ShelvingRead(reader, leave)
+        while not passing.read():
+            pass
+        shelf = passing.shelf
+        if shelf.base:
+            self._lines = shelf.loader = lines
+        self._open_calls, self._open_calls_upto = passing.calls, len(shelf)
         return shelf
 
     def _read_host(self) -> tuple[bytes, _Host]:

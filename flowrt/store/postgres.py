@@ -48,7 +48,7 @@ from flowrt.store import postgres_lease as leases
 from flowrt.store.canonical import loads_canonical
 from flowrt.store import shelf as shelving
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record
-from flowrt.store.deferred import VerifiedAsAsked, let_go
+from flowrt.store.deferred import OpenCallsKept, ShelvingRead, VerifiedAsAsked, let_go
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.host_records import check_host_record
@@ -244,7 +244,7 @@ class _Connection:
             raise _failed(problem, "cannot finish") from problem
 
 
-class PostgresRunLog(VerifiedAsAsked, RunLog):
+class PostgresRunLog(VerifiedAsAsked, OpenCallsKept, RunLog):
     """One run's record in the database, opened for reading or (holding its lease) for appending."""
 
     def __init__(self, store: PostgresStore, run_id: str, *, for_append: bool, durability: str,
@@ -346,10 +346,25 @@ class PostgresRunLog(VerifiedAsAsked, RunLog):
                 raise _failed(problem, "cannot take the run's lease") from problem
             self._lease = lease
             self._renewer = leases.Renewer(self.store.pool(), lease)
-        reading, host_count, present, done = read_run(self.store, self.run_id, defer=defer)
+        passing: list[ShelvingRead] = []
+
+        def read_shelving(reading: Reading) -> None:
+            # (row keys checked before the facts they key leave the reader)
+            passing.append(ShelvingRead(reading.reader, lambda count: check_keys(reading) or True))
+            while not passing[0].read():
+                pass
+
+        reading, host_count, present, done = read_run(self.store, self.run_id, defer=defer,
+                                                      read_all=read_shelving if self.for_append else None)
         self._host_count = host_count
         if done:
-            self._verified(reading, reading.reader.facts, present, explicit_limit)
+            facts = reading.reader.facts
+            if passing:
+                facts = passing[0].shelf
+                facts.loader = ShelvedRows(self.store, self.run_id)
+            self._verified(reading, facts, present, explicit_limit)
+            if passing:
+                self._open_calls, self._open_calls_upto = passing[0].calls, len(facts)
             return
         check_keys(reading)
         self._reading = reading
@@ -645,7 +660,10 @@ class PostgresRunLog(VerifiedAsAsked, RunLog):
                 users = self._refs.get(fact[ref_field][len("sha256:"):])
                 if users is not None:
                     users.discard((fact["n"], ref_field[:-len("_ref")]))
-        self._facts.cut(len(self._facts) - len(self._pending))
+        kept = len(self._facts) - len(self._pending)
+        self._facts.cut(kept)
+        if self._open_calls_upto > kept:
+            self._open_calls = None  # (it took a fact cut)
         if self._times:
             del self._times[max(0, first - self._times_from):]
         self._pending, self._pending_lines, self._pending_blobs = [], [], {}

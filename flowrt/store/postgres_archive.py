@@ -41,6 +41,7 @@ def archive_facts(log) -> int:
     except psycopg.Error as problem:
         raise _failed(problem, "cannot archive") from problem
     log._facts = FactShelf([facts[0]] + facts[latest:], ShelvedRows(log.store, log.run_id))
+    log._open_calls = None  # (its indexes were those of the facts before)
     log.archived_checkpoints = checkpoints
     return latest - 1
 

@@ -30,9 +30,11 @@ def run_snapshot(store: Any, run_id: str) -> Iterator[tuple[psycopg.Connection, 
             yield conn, run
 
 
-def read_run(store: Any, run_id: str, *, defer: bool) -> tuple[Reading, int, set[str], bool]:
+def read_run(store: Any, run_id: str, *, defer: bool,
+             read_all: Callable[[Reading], None] | None = None) -> tuple[Reading, int, set[str], bool]:
     """(the reading, the number of host records, the hex of the stored values, whether the
-    reader is done): verified whole, or with `defer` as far as its first facts."""
+    reader is done): verified whole, or with `defer` as far as its first facts. `read_all`:
+    how the reader is read to its end when not deferred (an appender's, a step at a time)."""
     from flowrt.store.postgres import _failed
 
     try:
@@ -47,7 +49,11 @@ def read_run(store: Any, run_id: str, *, defer: bool) -> tuple[Reading, int, set
             present = {row[0] for row in conn.execute("SELECT hex FROM flow_values WHERE run = %s", (run_id,))}
             pages = RowPages(rows_after(store, run_id, conn, last_row), size)
             reading = start_reading(run_id, run, host_rows, pages)
-            done = reading.reader.read(2 if defer else None)
+            if read_all is not None and not defer:
+                read_all(reading)
+                done = True
+            else:
+                done = reading.reader.read(2 if defer else None)
             if not done:
                 # The rest as it is asked for, from the pool: the rows this snapshot held (up
                 # to `last_row`) change only by an archive, which the reader finds as rows

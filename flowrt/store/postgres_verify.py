@@ -16,6 +16,7 @@ from flowrt.store.format import _HASH_RE
 from flowrt.store.host_records import _Host, _parse_host, holes_and_limit
 from flowrt.store.reading import _HistoryReader
 from flowrt.store.refs import index_refs
+from flowrt.store.shelf import FactShelf
 
 FACTS = "flow_facts"
 HOST = "flow_host"
@@ -202,8 +203,9 @@ def finish_reading(reading: Reading, facts: Any, present: set[str]) -> Verified:
     archived = int(anchor.get("checkpoints", 0)) if anchor is not None and len(facts) > 1 and facts[1]["n"] != 2 else 0
     holes, recorded_limit = holes_and_limit(reading.host.records, facts, HOST)
     refs: dict[str, set[tuple[int, str]]] = {}
-    for index in reader.referring:
-        index_refs(refs, facts[index])
+    picked = facts.picked if isinstance(facts, FactShelf) else lambda indexes: (facts[i] for i in indexes)
+    for fact in picked(reader.referring):  # (a shelf reads those it let go back a step at a time)
+        index_refs(refs, fact)
     for hex_, users in refs.items():
         live = [user for user in users if user not in holes]
         if live and hex_ not in present:
