@@ -1,7 +1,7 @@
 """A run directory's history read as it is verified, not whole (flowrt/store/durable.py
 `FileBytes`): it answers the reader as the file's bytes would, a deferred open reads about a window
-past what it has verified, and a file cut or replaced under a reader is a storage failure or the
-file first opened, never other facts."""
+past what it has verified, a file cut under a reader reads as it stands after the cut (its durable
+facts still found lost), and a file replaced under a reader is the file first opened."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from flowrt.store import RunStore, StorageError
 from flowrt.store import durable as store_durable
 from flowrt.store import reading as store_reading
-from tests.test_store_reading import encode, history, mutations, quick, reference, run_dir
+from tests.test_store_reading import START, encode, history, mutations, quick, reference, run_dir
 
 
 class SmallChunks(store_durable.FileBytes):
@@ -93,15 +93,43 @@ def test_a_deferred_open_reads_about_a_window_past_what_it_verified(tmp_path, mo
     assert lazy.facts() == facts and sum(read) < 1.05 * size + 3 * 8192
 
 
-def test_a_history_cut_under_a_deferred_reader_is_a_storage_failure(tmp_path, monkeypatch):
+def test_a_live_run_closed_under_its_reader_reads_as_it_stands(tmp_path, monkeypatch):
+    """A live run's close cuts its reserved space while a reader (`flow history --follow`, a
+    view of a running run) has the file open with the length it had: what is gone reads as the
+    reserved space it was, and the reader finds every fact, no tear, no failure."""
     monkeypatch.setattr(store_reading, "_WINDOW", 8192)
-    facts = history(rounds=4000, big=False)
-    root = run_dir(tmp_path, facts)
+    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 16)
+    root = str(tmp_path)
+    writer = RunStore.create(root, "run-1", dict(START), durability="fsync")
+    for i in range(400):
+        writer.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"n": i}})
+    path = os.path.join(root, "run-1", "history.jsonl")
+    reader = RunStore.open(root, "run-1", for_append=False, defer=True)
+    assert reader.fact_at(3)["call"] == "c2"
+    before = os.path.getsize(path)
+    writer.close()  # (cuts the reserved space after the last fact)
+    assert os.path.getsize(path) < before
+    reader.verify()
+    assert reader.facts() == RunStore.open(root, "run-1", for_append=False).facts() and len(reader) == 401
+    assert reader.torn_tail is None
+    reader.close()
+
+
+def test_durable_facts_cut_under_a_reader_are_found_lost(tmp_path, monkeypatch):
+    """A closed history cut under its reader is read as it stands after the cut, and the facts the
+    latest `durable` record says were durable and are gone are a storage failure, never fewer facts."""
+    monkeypatch.setattr(store_reading, "_WINDOW", 8192)
+    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 16)
+    root = str(tmp_path)
+    writer = RunStore.create(root, "run-1", dict(START), durability="fsync")
+    for i in range(400):
+        writer.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"n": i}})
+    writer.close()
     path = os.path.join(root, "run-1", "history.jsonl")
     lazy = RunStore.open(root, "run-1", for_append=False, defer=True)
-    assert lazy.fact_at(3) == facts[3]
+    assert lazy.fact_at(3)["call"] == "c2"
     os.truncate(path, os.path.getsize(path) // 2)
-    with pytest.raises(StorageError, match="shorter than it was when it was opened"):
+    with pytest.raises(StorageError, match="was durable|facts were lost"):
         lazy.verify()
     with pytest.raises(StorageError):
         lazy.facts()

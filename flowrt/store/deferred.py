@@ -65,6 +65,20 @@ class VerifiedAsAsked:
         return (n, field) in self._holes
 
 
+def release(shelf: "shelving.FactShelf", reader: "reading._HistoryReader | None", index: int,
+            leave: Callable[[int], bool]) -> None:
+    """`RunLog.release_before(index)` of a read-only store, alike on both: the verified facts
+    below `index` (Start aside, the newest kept) leave `shelf`, once `leave(count)` has readied
+    its loader for them (False: they stay held, as sound as before, only the memory is not
+    given back); `reader`, a deferred open's, is told (`let_go`). Under the store's lock."""
+    count = min(index, len(shelf)) - shelf.base
+    if count < 2 or count >= len(shelf.kept) or not leave(count):
+        return
+    if reader is not None:
+        let_go(reader, shelf.kept, count)
+    shelf.shelve(count)
+
+
 def let_go(reader: "reading._HistoryReader", kept: list[dict], count: int) -> None:
     """The reader's first `count` facts (`kept[:count]`) are about to be taken off its front by
     their store (`release_before`): counted in `shelved`, and the hash of the durable fact noted

@@ -36,7 +36,7 @@ from flowrt.store import durable
 from flowrt.store.archive import _read_anchor, redaction_fields, write_archive
 from flowrt.store.blobs import put_source, read_source, read_value, write_values
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record
-from flowrt.store.deferred import OpenCallsKept, ShelvingRead, VerifiedAsAsked, let_go
+from flowrt.store.deferred import OpenCallsKept, ShelvingRead, VerifiedAsAsked, release
 from flowrt.store.discovery import scan_runs
 from flowrt.store.durable import _fsync_dir, _pwrite_all, _strerror, _write_all
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
@@ -318,20 +318,18 @@ class RunStore(VerifiedAsAsked, OpenCallsKept, RunLog):
         if self.for_append:
             return
         with self._lock:
-            shelf = self._facts
-            count = min(index, len(shelf)) - shelf.base
-            if count < 2 or count >= len(shelf.kept):
-                return
-            reader = self._reader
-            if shelf.loader is None:
-                self._lines = shelf.loader = HistoryLines(self.path)
-            try:
-                self._lines.note(count, shelf.base, reader.pos if reader is not None else self._size)
-            except StorageError:
-                return  # (the facts stay held: as sound as before, only the memory is not given back)
-            if reader is not None:
-                let_go(reader, shelf.kept, count)
-            shelf.shelve(count)
+            release(self._facts, self._reader, index, self._note_lines)
+
+    def _note_lines(self, count: int) -> bool:
+        """Ready the loader of a read-only store's facts for the first `count` held (`release`)."""
+        shelf, reader = self._facts, self._reader
+        if shelf.loader is None:
+            self._lines = shelf.loader = HistoryLines(self.path)
+        try:
+            self._lines.note(count, shelf.base, reader.pos if reader is not None else self._size)
+        except StorageError:
+            return False
+        return True
 
     def latest_checkpoint(self) -> int | None:
         """The index of the latest Checkpoint among the facts, or None. A deferred store finds it

@@ -84,9 +84,14 @@ class FileBytes:
     its 85 MB file to the end). The bytes it reads later are those it would have read at once:
     within that length a history's bytes are only ever written over NUL bytes (reserved space,
     a torn tail's zeros) with what they were meant to hold, and a file replaced meanwhile (an
-    archive, a redaction) is another file: the descriptor still reads the first. The last window
-    read is kept, so a slice of the stretch just searched is not read twice. A failed read is a
-    StorageError naming `component`."""
+    archive, a redaction) is another file: the descriptor still reads the first. A file cut
+    under the reader reads as NUL bytes past its new end: reserved space, as a writer cuts it
+    (a live run's close cuts its reserved space, a failed sync the facts it wrote unsynced,
+    both back to a line's end), so the reader finds the history as it stands after the cut, as
+    an open a moment later would, where it had not read yet. Facts that were durable and are
+    gone are still found lost (the reader's check of the latest `durable` record). The last
+    window read is kept, so a slice of the stretch just searched is not read twice. A failed
+    read is a StorageError naming `component`."""
 
     __slots__ = ("_fd", "_size", "_component", "_at", "_window")
 
@@ -176,9 +181,8 @@ class FileBytes:
         try:
             while offset < stop:
                 chunk = os.pread(fd, stop - offset, offset)
-                if not chunk:
-                    raise StorageError("the file is shorter than it was when it was opened (was it cut?)",
-                                       component=self._component)
+                if not chunk:  # cut since it was opened: what is gone reads as reserved space
+                    chunk = bytes(stop - offset)
                 chunks.append(chunk)
                 offset += len(chunk)
         except OSError as problem:

@@ -48,7 +48,7 @@ from flowrt.store import postgres_lease as leases
 from flowrt.store.canonical import loads_canonical
 from flowrt.store import shelf as shelving
 from flowrt.store.chain import _sha256_hex, build_fact, chain_record
-from flowrt.store.deferred import OpenCallsKept, ShelvingRead, VerifiedAsAsked, let_go
+from flowrt.store.deferred import OpenCallsKept, ShelvingRead, VerifiedAsAsked, release
 from flowrt.store.errors import Hole, RunBusy, RunExists, RunNotFound, StorageError, TornTail
 from flowrt.store.format import _HASH_RE, DATA_VERSION, INLINE_LIMIT, TIMES_EVERY_MS, valid_run_id
 from flowrt.store.host_records import check_host_record
@@ -437,17 +437,18 @@ class PostgresRunLog(VerifiedAsAsked, OpenCallsKept, RunLog):
         if self.for_append:
             return
         with self._lock:
-            shelf = self._facts
-            count = min(index, len(shelf)) - shelf.base
-            if count < 2 or count >= len(shelf.kept):
-                return
-            if shelf.loader is None:  # (every fact of an open run is committed: read back by number)
-                shelf.loader = ShelvedRows(self.store, self.run_id)
-            reading = self._reading
-            if reading is not None:
-                check_keys(reading)  # (before the facts it checks leave the reader)
-                let_go(reading.reader, shelf.kept, count)
-            shelf.shelve(count)
+            release(self._facts, self._reading.reader if self._reading is not None else None, index,
+                    self._ready_rows)
+
+    def _ready_rows(self, count: int) -> bool:
+        """Ready a read-only log's shelf for its first `count` facts held (`release`): every fact of
+        an open run is committed, read back by number; a deferred reading's row keys checked
+        before the facts they key leave it."""
+        if self._facts.loader is None:
+            self._facts.loader = ShelvedRows(self.store, self.run_id)
+        if self._reading is not None:
+            check_keys(self._reading)
+        return True
 
     def latest_checkpoint(self) -> int | None:
         self.verify()
