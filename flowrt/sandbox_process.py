@@ -159,8 +159,13 @@ class _StderrTail(threading.Thread):
             self._buffer.clear()
 
 
+class _StartThread(threading.Thread):
+    """The thread a child is forked on, alive until the child is reaped (`StartingChild`)."""
+
+
 class StartingChild:
-    """A child being started on a thread of its own (`Child.start_soon`).
+    """A child being started on a thread of its own (`Child.start_soon`, and `Child.start` from
+    any thread but the main one).
 
     `subprocess.Popen` returns only once the child has exec'd, and between its fork and exec the
     child makes its network namespace: 7-11 ms in which the host could only wait (docs/impl.md,
@@ -171,7 +176,8 @@ class StartingChild:
     had started would kill it. It is a daemon thread: a host that exits takes it, and so the
     child, with it."""
 
-    def __init__(self, cls: type, main_module: str, limits: Limits, spare: bool = False):
+    def __init__(self, cls: type, main_module: str, limits: Limits, spare: bool = False, *,
+                 argv_tail: list[str] | None = None, lockdown: bool | None = None):
         # From the calling thread (the main one), which alone may set the SIGTERM handler that
         # kills the children: the starting thread cannot.
         launch._take_responsibility()
@@ -179,13 +185,14 @@ class StartingChild:
         self._reaped = threading.Event()
         self._child: Child | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, args=(cls, main_module, limits, spare),
-                                        name="sandbox-start", daemon=True)
+        self._thread = _StartThread(target=self._start, args=(cls, main_module, limits, spare, argv_tail, lockdown),
+                                    name="sandbox-start", daemon=True)
         self._thread.start()
 
-    def _start(self, cls: type, main_module: str, limits: Limits, spare: bool) -> None:
+    def _start(self, cls: type, main_module: str, limits: Limits, spare: bool, argv_tail: list[str] | None,
+               lockdown: bool | None) -> None:
         try:
-            child = cls.start(main_module, limits)
+            child = cls._start_here(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
             if spare:
                 launch.set_aside(child)
             child._on_reaped = self._reaped.set
@@ -279,7 +286,22 @@ class Child:
         """Launch the child (`flowrt.sandbox_launch.start`: `-m main_module`, or `argv_tail`,
         e.g. [script path, args...]) and take it over. `lockdown` (default: only for `-m`) passes
         the child what it needs to lock itself down (`sandbox.lockdown.parse_argv`), which a test
-        script may also use."""
+        script may also use.
+
+        The child's parent-death signal follows the thread that forks it, so from any thread but
+        the main one it is forked on a thread of its own that lives as long as the child
+        (`StartingChild`). Forked on a run hub's thread, which ends when it has no run left, a
+        child kept for the next run of its program was killed with it, now and then while that
+        run had it ("SIGKILL came from outside the host's control")."""
+        if threading.current_thread() is not threading.main_thread() and \
+                not isinstance(threading.current_thread(), _StartThread):
+            return StartingChild(cls, main_module, limits, argv_tail=argv_tail, lockdown=lockdown).child()
+        return cls._start_here(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
+
+    @classmethod
+    def _start_here(cls, main_module: str, limits: Limits, *, argv_tail: list[str] | None = None,
+                    lockdown: bool | None = None) -> Child:
+        """`start`, forked from this thread."""
         how = launch.plan(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
         launched = child_template.start(how) if argv_tail is None else None
         if launched is None:

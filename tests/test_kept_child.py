@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -133,3 +134,26 @@ def test_flow_sandbox_keep_0_keeps_none(programs, tmp_path, monkeypatch):
     with flowrt.Host({"echo.echo": lambda n: n}, runs=str(tmp_path / "runs"), durability="none") as host:
         assert [host.run(echo, {"n": n}).output for n in (1, 2)] == [1, 3]
         assert kept_pids(host) == [] and host._spares().kept.reused == 0
+
+
+def test_a_child_kept_by_a_background_run_outlives_the_thread_it_was_started_from(programs, tmp_path):
+    """A child's parent-death signal follows the thread that forked it. The first children of a
+    host are started when a run first needs one, on the thread driving it: a background run's is
+    the run hub's, which ends when it has no run left. Forked there, the child kept for the next
+    run of the program was killed as that thread ended, now and then while the next run had it
+    ("SIGKILL came from outside the host's control"). It is forked on a thread that lives as
+    long as it does, so it is alive, and handed on, after the hub's thread has gone."""
+    from flowrt import run_hub
+
+    echo, _ = programs
+    runs = str(tmp_path / "runs")
+    with flowrt.Host({"echo.echo": lambda n: n * 10}, runs=runs, durability="none") as host:
+        first = host.start(echo, {"n": 3}, detach=True).wait(timeout=60)
+        assert first.exit_code == 0 and first.output == 60
+        wait_for(lambda: run_hub.shared()._thread is None, "the hub's thread to end with its last run")
+        [pid] = kept_pids(host)
+        time.sleep(0.2)  # (the signal of a thread's end is sent as it ends; room for it to land)
+        assert not gone(pid)
+        second = host.start(echo, {"n": 4}, detach=True).wait(timeout=60)
+        assert second.exit_code == 0 and second.output == 100, second.fault
+        assert "kept for this run" in sandbox_record(runs, second.run_id)["origin"]
