@@ -176,8 +176,7 @@ class StartingChild:
     had started would kill it. It is a daemon thread: a host that exits takes it, and so the
     child, with it."""
 
-    def __init__(self, cls: type, main_module: str, limits: Limits, spare: bool = False, *,
-                 argv_tail: list[str] | None = None, lockdown: bool | None = None):
+    def __init__(self, cls: type, main_module: str, limits: Limits, spare: bool = False, *, how=None):
         # From the calling thread (the main one), which alone may set the SIGTERM handler that
         # kills the children: the starting thread cannot.
         launch._take_responsibility()
@@ -185,14 +184,15 @@ class StartingChild:
         self._reaped = threading.Event()
         self._child: Child | None = None
         self._error: BaseException | None = None
-        self._thread = _StartThread(target=self._start, args=(cls, main_module, limits, spare, argv_tail, lockdown),
+        self._thread = _StartThread(target=self._start, args=(cls, main_module, limits, spare, how),
                                     name="sandbox-start", daemon=True)
         self._thread.start()
 
-    def _start(self, cls: type, main_module: str, limits: Limits, spare: bool, argv_tail: list[str] | None,
-               lockdown: bool | None) -> None:
+    def _start(self, cls: type, main_module: str, limits: Limits, spare: bool, how) -> None:
         try:
-            child = cls._start_here(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
+            # (`how`: planned by `Child.start`, which found no template to fork it)
+            child = cls.start(main_module, limits) if how is None else \
+                cls._taken(launch.start(main_module, limits, how=how), limits)
             if spare:
                 launch.set_aside(child)
             child._on_reaped = self._reaped.set
@@ -288,30 +288,30 @@ class Child:
         the child what it needs to lock itself down (`sandbox.lockdown.parse_argv`), which a test
         script may also use.
 
-        The child's parent-death signal follows the thread that forks it, so from any thread but
-        the main one it is forked on a thread of its own that lives as long as the child
-        (`StartingChild`). Forked on a run hub's thread, which ends when it has no run left, a
-        child kept for the next run of its program was killed with it, now and then while that
-        run had it ("SIGKILL came from outside the host's control")."""
-        if threading.current_thread() is not threading.main_thread() and \
-                not isinstance(threading.current_thread(), _StartThread):
-            return StartingChild(cls, main_module, limits, argv_tail=argv_tail, lockdown=lockdown).child()
-        return cls._start_here(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
-
-    @classmethod
-    def _start_here(cls, main_module: str, limits: Limits, *, argv_tail: list[str] | None = None,
-                    lockdown: bool | None = None) -> Child:
-        """`start`, forked from this thread."""
+        A child forked here has its parent-death signal follow this thread, so from any thread
+        but the main one it is forked on a thread of its own that lives as long as the child
+        (`StartingChild`); one forked by the template (flowrt/child_template.py) follows the
+        template. Forked on a run hub's thread, which ends when it has no run left, a child kept
+        for the next run of its program was killed with it, now and then while that run had it
+        ("SIGKILL came from outside the host's control")."""
         how = launch.plan(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
         launched = child_template.start(how) if argv_tail is None else None
         if launched is None:
+            here = threading.current_thread()
+            if here is not threading.main_thread() and not isinstance(here, _StartThread):
+                return StartingChild(cls, main_module, limits, how=how).child()
             launched = launch.start(main_module, limits, how=how)
+        return cls._taken(launched, limits, compile_next=argv_tail is None)
+
+    @classmethod
+    def _taken(cls, launched: "launch.Launched", limits: Limits, *, compile_next: bool = True) -> Child:
+        """The child `launched`, taken over."""
         child = cls(launched.proc, launched.workdir, limits, launched.argv, launched.network_isolated,
                     launched.layers, launched.wall)
         child.origin = launched.origin
         child._expect_report = launched.lockdown
         launch.own(child)
-        if argv_tail is None:
+        if compile_next:
             launch.compile_for_child()  # while the child's interpreter starts; it reads them on its next start
         return child
 

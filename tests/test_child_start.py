@@ -325,7 +325,7 @@ def test_a_child_whose_start_fails_raises_where_it_is_awaited(monkeypatch):
     def refused(*args, **kwargs):
         raise OSError("no fork here")
 
-    monkeypatch.setattr(Child, "_start_here", classmethod(refused))
+    monkeypatch.setattr(Child, "start", classmethod(refused))
     starting = Child.start_soon()
     with pytest.raises(OSError, match="no fork here"):
         starting.child()
