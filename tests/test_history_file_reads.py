@@ -187,3 +187,37 @@ def test_rows_that_hold_other_bytes_than_counted_are_a_storage_failure(change):
     reader = store_reading._HistoryReader(pages_over(rows, len(data)), "run-1", None)
     reader.read()
     assert reader.error is not None and f"{change} bytes than when it was opened" in reader.error.message
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_an_open_for_appending_finds_what_a_whole_read_finds(tmp_path, monkeypatch, seed):
+    """The appender's open verifies a step at a time and leaves the facts it passed
+    (`ShelvingRead`): over sound, damaged and torn histories it raises the damage a read-only open
+    raises, or ends with the same facts (a torn tail cut), and knows the same open calls."""
+    import random
+
+    from flowrt.store import shelf as shelving
+    from flowrt.store.open_calls import open_calls_among
+
+    monkeypatch.setattr(shelving, "SHELVE_AT", 12)
+    monkeypatch.setattr(shelving, "KEEP", 3)
+    rng = random.Random(seed)
+    data = encode(history(rounds=rng.randrange(8, 30)))
+    for index, (name, case) in enumerate([("sound", data)] + list(mutations(data, rng))):
+        place = tmp_path / f"{name}-{index}"
+        place.mkdir()
+        root = run_dir(place, [])
+        (place / "run-1" / "history.jsonl").write_bytes(case)
+
+        def outcome(for_append: bool):
+            try:
+                store = RunStore.open(root, "run-1", for_append=for_append, durability="none")
+            except StorageError as problem:
+                return ("damage", problem.message, problem.fact_n)
+            try:
+                return ("facts", store.facts(), store.open_calls())
+            finally:
+                store.close()
+
+        read_only = outcome(False)
+        assert outcome(True) == read_only, name
