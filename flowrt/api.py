@@ -336,15 +336,15 @@ class Host:
         Empty for an ended run. `schema` is `{}` (anything) when the recorded program no longer
         checks here; a damaged history raises `flowrt.store.StorageError`."""
         from flowrt.refusal import Refused as NotChecking
-        from flowrt.replay import open_calls, recorded_program
+        from flowrt.replay import recorded_program
         from flowrt.reply_check import call_types
         from flowrt.store import Hole
 
         with self._open(run_id) as store:
             if store.ended:
                 return ()
-            facts = {f["call"]: f for f in store.facts() if f["kind"] == "Call"}
-            calls = sorted(c for c in open_calls(store) if c in facts)
+            facts = store.open_calls()  # (call id -> its Call fact)
+            calls = sorted(facts)
             if not calls:
                 return ()
             try:

@@ -51,7 +51,7 @@ def queue_continuation(runs_dir: str, run_id: str, *, call: str | None = None,
         pending = _paused_calls(store)
         if supplied is not None:
             answered, outcome = supplied
-            [asked] = [f for f in store.facts() if f["kind"] == "Call" and f["call"] == answered]
+            asked = store.open_calls()[answered]  # (an open call: `supplied_reply` checked it)
             try:
                 prepared = prepared_from_history(store, bind_tools=False)
             except Refused as refused:
