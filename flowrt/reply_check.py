@@ -164,7 +164,7 @@ def _recorded_call(store: RunLog, call_id: str) -> tuple[str, list | None]:
     """The Tool and type arguments of the call: from its Call fact, or, when the history holds
     none (its early facts archived, or a fork that starts at a checkpoint), from the task parked on
     it in the latest checkpoint that has one."""
-    open_call = store.open_calls().get(call_id)  # (a store opened for appending knows it without a read)
+    open_call = store.open_calls().get(call_id)  # (kept by the store: an appender found them as it opened)
     if open_call is not None:
         return open_call["tool"], open_call.get("types")
     facts = store.facts()

@@ -6,11 +6,12 @@ facts it has passed (`ShelvingRead`)."""
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Callable
 
 from flowrt.store import reading
 from flowrt.store import shelf as shelving
-from flowrt.store.open_calls import OpenCalls, open_calls_among
+from flowrt.store.open_calls import OpenCalls
 
 
 class VerifiedAsAsked:
@@ -128,23 +129,26 @@ class ShelvingRead:
 
 
 class OpenCallsKept:
-    """`RunLog.open_calls` for a store whose open for appending found them (`ShelvingRead`):
-    `_open_calls` (OpenCalls as of the fact of index `_open_calls_upto`, or None: every fact is
-    read), `_facts` and `_lock`. The facts appended since are taken as they are asked for; a
-    store that cuts facts taken, or renumbers its facts' indexes (an archive), sets
-    `_open_calls` to None."""
+    """`RunLog.open_calls` kept by the store: `_open_calls` (OpenCalls as of the fact of index
+    `_open_calls_upto`, or None) over `_facts`, under `_lock`. An open for appending finds them
+    on its way (`ShelvingRead`); otherwise the first question goes through the facts once (a
+    view of a run asks it for each pending call: the reply's types, the expected reply). The
+    facts appended since (or read on, `refresh`) are taken as they are asked for; a store that
+    cuts facts taken, or renumbers its facts' indexes (an archive), sets `_open_calls` to None."""
 
     _open_calls: OpenCalls | None = None
     _open_calls_upto = 0
 
     def open_calls(self) -> dict[str, dict]:
         if self._open_calls is None:
-            return super().open_calls()  # type: ignore[misc]
+            self.verify()  # (a deferred open: every fact, before they are gone through)
         with self._lock:
             calls, facts = self._open_calls, self._facts
             if calls is None:
-                return open_calls_among(facts)
-            for fact in facts.between(self._open_calls_upto, len(facts)):
-                calls.take(fact)
-            self._open_calls_upto = len(facts)
+                calls, self._open_calls_upto = OpenCalls(), 0
+            take, start, upto = calls.take, self._open_calls_upto, len(facts)
+            # (the shelf walked, not copied, the first time: its shelved facts a step at a time)
+            for fact in facts.between(start, upto) if start else islice(facts, upto):
+                take(fact)
+            self._open_calls, self._open_calls_upto = calls, upto
             return dict(calls.calls)
