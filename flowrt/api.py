@@ -470,7 +470,7 @@ class Host:
                         more = True
 
             scanned = scan_history(store, visit)
-            return HistoryPage(run_id, run_state(store, open_tools=scanned.open_tools)["state"], scanned.count,
+            return HistoryPage(run_id, run_state(store, open_calls=scanned.open_calls)["state"], scanned.count,
                                tuple(fact_of(store, f) for f in page), page[-1]["n"] if more else None)
 
     def _open(self, run_id: str, *, defer: bool = False):

@@ -5,8 +5,8 @@ shows, not the run (a store opened with `defer` verifies as the pass goes; by it
 is verified, before the view shows anything).
 
 What every view needs besides its own selection is gathered on the way: the number of facts,
-the last one, each open call's Tool (`flowrt.store.open_calls`: `run_state`'s `open_tools`) and each
-Call's number (a Reply's duration)."""
+the last one, the open calls (`flowrt.store.open_calls`, for `run_state`) and each Call's number
+(a Reply's duration)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ RELEASE_EVERY = 4096
 class Scanned:
     count: int
     last: dict | None
-    open_tools: dict[str, str | None]
+    open_calls: dict[str, dict]
     call_facts: dict[str, int]
 
 
@@ -49,4 +49,4 @@ def scan_history(store: RunLog, visit: Callable[[dict], None]) -> Scanned:
         if not isinstance(problem, StorageError):
             store.verify()
         raise
-    return Scanned(index, last, open_calls.tools, call_facts)
+    return Scanned(index, last, open_calls.calls, call_facts)

@@ -120,7 +120,7 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
         if row["kind"] == "Reply" and (made := times.get(scanned.call_facts.get(row["call"], 0))) is not None:
             clock.called[row["call"]] = made
         clock.stamp(row, row, times)
-    state = run_state(store, open_tools=scanned.open_tools)
+    state = run_state(store, open_calls=scanned.open_calls)
     open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
     last_n = scanned.last["n"] if scanned.last else None
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],

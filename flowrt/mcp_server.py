@@ -359,7 +359,7 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
                             "available": text is not None, "length": len(text) if text is not None else None})
         after = offset + len(page)
         ended = store.ended
-        state = run_state(store, open_tools=scanned.open_tools)
+        state = run_state(store, open_calls=scanned.open_calls)
         state["open"] = with_expected_replies(store, state["open"], runs=runs_dir)  # as `flow history --runs`
         view: dict[str, Any] = {
             "run": run_id,

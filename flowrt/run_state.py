@@ -35,7 +35,7 @@ CLOCK_TOOLS = ("std@v1/clock.sleep", "std@v1/clock.now")
 #: the host records that say where a run a host let go of stands
 DECISIONS = ("paused", "sleeping", "queued", "halted")
 
-def run_state(store: RunLog, *, open_tools: dict[str, str] | None = None) -> dict[str, Any]:
+def run_state(store: RunLog, *, open_calls: dict[str, dict] | None = None) -> dict[str, Any]:
     """The state of a run read through `store` (opened read-only by this process):
     `{"state", "reason", "hostDecision", "pending", "open"}`. `pending` is the list of call ids
     pending by the host's record, or "unknown" when the record cannot say; `open` has one entry
@@ -43,10 +43,10 @@ def run_state(store: RunLog, *, open_tools: dict[str, str] | None = None) -> dic
     a pause: it waits for its reply), `timer` (a sleep of a sleeping run, due at its deadline),
     `clock` (the host's own clock call out when the host stopped: resume sends it again), `out` (sent by a host that is still running), `unknown-outcome`
     (out when the host stopped: it may or may not have taken effect) or `unknown`, and `next` the
-    commands that fit it. `open_tools`: the open calls' Tools (call id -> Tool, in the order of
-    their Calls) when the caller has gone through the facts already (`flow history`)."""
+    commands that fit it. `open_calls`: the open calls (`RunLog.open_calls`) when the caller has
+    gone through the facts already (`flow history`)."""
     run_id = store.run_id
-    tools = {c: f.get("tool") for c, f in store.open_calls().items()} if open_tools is None else open_tools
+    tools = {c: f.get("tool") for c, f in (store.open_calls() if open_calls is None else open_calls).items()}
     calls = list(tools) if not store.ended else []
     head, torn = store.head, store.torn_tail is not None
 

@@ -61,5 +61,5 @@ def test_a_pass_a_fact_at_a_time_is_the_whole_read_at_every_point(closings, call
             called.append(fact["call"])
         else:
             done.update([fact["call"]] if fact["kind"] == "Reply" else fact["closed"])
-        assert list(calls_so_far.tools) == [c for c in called if c not in done]
-    assert list(calls_so_far.tools) == [f"c{i}" for i in range(calls) if f"c{i}" not in closed]
+        assert list(calls_so_far.calls) == [c for c in called if c not in done]
+    assert list(calls_so_far.calls) == [f"c{i}" for i in range(calls) if f"c{i}" not in closed]

@@ -28,11 +28,6 @@ class OpenCalls:
             for closed in fact.get("closed", ()):
                 self.calls.pop(closed, None)
 
-    @property
-    def tools(self) -> dict[str, str | None]:
-        """Each open call's Tool, by call id, in the order of the Calls."""
-        return {call: fact.get("tool") for call, fact in self.calls.items()}
-
 
 def open_calls_among(facts: Iterable[dict]) -> dict[str, dict]:
     """The open calls of a run whose facts these are: call id -> its Call fact, in order."""
