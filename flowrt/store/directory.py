@@ -64,7 +64,6 @@ from flowrt.store.probe import appender_holds, history_tail
 from flowrt.store.reading import _HistoryReader, _Parsed
 from flowrt.store.refs import index_refs, verify_referenced
 from flowrt.store import shelf as shelving
-from flowrt.store.open_calls import OpenCalls
 from flowrt.store.shelf import FactShelf, HistoryLines
 
 #: How long opening for appending waits for the lock before the run counts as busy: a reader
@@ -139,10 +138,6 @@ class RunStore(VerifiedAsAsked, OpenCallsKept, RunLog):
         self._facts = FactShelf([])
         #: where the shelved facts' lines are (an appender's; None when it does not shelve)
         self._lines: HistoryLines | None = None
-        #: an appender's open calls as of the fact of index `_open_calls_upto` (its open's pass,
-        #: `_read_for_append`), or None: `open_calls` reads every fact (`OpenCallsKept`)
-        self._open_calls: OpenCalls | None = None
-        self._open_calls_upto = 0
         self._size = 0  # bytes of history.jsonl that hold the verified facts
         self._dirty = False  # a failed write may have left bytes past _size
         #: the length of history.jsonl when appending: _size and the reserved space after it

@@ -113,8 +113,8 @@ class RunLog(abc.ABC):
 
     def open_calls(self) -> dict[str, dict]:
         """The open calls (`flowrt.store.open_calls`): call id -> its Call fact, in the order of
-        the Calls. Here from every fact; a store that went through them as it opened the run
-        for appending answers from that pass and the facts appended since."""
+        the Calls. Here from every fact; the run directory and PostgreSQL keep them
+        (`flowrt.store.deferred.OpenCallsKept`)."""
         return open_calls_among(self.facts())
 
     @property
