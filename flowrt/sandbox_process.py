@@ -176,7 +176,8 @@ class StartingChild:
     had started would kill it. It is a daemon thread: a host that exits takes it, and so the
     child, with it."""
 
-    def __init__(self, cls: type, main_module: str, limits: Limits, spare: bool = False, *, how=None):
+    def __init__(self, cls: type, main_module: str, limits: Limits, spare: bool = False, *,
+                 fork: Callable[[], "Child"] | None = None):
         # From the calling thread (the main one), which alone may set the SIGTERM handler that
         # kills the children: the starting thread cannot.
         launch._take_responsibility()
@@ -184,15 +185,15 @@ class StartingChild:
         self._reaped = threading.Event()
         self._child: Child | None = None
         self._error: BaseException | None = None
-        self._thread = _StartThread(target=self._start, args=(cls, main_module, limits, spare, how),
+        self._thread = _StartThread(target=self._start, args=(cls, main_module, limits, spare, fork),
                                     name="sandbox-start", daemon=True)
         self._thread.start()
 
-    def _start(self, cls: type, main_module: str, limits: Limits, spare: bool, how) -> None:
+    def _start(self, cls: type, main_module: str, limits: Limits, spare: bool,
+               fork: Callable[[], "Child"] | None) -> None:
         try:
-            # (`how`: planned by `Child.start`, which found no template to fork it)
-            child = cls.start(main_module, limits) if how is None else \
-                cls._taken(launch.start(main_module, limits, how=how), limits)
+            # (`fork`: `Child.start`'s, which found no template to fork the child)
+            child = cls.start(main_module, limits) if fork is None else fork()
             if spare:
                 launch.set_aside(child)
             child._on_reaped = self._reaped.set
@@ -296,12 +297,16 @@ class Child:
         ("SIGKILL came from outside the host's control")."""
         how = launch.plan(main_module, limits, argv_tail=argv_tail, lockdown=lockdown)
         launched = child_template.start(how) if argv_tail is None else None
-        if launched is None:
-            here = threading.current_thread()
-            if here is not threading.main_thread() and not isinstance(here, _StartThread):
-                return StartingChild(cls, main_module, limits, how=how).child()
-            launched = launch.start(main_module, limits, how=how)
-        return cls._taken(launched, limits, compile_next=argv_tail is None)
+        if launched is not None:
+            return cls._taken(launched, limits, compile_next=argv_tail is None)
+
+        def fork_here() -> Child:
+            return cls._taken(launch.start(main_module, limits, how=how), limits, compile_next=argv_tail is None)
+
+        here = threading.current_thread()
+        if here is not threading.main_thread() and not isinstance(here, _StartThread):
+            return StartingChild(cls, main_module, limits, fork=fork_here).child()
+        return fork_here()
 
     @classmethod
     def _taken(cls, launched: "launch.Launched", limits: Limits, *, compile_next: bool = True) -> Child:
