@@ -93,16 +93,23 @@ def test_a_deferred_open_reads_about_a_window_past_what_it_verified(tmp_path, mo
     assert lazy.facts() == facts and sum(read) < 1.05 * size + 3 * 8192
 
 
+def live_run(root: str, monkeypatch) -> RunStore:
+    """A run of 400 Calls still being written with fsync (reserved space after its facts), read
+    8 KiB and 16 facts at a time, so that a deferred reader has most of it still to read."""
+    monkeypatch.setattr(store_reading, "_WINDOW", 8192)
+    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 16)
+    writer = RunStore.create(root, "run-1", dict(START), durability="fsync")
+    for i in range(400):
+        writer.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"n": i}})
+    return writer
+
+
 def test_a_live_run_closed_under_its_reader_reads_as_it_stands(tmp_path, monkeypatch):
     """A live run's close cuts its reserved space while a reader (`flow history --follow`, a
     view of a running run) has the file open with the length it had: what is gone reads as the
     reserved space it was, and the reader finds every fact, no tear, no failure."""
-    monkeypatch.setattr(store_reading, "_WINDOW", 8192)
-    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 16)
     root = str(tmp_path)
-    writer = RunStore.create(root, "run-1", dict(START), durability="fsync")
-    for i in range(400):
-        writer.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"n": i}})
+    writer = live_run(root, monkeypatch)
     path = os.path.join(root, "run-1", "history.jsonl")
     reader = RunStore.open(root, "run-1", for_append=False, defer=True)
     assert reader.fact_at(3)["call"] == "c2"
@@ -118,13 +125,8 @@ def test_a_live_run_closed_under_its_reader_reads_as_it_stands(tmp_path, monkeyp
 def test_durable_facts_cut_under_a_reader_are_found_lost(tmp_path, monkeypatch):
     """A closed history cut under its reader is read as it stands after the cut, and the facts the
     latest `durable` record says were durable and are gone are a storage failure, never fewer facts."""
-    monkeypatch.setattr(store_reading, "_WINDOW", 8192)
-    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 16)
     root = str(tmp_path)
-    writer = RunStore.create(root, "run-1", dict(START), durability="fsync")
-    for i in range(400):
-        writer.append("Call", {"call": f"c{i}", "tool": "m.t", "arguments": {"n": i}})
-    writer.close()
+    live_run(root, monkeypatch).close()
     path = os.path.join(root, "run-1", "history.jsonl")
     lazy = RunStore.open(root, "run-1", for_append=False, defer=True)
     assert lazy.fact_at(3)["call"] == "c2"
