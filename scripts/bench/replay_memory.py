@@ -37,7 +37,6 @@ ROOT = HERE.parents[2]
 _MEASURE = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-import flowrt
 from flowrt.replay import open_calls, replay, resume
 from flowrt.store import open_store
 
@@ -50,9 +49,11 @@ def status(field):
 
 runs, run_id, what = sys.argv[2:5]
 if what == "resume":
+    sys.path.insert(1, sys.argv[1] + "/scripts/bench")
+    from resume_cost import TOOLS as tools  # (the program's Tools, as it was recorded with them)
+
     with open_store(runs).open(run_id, for_append=False) as paused:
         pending = open_calls(paused)[-1]
-    tools = {"prog.echo": lambda n: n, "prog.ask": lambda question: flowrt.PENDING}
 with open("/proc/self/clear_refs", "w") as handle:
     handle.write("5")  # the peak starts again from what the process holds now
 before = status("VmRSS")
