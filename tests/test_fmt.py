@@ -197,3 +197,13 @@ def test_an_empty_block_in_a_broken_if_chain_takes_its_own_lines():
 def test_comments_next_to_a_neighbour_keep_their_place(text):
     first = check_layout("<comments>", text)
     assert first.count("//") == text.count("//")
+
+
+@pytest.mark.parametrize("text", [
+    # found by the generated-programs property: a declaration ending in parentheses ends, by its
+    # span, inside them, and kept as written (a comment the layout has no place for) lost the `)`
+    "flow x < Int // c\n> ( x : Int ) -> ( Int // c\n) ",
+    "flow x < Int // c\n> ( x : Int ) -> ( Int // c\n) // after\nflow y() -> Int = 1\n",
+])
+def test_a_declaration_kept_as_written_keeps_its_closing_parenthesis(text):
+    check_layout("<kept>", text)
