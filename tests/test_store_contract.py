@@ -183,6 +183,30 @@ def test_host_records_many_writes_them_in_order_after_the_facts(store):
     assert kinds == [*records, {"kind": "note"}]
 
 
+def test_an_appender_lists_the_host_records_a_reader_does_before_and_after_it_writes(store):
+    """A reopened appender answers `host_records` from what its open read until it writes one
+    (a resume asks several times first); what it gives is the reader's, and a copy."""
+    s = store.create("listed", START)
+    s.host_records_many([{"kind": "origin", "root": "/a.flow"}, {"kind": "note", "pending": ["root#1"]}])
+    s.close()
+
+    def as_read() -> list[dict]:
+        reader = store.open("listed", for_append=False)
+        try:
+            return reader.host_records()
+        finally:
+            reader.close()
+
+    appender = store.open("listed", for_append=True)
+    assert appender.host_records() == as_read()
+    appender.host_records()[-1]["pending"] = "changed"
+    assert appender.host_records() == as_read()
+    appender.host_record({"kind": "resumed", "n": 1})
+    assert appender.host_records()[-1] == {"kind": "resumed", "n": 1}
+    appender.close()
+    assert [r for r in as_read() if r["kind"] not in STORE_RECORDS][-1] == {"kind": "resumed", "n": 1}
+
+
 def test_a_record_written_soon_goes_out_with_the_next_durable_ones(store):
     s = store.create("soon", START)
     s.host_record_soon({"kind": "sandbox", "layers": {}})

@@ -148,6 +148,9 @@ class RunStore(VerifiedAsAsked, OpenCallsKept, RunLog):
         self._fd: int | None = None  # history.jsonl, written at _size, locked
         self._host_fd: int | None = None
         self._host_size = 0
+        #: an appender's host records as its open read them, until it writes one: a resume asks
+        #: for them several times before it writes (each read of host.jsonl ~10 ms at 100,000 calls)
+        self._host_listed: list[dict] | None = None
         self._host_head: str | None = None  # the hash of the last host record (the chain's end)
         #: (facts, head) of the latest `durable` record: what this run's history held, durably,
         #: when a store last closed it or opened it for appending
@@ -443,6 +446,8 @@ class RunStore(VerifiedAsAsked, OpenCallsKept, RunLog):
         records, host_len, host_torn = parsed_host.records, parsed_host.valid_len, parsed_host.torn
         self._host_head = parsed_host.head
         self._host_lines = parsed_host.lines
+        if self.for_append:  # (only an appender writes host.jsonl: nothing changes it under this)
+            self._host_listed = records
         self._known_times = KnownTimes(parsed_host.times)
         durable = parsed_host.durable
         self._durable_mark = (durable["facts"], durable["head"]) if durable else None
@@ -679,6 +684,9 @@ class RunStore(VerifiedAsAsked, OpenCallsKept, RunLog):
 
     def host_records(self) -> list[dict]:
         """Every complete host record, in order (a torn last line is left out)."""
+        listed = self._host_listed
+        if listed is not None:
+            return [dict(record) for record in listed]
         return read_host_from_mark(self.path, with_times=False)[1].records
 
     def appender_active(self) -> bool | None:
@@ -1121,6 +1129,7 @@ class RunStore(VerifiedAsAsked, OpenCallsKept, RunLog):
 
     def _append_host(self, data: bytes, head: str, *, sync: bool) -> None:
         """Write whole lines (cut back off if the write or its sync fails), synced or not."""
+        self._host_listed = None  # (read from the file from now on)
         self._open_host()
         fd = self._host_fd
         start = self._host_size
