@@ -121,7 +121,8 @@ def history_view(store: RunLog, *, kind: str | None = None, search: str | None =
             clock.called[row["call"]] = made
         clock.stamp(row, row, times)
     state = run_state(store, open_calls=scanned.open_calls)
-    open_calls = with_expected_replies(store, state["open"], runs=runs)  # each pending call: what answers it
+    # each pending call: what answers it
+    open_calls = with_expected_replies(store, state["open"], runs=runs, open_call_facts=scanned.open_calls)
     last_n = scanned.last["n"] if scanned.last else None
     return {"run": store.run_id, "state": state["state"], "reason": state["reason"],
             **run_times(times, last_n),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from flowdata import canonical, codec
 from flowrt.store import Hole, RunLog
@@ -76,24 +76,29 @@ def check_reply(store: RunLog, call_id: str, outcome_json: Any) -> ReplyRefusal 
                         _example_outcome(typed))
 
 
-def expected_reply(store: RunLog, call_id: str, *, runs: str | None = None, tools: dict | None = None) -> dict:
+def expected_reply(store: RunLog, call_id: str, *, runs: str | None = None, tools: dict | None = None,
+                   open_call_facts: Mapping[str, dict] | None = None) -> dict:
     """What answers the open call `call_id`: `{command, example, schema, okSchema}`, the exact
     `flow resume` command (with an example reply that fits), the example outcome (null when none
     could be made), the JSON Schema of the outcome the call takes and that of its `Ok` value.
     `runs`: the runs directory the command must name (`--runs`), when it is not the default;
-    `tools`: the recorded program's Tool descriptions, when the caller has them already."""
+    `tools`: the recorded program's Tool descriptions, when the caller has them already;
+    `open_call_facts`: the open calls' Call facts (`RunLog.open_calls`), likewise."""
     from flowrt.schemas import schema
 
-    typed, _tool = _typed(store, call_id, tools)
+    typed, _tool = _typed(store, call_id, tools, open_call_facts)
     example = _example_outcome(typed)
     return {"command": resume_command(store.run_id, call_id, example, runs), "example": example,
             "schema": typed.outcome_schema, "okSchema": schema(typed.ok, typed.defs)}
 
 
-def with_expected_replies(store: RunLog, open_calls: list[dict], *, runs: str | None = None) -> list[dict]:
+def with_expected_replies(store: RunLog, open_calls: list[dict], *, runs: str | None = None,
+                          open_call_facts: Mapping[str, dict] | None = None) -> list[dict]:
     """`open_calls` (flowrt/run_state.py's `open`) with what answers each pending one: `next`
     the exact command, `reply` as `expected_reply` says. A call whose Tool cannot be found in the
-    recorded program (it does not check with this compiler) keeps the general command."""
+    recorded program (it does not check with this compiler) keeps the general command.
+    `open_call_facts`: their Call facts (`RunLog.open_calls`), when the caller went through the
+    facts already (`flow history`: a read-only store would go through every fact again)."""
     from flowrt.refusal import Refused
     from flowrt.store import StorageError
 
@@ -104,7 +109,7 @@ def with_expected_replies(store: RunLog, open_calls: list[dict], *, runs: str | 
             try:
                 if tools is None:  # the program is formed once for all the calls
                     tools = _recorded_tools(store)
-                reply = expected_reply(store, entry["call"], runs=runs, tools=tools)
+                reply = expected_reply(store, entry["call"], runs=runs, tools=tools, open_call_facts=open_call_facts)
             except (Refused, CallNotFound, StorageError):
                 reply = None
             if reply is not None:
@@ -148,23 +153,24 @@ def call_types(store: RunLog, call_id: str, tools: dict | None = None):
     return tool, typed
 
 
-def _typed(store: RunLog, call_id: str, tools: dict | None = None):
+def _typed(store: RunLog, call_id: str, tools: dict | None = None, open_call_facts: Mapping[str, dict] | None = None):
     """The Tool of the call, at its recorded type arguments (`flowrt.tool_types.Typed`), and its
     identity."""
     from flowrt.tool_types import Typed
 
-    tool, types = _recorded_call(store, call_id)
+    tool, types = _recorded_call(store, call_id, open_call_facts)
     description = (tools if tools is not None else _recorded_tools(store)).get(tool)
     if description is None:
         raise CallNotFound(f"the recorded program declares no Tool {tool}")
     return Typed(description, types), tool
 
 
-def _recorded_call(store: RunLog, call_id: str) -> tuple[str, list | None]:
+def _recorded_call(store: RunLog, call_id: str, open_call_facts: Mapping[str, dict] | None = None) -> tuple[str, list | None]:
     """The Tool and type arguments of the call: from its Call fact, or, when the history holds
     none (its early facts archived, or a fork that starts at a checkpoint), from the task parked on
     it in the latest checkpoint that has one."""
-    open_call = store.open_calls().get(call_id)  # (kept by the store: an appender found them as it opened)
+    # (kept by the store: an appender found them as it opened)
+    open_call = (store.open_calls() if open_call_facts is None else open_call_facts).get(call_id)
     if open_call is not None:
         return open_call["tool"], open_call.get("types")
     facts = store.facts()

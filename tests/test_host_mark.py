@@ -122,8 +122,9 @@ def test_what_an_open_reads_does_not_grow_with_the_times_records_before_the_mark
             s = RunStore.open(root, "r", for_append=for_append, durability="none")
             assert sum(min(end, offset) - start for start, end in read if start < offset) == expected
             read.clear()
-            s.host_records()  # (which a resume asks for three times)
-            assert sum(min(end, offset) - start for start, end in read if start < offset) == expected
+            s.host_records()  # (which a resume asks for three times: an appender has them from its open)
+            assert sum(min(end, offset) - start for start, end in read if start < offset) == \
+                (0 if for_append else expected)
             s.close()
         monkeypatch.undo()
     assert skipped[60] > 5_000 + skipped[3]  # (what the bigger run's opens did not read)

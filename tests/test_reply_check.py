@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowdata import codec
-from flowrt.reply_check import check_reply, expected_reply
+from flowrt.reply_check import check_reply, expected_reply, with_expected_replies
 from flowrt.admission import admit
 from flowrt.store import open_store
 
@@ -121,6 +121,27 @@ def test_history_shows_the_exact_command_and_it_answers_the_call(tmp_path):
     assert argv[0] == "flow"
     done = flow(*argv[1:], cwd=program)
     assert (done.returncode, done.stdout) == (0, '"approved"\n'), done.stderr
+
+
+def test_the_open_calls_a_caller_found_answer_for_the_store(tmp_path):
+    """`flow history` goes through the facts once and hands the open calls it found on: what
+    answers a pending call is then found from them, as from the store's own, without the store
+    going through its facts again."""
+    _program, runs, run_id, call = paused_run(tmp_path, REVIEW)
+    store = open_store(str(runs)).open(run_id, for_append=False)
+    found = dict(store.open_calls())
+    entries = [{"call": call, "tool": found[call]["tool"], "status": "pending", "next": []}]
+    by_store = with_expected_replies(store, entries)
+    store.close()
+    store = open_store(str(runs)).open(run_id, for_append=False)
+
+    def not_asked():
+        raise AssertionError("the store's open calls were asked for")
+
+    store.open_calls = not_asked
+    assert with_expected_replies(store, entries, open_call_facts=found) == by_store
+    assert by_store[0]["reply"]["example"] == {"Ok": "Approve"}
+    store.close()
 
 
 @pytest.mark.parametrize("reply, path", [
