@@ -427,10 +427,50 @@ def test_lost_and_moved_rows_are_storage_errors(pg_url, damage, n):
     store.close()
 
 
+@pytest.mark.parametrize("archived_before", [False, True])
+def test_a_reader_reads_on_across_an_archive_made_meanwhile(pg_url, monkeypatch, archived_before):
+    """An archive moves the facts before the latest checkpoint to flow_archived_facts while
+    readers of the run are open: a deferred reader reads the rest of its snapshot there, and a
+    reader that let its first facts go (a replay's `release_before`) reads them back from there;
+    both read every fact they would have read without the archive, as a run directory's reader
+    reads on in the file it opened. (Before, both were a storage failure on a sound run.) A run
+    archived once before is read past its first archive's gap as ever."""
+    from flowrt.store import postgres_verify
+    from flowrt.store import reading as store_reading
+
+    monkeypatch.setattr(postgres_verify.RowPages, "PAGE", 16)
+    monkeypatch.setattr(store_reading, "_VERIFY_STEP", 8)
+    monkeypatch.setattr(store_reading, "_WINDOW", 512)
+    store = PostgresStore(pg_url)
+    s = store.create("r", START, durability="none")
+
+    def calls(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            s.append("Call", {"call": f"root#{i}", "arguments": {"i": i}})
+        s.append("Checkpoint", {"function": {"module": "m", "name": "f"}, "types": [], "arguments": {"i": i}})
+
+    calls(0, 40)
+    if archived_before:
+        assert s.archive() == 40
+    calls(40, 60)
+    whole = store.open("r", for_append=False).facts()
+    deferred = store.open("r", for_append=False, defer=True)
+    assert deferred.fact_at(3) == whole[3] and deferred.deferred
+    released = store.open("r", for_append=False)
+    released.release_before(len(whole) - 5)
+    calls(100, 10)
+    assert s.archive() > 50  # (the facts both readers still have to read, among them)
+    assert deferred.facts() == whole
+    assert released.facts() == whole and released.fact_at(7) == whole[7]
+    s.close()
+    assert store.open("r", for_append=False).fact_at(1)["n"] > whole[-1]["n"] - 1  # (they did move)
+    store.close()
+
+
 def test_a_deferred_reader_reads_the_rows_of_its_snapshot(pg_url, monkeypatch):
     """A deferred open reads its later pages outside its snapshot: facts appended since are not
-    read (the run as it was opened), and rows moved away meanwhile (an archive's) are a storage
-    failure, never fewer facts. (Rows that run short at the end: `RowPages` counts the bytes.)"""
+    read (the run as it was opened), and rows lost meanwhile are a storage failure, never fewer
+    facts. (Rows that run short at the end: `RowPages` counts the bytes.)"""
     from flowrt.store import postgres_verify
     from flowrt.store import reading as store_reading
 

@@ -3,8 +3,10 @@ hashes of its values and its first facts in one `REPEATABLE READ` snapshot, and 
 page at a time as they are verified (`postgres_verify.RowPages`), never all at once (a replay of
 100,000 calls held +668 MB when they were, docs/impl.md session 18). With `defer` the pages after
 the first facts are read from the pool's connections as the facts are asked for: the snapshot
-counted the rows' bytes and their last number, so rows appended since are not read and rows
-moved meanwhile (an archive) are a StorageError, never fewer facts."""
+counted the rows' bytes and their last number, so rows appended since are not read; rows an
+archive moved meanwhile to flow_archived_facts are read there (as a run directory's reader reads
+on in the file it opened after an archive replaced it); rows lost are a StorageError, never fewer
+facts."""
 
 from __future__ import annotations
 
@@ -56,33 +58,47 @@ def read_run(store: Any, run_id: str, *, defer: bool,
                 done = reading.reader.read(2 if defer else None)
             if not done:
                 # The rest as it is asked for, from the pool: the rows this snapshot held (up
-                # to `last_row`) change only by an archive, which the reader finds as rows
-                # holding other bytes than counted here; those appended since are not read.
-                pages.refetch(rows_after(store, run_id, None, last_row))
+                # to `last_row`) change only by an archive, which moves them (those after the
+                # snapshot's anchor) to flow_archived_facts; those appended since are not read.
+                moved_after = reading.anchor["through"] if reading.anchor is not None else 1
+                pages.refetch(rows_after(store, run_id, None, last_row, moved_after))
     except psycopg.Error as problem:
         raise _failed(problem, "cannot read the run") from problem
     return reading, len(host_rows), present, done
 
 
+#: a page of a run's rows, and where the next one begins past a gap (an archive's, after Start)
+_PAGE = "SELECT n, line FROM flow_facts WHERE run = %(run)s AND n > %(after)s AND n <= %(upto)s"
+_NEXT = "SELECT min(n) FROM flow_facts WHERE run = %(run)s AND n > %(after)s AND n <= %(upto)s"
+#: ... with the rows an archive has moved since the reader's snapshot (numbers past its anchor's)
+_MOVED = "SELECT n, line FROM flow_archived_facts WHERE run = %(run)s AND n > %(after)s AND n <= %(upto)s " \
+    "AND n > %(moved)s"
+
+
 def rows_after(store: Any, run_id: str, conn: psycopg.Connection | None,
-               last_n: int) -> Callable[[int, int], list]:
+               last_n: int, moved_after: int | None = None) -> Callable[[int, int], list]:
     """`RowPages`'s fetch: the run's rows after a number, up to `last_n`, on `conn` (in the
     open's snapshot) or, when None, on a connection of the pool. A page is a range of numbers,
     not a LIMIT: the planner, its statistics stale after a long run's inserts, scanned and sorted
     every row after the page's start for each page (a replay of 100,000 calls spent 2.3 s in
     them); a range scans its own rows. Numbers run on without gaps but for an archive's, after
-    Start, which is stepped over."""
+    Start, which is stepped over. `moved_after`: where the snapshot's archived facts end; the
+    rows past it that an archive has moved to flow_archived_facts since are read there."""
     from flowrt.store.postgres import _failed
 
-    page_sql = "SELECT n, line FROM flow_facts WHERE run = %s AND n > %s AND n <= %s ORDER BY n"
-    next_sql = "SELECT min(n) FROM flow_facts WHERE run = %s AND n > %s AND n <= %s"
+    if moved_after is None:
+        page_sql, next_sql = _PAGE + " ORDER BY n", _NEXT
+    else:
+        page_sql = f"{_PAGE} UNION ALL {_MOVED} ORDER BY n"
+        next_sql = f"SELECT min(n) FROM ({_PAGE} UNION ALL {_MOVED}) AS held"
 
     def fetch_on(db: psycopg.Connection, after: int, limit: int) -> list:
         while after < last_n:
-            rows = db.execute(page_sql, (run_id, after, min(after + limit, last_n))).fetchall()
+            bounds = {"run": run_id, "after": after, "upto": min(after + limit, last_n), "moved": moved_after}
+            rows = db.execute(page_sql, bounds).fetchall()
             if rows:
                 return rows
-            following = db.execute(next_sql, (run_id, after, last_n)).fetchone()[0]
+            following = db.execute(next_sql, dict(bounds, upto=last_n)).fetchone()[0]
             if following is None:
                 break
             after = following - 1

@@ -1,5 +1,6 @@
 """Reading a PostgreSQL run's shelved facts back (`flowrt.store.shelf`): by number, from
-flow_facts, verified as the run directory's are."""
+flow_facts (or flow_archived_facts, where an archive has moved them since), verified as the run
+directory's are."""
 
 from __future__ import annotations
 
@@ -27,8 +28,12 @@ class ShelvedRows:
         last_n = shelf.second_n + stop - 2
         try:
             with self.store.connection() as conn:
-                rows = conn.execute("SELECT line FROM flow_facts WHERE run = %s AND n BETWEEN %s AND %s "
-                                    "ORDER BY n", (self.run_id, first_n, last_n)).fetchall()
+                # (or where an archive has moved them since they were read: every shelved fact
+                # comes after the archived facts the shelf's reader knew of)
+                rows = conn.execute("SELECT n, line FROM flow_facts WHERE run = %(run)s AND n BETWEEN %(first)s AND "
+                                    "%(last)s UNION ALL SELECT n, line FROM flow_archived_facts WHERE run = %(run)s "
+                                    "AND n BETWEEN %(first)s AND %(last)s ORDER BY n",
+                                    {"run": self.run_id, "first": first_n, "last": last_n}).fetchall()
         except psycopg.Error as problem:
             raise _failed(problem, "cannot read the run", first_n) from problem
-        return read_back(b"".join(bytes(row[0]) + b"\n" for row in rows), first, stop, shelf, _FACTS)
+        return read_back(b"".join(bytes(row[1]) + b"\n" for row in rows), first, stop, shelf, _FACTS)

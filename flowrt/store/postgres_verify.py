@@ -97,7 +97,7 @@ class RowPages:
         end = self._base + len(buf)
         if end < stop or end > self._size or (self._ended and end != self._size):
             raise StorageError(f"the run's rows hold {'fewer' if end < self._size else 'more'} bytes than "
-                               "when it was opened (were they archived meanwhile? open it again)",
+                               "when it was opened (rows lost or changed under the reader)",
                                component=FACTS)
 
     def _let_go(self, start: int) -> None:
