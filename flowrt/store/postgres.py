@@ -266,6 +266,9 @@ class PostgresRunLog(VerifiedAsAsked, OpenCallsKept, RunLog):
         self._known_values: set[str] = set()
         self._host_head: str | None = None
         self._host_count = 0
+        #: an appender's host records as its open read them, until it writes one: a resume asks
+        #: for them several times before it writes (each read ~90 ms at 100,000 calls)
+        self._host_listed: list[dict] | None = None
         self._lock = threading.Lock()
         self._conn: psycopg.Connection | None = None  # held while appending
         self._lease: leases.Lease | None = None
@@ -386,6 +389,8 @@ class PostgresRunLog(VerifiedAsAsked, OpenCallsKept, RunLog):
     def _verified(self, reading: Reading, facts: Any, present: set[str], explicit_limit: int | None) -> None:
         """The reader is done: the checks of the end, then the verified run is this log's."""
         self._take(finish_reading(reading, facts, present), facts, present, explicit_limit)
+        if self.for_append:  # (its lease fences every other writer of its host records)
+            self._host_listed = reading.host.records
 
     def _take(self, verified: Any, facts: Any, present: set[str], explicit_limit: int | None) -> None:
         if explicit_limit is None and verified.recorded_limit is not None and verified.recorded_limit >= 0:
@@ -524,6 +529,9 @@ class PostgresRunLog(VerifiedAsAsked, OpenCallsKept, RunLog):
         verify_referenced(self, self._refs, self._holes, self._facts, _HISTORY)
 
     def host_records(self) -> list[dict]:
+        listed = self._host_listed
+        if listed is not None:
+            return [dict(record) for record in listed]
         try:
             with self.store.connection() as conn:
                 rows = conn.execute("SELECT i, line FROM flow_host WHERE run = %s ORDER BY i",
@@ -761,6 +769,7 @@ class PostgresRunLog(VerifiedAsAsked, OpenCallsKept, RunLog):
         """Append host records, fenced, in one transaction (with `also`, a statement of the
         same transaction); the lock is held. `durable=False` commits without waiting for the
         flush (the next synchronous commit makes it durable)."""
+        self._host_listed = None  # (read from the rows from now on)
         head, count = self._host_head, self._host_count
         lines = []
         for record in records:
