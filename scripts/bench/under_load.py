@@ -331,6 +331,16 @@ def report_hosted(medians: dict[str, dict[str, float]], hosted: list[int], durab
             scale = f"{rate / base:.2f}x" if base else "-"
             cells.append(f"{rate:8.0f} {scale:>6} {host_cpu * 1e6:5.1f}+{child_cpu * 1e6:5.1f} us")
         print(f"  {count:>4} runs " + "".join(f"   {tree}: {cell}" for tree, cell in zip(trees, cells)))
+    # What item 1's goal (most runs at 1.6x one run's calls/s) leaves a call of the CPUs there are,
+    # host and children together, beside what such a call costs now: the goal's arithmetic.
+    most, cpus = max(hosted), os.cpu_count() or 1
+    for tree in trees:
+        base = medians[tree].get("host1")
+        if base and most > 1:
+            spent = medians[tree][f"host{most} cpu"] + medians[tree][f"host{most} child cpu"]
+            print(f"  {tree}: {most} runs at 1.6x one run leave {cpus / (1.6 * base) * 1e6:.1f} us of "
+                  f"{cpus} CPUs a call; they spend {spent * 1e6:.1f} (host {medians[tree][f'host{most} cpu'] * 1e6:.1f}: "
+                  f"its one thread caps them at {1 / medians[tree][f'host{most} cpu'] / base:.2f}x one run)")
 
 
 def report(medians: dict[str, dict[str, float]], runs: int) -> None:
