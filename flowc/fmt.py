@@ -143,30 +143,12 @@ class _Printer:
     def kept_span(self, item: S.Item, previous: S.Item | None, following: S.Item | None) -> S.Span:
         span = item.span
         start = span.column if previous is not None and previous.span.end_line == span.line else 1
-        end_line = self.last_line_of(item, following)
+        end_line = span.end_line
         if following is not None and following.span.line == end_line:
             end = following.span.column
         else:
             end = len(self.lines[end_line - 1]) + 1
         return S.Span(span.line, start, end_line, end)
-
-    def last_line_of(self, item: S.Item, following: S.Item | None) -> int:
-        """The last line holding the item's own text. A node's span is its children's, so a
-        declaration ending in parentheses (`-> (Int // c` then `)`) ends, by its span, inside
-        them: the lines after it up to the next item that hold more than a comment are its too
-        (kept as written, it lost the `)` on its own line)."""
-        comment_at = {c.span.line: c.span.column for c in self.module_node.comments}
-        last = following.span.line if following is not None else len(self.lines)
-        end_line = item.span.end_line
-        for line in range(end_line + 1, last + 1):
-            code = self.lines[line - 1]
-            if following is not None and line == following.span.line:
-                code = code[:following.span.column - 1]
-            if line in comment_at:
-                code = code[:comment_at[line] - 1]
-            if code.strip():
-                end_line = line
-        return end_line
 
     def item(self, item: S.Item) -> str:
         if isinstance(item, S.Use):

@@ -24,6 +24,8 @@ declaration reports its own first error while the others still parse.
 
 from __future__ import annotations
 
+import dataclasses
+
 import gc
 import os
 import re
@@ -1103,7 +1105,7 @@ class _Builder:
         return make.TTuple((), span)
 
     def t_paren(self, span, children):
-        return children[0]
+        return _widened(children[0], span)
 
     def t_tuple(self, span, children):
         return make.TTuple(tuple(children), span)
@@ -1186,7 +1188,7 @@ class _Builder:
         return make.Lit("unit", "", span)
 
     def paren(self, span, children):
-        return children[0]
+        return _widened(children[0], span)
 
     def tuple_lit(self, span, children):
         return make.TupleLit(tuple(children), span)
@@ -1267,7 +1269,7 @@ class _Builder:
         return make.PLit(make.Lit("unit", "", span), span)
 
     def p_paren(self, span, children):
-        return children[0]
+        return _widened(children[0], span)
 
     def p_ctor_bare(self, span, children):
         qualifier, name = _split_qualified(children[0])
@@ -1556,3 +1558,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _widened(node, span):
+    """A parenthesized node, its span over its parentheses: the text it stands for (a declaration
+    ending in `-> (Int // c` then `)` ends at the `)`)."""
+    return dataclasses.replace(node, span=span) if span is not S.NO_SPAN else node

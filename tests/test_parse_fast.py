@@ -469,3 +469,17 @@ def test_importing_the_fast_path_fails_loudly_without_re_parser():
     assert done.returncode != 0
     assert "Unsupported: flowc's parser needs re._parser" in done.stderr
     assert sys.version.split()[0] in done.stderr
+
+
+def test_a_parenthesized_node_spans_its_parentheses():
+    """An expression, a type and a pattern in parentheses span them, both ways: the text the node
+    stands for (a declaration whose return type ends in `)` ends at it, as `flow fmt` keeps it)."""
+    source = "flow f(x: (Int)) -> (Int // c\n) = match (x +\n  1) {\n    (1) => 2,\n    _ => 3,\n}\n"
+    parsed, _ = assert_same(source)
+    assert parsed.ok, parsed.diagnostics
+    item = parsed.module.items[0]
+    span = lambda node: (node.span.line, node.span.column, node.span.end_line, node.span.end_column)  # noqa: E731
+    assert span(item.params[0].type) == (1, 11, 1, 16)
+    assert span(item.ret) == (1, 21, 2, 2)
+    assert span(item.body.scrutinee) == (2, 11, 3, 5)
+    assert span(item.body.arms[0].pattern) == (4, 5, 4, 8)
