@@ -143,12 +143,11 @@ class _Printer:
     def kept_span(self, item: S.Item, previous: S.Item | None, following: S.Item | None) -> S.Span:
         span = item.span
         start = span.column if previous is not None and previous.span.end_line == span.line else 1
-        end_line = span.end_line
-        if following is not None and following.span.line == end_line:
+        if following is not None and following.span.line == span.end_line:
             end = following.span.column
         else:
-            end = len(self.lines[end_line - 1]) + 1
-        return S.Span(span.line, start, end_line, end)
+            end = len(self.lines[span.end_line - 1]) + 1
+        return S.Span(span.line, start, span.end_line, end)
 
     def item(self, item: S.Item) -> str:
         if isinstance(item, S.Use):

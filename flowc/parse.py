@@ -25,7 +25,6 @@ declaration reports its own first error while the others still parse.
 from __future__ import annotations
 
 import dataclasses
-
 import gc
 import os
 import re
@@ -1325,6 +1324,12 @@ class _Builder:
         return make.Lambda(tuple(params), ret, effect, children[-1], span)
 
 
+def _widened(node, span):
+    """A parenthesized node, its span over its parentheses: the text it stands for (a declaration
+    ending in `-> (Int // c` then `)` ends at the `)`)."""
+    return dataclasses.replace(node, span=span) if span is not S.NO_SPAN else node
+
+
 def _precedence(chain: list) -> S.Expr:
     """Fold `operand (op operand)*` into a tree by precedence climbing. Every operator is
     left-associative; a comparison may not be an operand of another comparison."""
@@ -1558,9 +1563,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _widened(node, span):
-    """A parenthesized node, its span over its parentheses: the text it stands for (a declaration
-    ending in `-> (Int // c` then `)` ends at the `)`)."""
-    return dataclasses.replace(node, span=span) if span is not S.NO_SPAN else node

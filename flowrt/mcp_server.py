@@ -360,7 +360,8 @@ def history_page(runs_dir: str, run_id: str, *, kind: str | None, offset: int, l
         after = offset + len(page)
         ended = store.ended
         state = run_state(store, open_calls=scanned.open_calls)
-        state["open"] = with_expected_replies(store, state["open"], runs=runs_dir)  # as `flow history --runs`
+        # as `flow history --runs`, from the open calls the pass found
+        state["open"] = with_expected_replies(store, state["open"], runs=runs_dir, open_call_facts=scanned.open_calls)
         view: dict[str, Any] = {
             "run": run_id,
             "program": start.get("program"),
