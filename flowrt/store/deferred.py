@@ -152,3 +152,19 @@ class OpenCallsKept:
                 take(fact)
             self._open_calls, self._open_calls_upto = calls, upto
             return dict(calls.calls)
+
+
+class HostRecordsKept:
+    """`RunLog.host_records` kept by an appender from what its open read (`_host_listed`) until
+    it writes a host record (`_host_listed = None`): a resume asks for them several times before
+    it writes, each ask otherwise a read and verification of every record. Only an appender writes
+    a run's host records (the run directory's lock, PostgreSQL's lease), so nothing changes them
+    under it. `_read_host_records` is the store's own read."""
+
+    _host_listed: list[dict] | None = None
+
+    def host_records(self) -> list[dict]:
+        listed = self._host_listed
+        if listed is not None:
+            return [dict(record) for record in listed]  # (copies: a caller may change them)
+        return self._read_host_records()
