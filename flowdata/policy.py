@@ -186,7 +186,8 @@ CHILD_PYTHON_FLAGS: tuple[str, ...] = ("-B", "-S", "-s", "-P")
 
 # The packages outside the standard library that the child imports: the directory holding each
 # (as the host's interpreter finds it) is put on the child's PYTHONPATH, after the checkout's.
-CHILD_PACKAGES: tuple[str, ...] = ("orjson", "RestrictedPython")
+# (greenlet: a child serving several runs waits for each in a greenlet, sandbox/lanes.py.)
+CHILD_PACKAGES: tuple[str, ...] = ("orjson", "RestrictedPython", "greenlet")
 # The packages of this checkout the child imports (all their modules, whose bytecode the host
 # writes for it): the child itself and the value contract, never the host's `flowrt`.
 CHILD_SOURCE_PACKAGES: tuple[str, ...] = ("sandbox", "flowdata")

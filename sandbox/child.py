@@ -83,13 +83,19 @@ def main() -> None:
     except SandboxRefusal as refusal:
         channel.send(write_fd, {"op": "refused", "message": str(refusal)})
         return
+    if "lane" in load and load["op"] == "load":
+        from sandbox.lanes import serve_lanes  # (before the lockdown: it imports greenlet)
+
+        lock_down(config, write_fd)
+        serve_lanes(load, receiver, write_fd, lambda one, wire: run_once(one, namespaces, wire, settle_heap))
+        return
     lock_down(config, write_fd)
     if load["op"] == "test":
         channel.send(write_fd, {"op": "results", "results": run_tests(load, namespaces, counter)})
         return
     first = load["modules"]
     while True:
-        run_once(load, namespaces, receiver, write_fd, settle_heap)
+        run_once(load, namespaces, Wire(receiver, write_fd), settle_heap)
         if not load.get("keep"):
             return
         # The host may keep this child for the next run of the same program (flowrt/kept_child.py):
@@ -101,10 +107,10 @@ def main() -> None:
         gc.collect()  # what the last run left is garbage (its values are not frozen with the next)
 
 
-def run_once(load: dict, namespaces: dict, receiver: channel.Receiver, write_fd: int, settle_heap) -> None:
-    """Run the program `load` asks for, in the loaded `namespaces`, to its `end` (`settle_heap`:
-    the loader's, imported by `main` before the lockdown)."""
-    scheduler = Scheduler(Wire(receiver, write_fd), load)
+def run_once(load: dict, namespaces: dict, wire: Wire, settle_heap) -> None:
+    """Run the program `load` asks for, in the loaded `namespaces`, to its `end`, talking to the
+    host over `wire` (`settle_heap`: the loader's, imported by `main` before the lockdown)."""
+    scheduler = Scheduler(wire, load)
     by_key = {}
     for key, description in load.get("functions", {}).items():
         module, name = key.rsplit(".", 1)

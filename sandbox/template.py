@@ -47,6 +47,7 @@ import orjson
 import sandbox.child as child_main
 from sandbox import lockdown
 from sandbox.intrinsics import INTRINSICS  # noqa: F401 - preloaded for every child
+from sandbox.lanes import serve_lanes  # noqa: F401 - preloaded for every child
 from sandbox.loader import load  # noqa: F401 - preloaded for every child
 from sandbox.testing import run_tests  # noqa: F401 - preloaded for every child
 import json  # noqa: F401,E401 - the channel imports these lazily (sandbox.child.lock_down)

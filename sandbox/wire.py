@@ -24,6 +24,9 @@ Replay and resume stream the record instead of answering (`sandbox.record` steps
 `{"op": "record", "facts": [...]}` frames, then `{"op": "record-end", "checkpoints": policy}`.
 Where the child cannot follow the record it says `{"op": "stuck", "message": ...}` and waits to
 be ended.
+
+A child serving several runs of one program tags every message, both ways, with its run's
+`lane` (sandbox/lanes.py).
 """
 
 from __future__ import annotations

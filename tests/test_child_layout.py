@@ -20,6 +20,7 @@ import sandbox.child
 from sandbox.intrinsics import INTRINSICS
 from sandbox.loader import SandboxRefusal, load
 from sandbox.testing import StepCounter, run_tests
+from sandbox.lanes import serve_lanes
 import json, math
 print("\\n".join(sorted(sys.modules)))
 """
