@@ -4,7 +4,7 @@ leaves the run resumable; it is never an End."""
 
 from __future__ import annotations
 
-from flowrt.store.format import TEMPLATE_LOST
+from flowrt.store.format import SHARED_CHILD_LOST, TEMPLATE_LOST
 
 
 class HaltRequested(KeyboardInterrupt):
@@ -36,6 +36,15 @@ class TemplateLostHalt(DeadlineHalt):
     resumable), never Faulted."""
 
     reason = TEMPLATE_LOST
+
+
+class SharedChildHalt(DeadlineHalt):
+    """The child that served the run beside other runs of its program died, or was killed for
+    its wall-clock deadline (flowrt/lane_child.py). Which run caused it the host cannot tell, so
+    every run in it is halted (reason `shared-child`, resumable), never Faulted; resumed, each
+    runs in a child of its own."""
+
+    reason = SHARED_CHILD_LOST
 
 
 def halt_reason(interrupt: KeyboardInterrupt) -> tuple[str, str]:

@@ -30,7 +30,7 @@ from flowdata import canonical
 from flowrt import bindings as B
 from flowc.files import read_text
 from flowrt.store import RunLog, open_store, StorageError
-from flowrt.halts import DeadlineHalt, HaltRequested, TemplateLostHalt, halt_reason
+from flowrt.halts import DeadlineHalt, HaltRequested, halt_reason
 from flowdata.codec import TermError
 from flowrt.bind import RunHost, bind, close_bound
 from flowrt.refusal import Refused, _line_of, refuse
@@ -361,9 +361,9 @@ class Driver:
                 elif op == "stuck":
                     raise RuntimeError(f"the sandbox and the host disagree about the record: {message.get('message')}")
         except ChildDied as died:
-            if died.template_lost:
+            if died.halt is not None:  # (its template, or a child it shared, ended: a halt)
                 self.durable_before_halt(record_arrived=True)
-                raise TemplateLostHalt(str(died)) from None
+                raise died.halt(str(died)) from None
             fault = {"kind": "limit" if died.signal else "internal",
                      "message": f"the sandboxed evaluator died: {died}", "location": None, "task": "root"}
             return self.on_died(fault)

@@ -38,6 +38,7 @@ from flowdata.policy import LIMITS, STDERR_TAIL_BYTES, Limits
 from flowrt import child_reaper, child_template, run_hub
 from flowrt import sandbox_launch as launch
 from flowrt.cpu_contention import Contention
+from flowrt.halts import DeadlineHalt, TemplateLostHalt
 # The layers FLOW_SANDBOX_WITHOUT may name, which callers compare with `Child.layers`.
 from flowrt.sandbox_launch import LAYER_NAMES  # noqa: F401
 
@@ -73,6 +74,9 @@ class ChildDied(ChildError):
         self.explanation = explanation
         #: it was forked from the child template, and died because the template ended
         self.template_lost = template_lost
+        #: the halt a run it served takes instead of a Faulted End: nothing the program did
+        #: killed it (its template ended; `flowrt.lane_child.LaneLost`: a child it shared died)
+        self.halt: type[DeadlineHalt] | None = TemplateLostHalt if template_lost else None
         if signal is not None:
             status = f"was killed by {_signal_name(signal)}"
         else:

@@ -26,6 +26,7 @@ import threading
 from flowdata.policy import LIMITS, Limits
 from flowrt import sandbox_launch as launch
 from flowrt.kept_child import KeptChildren
+from flowrt.lane_child import SharedChildren
 
 class SpareChild:
     """Sandbox children started ahead of their runs, at most `keep` (a worker keeps one per run
@@ -43,6 +44,8 @@ class SpareChild:
         self.used = 0
         #: children kept after their runs for the next run of the same program
         self.kept = KeptChildren(limits)
+        #: children serving runs of one program at once, a lane each (FLOW_SANDBOX_LANES)
+        self.lanes = SharedChildren()
 
     def take(self):
         """A started child no one has spoken to, which the caller owns (kills or closes): a
@@ -95,6 +98,7 @@ class SpareChild:
         for starting, _ in spares:
             starting.kill()
         self.kept.close()
+        self.lanes.close()
 
     def _give_back(self, spare) -> None:
         """A spare promised to a run that took a kept child instead: a spare again (or killed,
@@ -162,6 +166,11 @@ class ChildToCome:
                 raise RuntimeError("the run's sandbox child was let go before it was used")
             kept = self._spares.kept.take(program) if program is not None else None
             spare, self._spare = self._spare, None
+            if kept is None and program is not None:
+                lane = self._in_a_lane(program, spare)
+                if lane is not None:
+                    self._child = lane
+                    return lane
             if kept is not None:
                 if spare is not None:
                     self._spares._give_back(spare)
@@ -171,6 +180,22 @@ class ChildToCome:
             if program is not None:
                 self._child.kept_by = self._spares.kept
         return self._child
+
+    def _in_a_lane(self, program: str, spare):
+        """A lane for the live run of `program` in a child shared with other runs of it
+        (flowrt/lane_child.py), or None; the spare is given back unless a new shared child was
+        made of it."""
+        spares = self._spares
+        made = []
+
+        def child_for():
+            made.append(True)
+            return spares._arrived(spare)
+
+        lane = spares.lanes.take(program, spares.limits, child_for)
+        if lane is not None and not made and spare is not None:
+            spares._give_back(spare)
+        return lane
 
     def kill(self) -> None:
         """Let go of the child unused: the spare is killed once started, a child already handed

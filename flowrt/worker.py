@@ -53,7 +53,7 @@ from flowrt.run_state import appender_holds, host_decision
 from flowrt.store import HISTORY, RunBusy, RunLog, RunNotFound, Store, StorageError, open_store
 from flowrt.store import postgres_queue
 from flowrt.store.durable import _strerror
-from flowrt.store.format import HOST_HALTS, TEMPLATE_LOST, WORKER_STOP
+from flowrt.store.format import HOST_HALTS, SHARED_CHILD_LOST, TEMPLATE_LOST, WORKER_STOP
 from flowrt.spare_child import SpareChild
 from flowrt.worker_look import DirectoryRuns
 from flowrt.tool_processes import ToolProcesses
@@ -392,6 +392,7 @@ def _shown(location: str) -> str:
 def _woke_because(why: str) -> str:
     return {"crashed": "recovered (crashed)", WORKER_STOP: "recovered (a worker stopped)",
             TEMPLATE_LOST: "recovered (its child template ended)",
+            SHARED_CHILD_LOST: "recovered (the child it shared with other runs ended)",
             "sleeping": "woke (timer due)", "queued": "drove (queued)"}.get(why, why)
 
 

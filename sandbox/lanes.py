@@ -14,6 +14,8 @@ The protocol is `sandbox.wire`'s, with a lane number on every message, both ways
   child -> {"op": "call", "lane": k, ...}      everything lane k's run says, as `sandbox.wire`
   host  -> {"op": "reply", "lane": k, ...}     ... and what the host says to it
   child -> {"op": "end", "lane": k, ...}       lane k's run ended: the lane is free again
+  host  -> {"op": "drop", "lane": k}           end lane k's run where it waits (the host let go of
+                                               the run: it halted); a drop for no lane is ignored
 
 Each lane has its own scheduler, tasks, wire and values; the loaded modules hold functions and
 constants only (generated code stores into nothing, docs/sandbox.md), which is what lets a kept
@@ -100,9 +102,14 @@ def serve_lanes(first: dict, receiver: channel.Receiver, write_fd: int,
         return True
 
     def take(message: dict) -> bool:
-        if message.get("op") == "load":
+        op = message.get("op")
+        if op == "load":
             return start(message)
         wire = lanes.get(message.get("lane"))
+        if op == "drop":
+            if wire is not None:
+                wire.runner.throw(greenlet.GreenletExit)  # (its run ends where it waits, saying nothing more)
+            return True
         if wire is None:
             return False
         wire.inbox.append(message)
@@ -115,7 +122,9 @@ def serve_lanes(first: dict, receiver: channel.Receiver, write_fd: int,
         return
     while True:
         while ready:
-            ready.popleft().runner.switch()
+            runner = ready.popleft().runner
+            if not runner.dead:  # (dropped while it was ready)
+                runner.switch()
         message = receiver.recv()
         if message is None or not take(message):
             return

@@ -178,3 +178,26 @@ def test_each_lane_says_what_its_run_alone_says_whatever_the_order_of_the_replie
                 ended += 1
     for lane, n in enumerate(counts):
         assert said[lane] == alone[n]
+
+
+def test_a_dropped_lane_ends_where_it_waits_and_says_nothing_more(tmp_path):
+    base = base_load(tmp_path)
+    with Child.start() as child:
+        child.send(run_load(base, 3, 0))
+        child.send(run_load(base, 3, 1))
+        firsts = [child.recv(timeout=10), child.recv(timeout=10)]
+        assert sorted(m["lane"] for m in firsts) == [0, 1]
+        child.post({"op": "drop", "lane": 0})
+        child.post({"op": "drop", "lane": 9})  # (a lane that has ended already, or never was: ignored)
+        child.post(echo_reply(next(m for m in firsts if m["lane"] == 1)))
+        child.send(run_load(base, 2, 2))
+        ends, lanes_seen = {}, set()
+        while len(ends) < 2:
+            message = child.recv(timeout=10)
+            lanes_seen.add(message["lane"])
+            if message["op"] == "call":
+                child.post(echo_reply(message))
+            elif message["op"] == "end":
+                ends[message["lane"]] = message["outcome"]
+        assert ends == {1: {"Completed": 6}, 2: {"Completed": 3}}
+        assert 0 not in lanes_seen

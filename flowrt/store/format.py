@@ -29,8 +29,10 @@ _RESERVED_SET = frozenset(_RESERVED)
 WORKER_STOP = "worker-stop"
 #: ... by a host whose child template ended under the run (flowrt/child_template.py)
 TEMPLATE_LOST = "template"
+#: ... by a host whose child serving the run beside others died (flowrt/lane_child.py)
+SHARED_CHILD_LOST = "shared-child"
 #: the halts a host made, not a person: any worker takes the run up again
-HOST_HALTS = frozenset({WORKER_STOP, TEMPLATE_LOST})
+HOST_HALTS = frozenset({WORKER_STOP, TEMPLATE_LOST, SHARED_CHILD_LOST})
 
 STORE_RECORDS = frozenset({"hole", "truncated", "store", "durable", "times"})  # host records only the store writes
 _ENDINGS = {"Completed": "completed", "Faulted": "faulted"}

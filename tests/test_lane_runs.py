@@ -1,0 +1,138 @@
+"""Live runs of one program sharing a sandbox child, a lane each (flowrt/lane_child.py, with
+`FLOW_SANDBOX_LANES`): through `flowrt.Host`, as an application drives them. The runs compute and
+record what runs in children of their own do; a child takes at most its count of runs; a shared
+child that dies halts every run in it (resumable, reason `shared-child`), none Faulted, and each
+resumes to its End; a run halted on its own leaves the others running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import flowrt
+from flowrt.store import RunStore
+
+ECHO = """
+@tool pub flow echo(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = loop(n, 0)
+
+flow loop(n: Int, acc: Int) -> Int !tool = if n == 0 { acc } else { loop(n - 1, acc + echo(n)) }
+"""
+
+
+def wait_for(condition, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "echo.flow"
+    path.write_text(ECHO)
+    return str(path)
+
+
+def records(runs: str, run_id: str) -> tuple[list[dict], list[dict]]:
+    store = RunStore.open(runs, run_id, for_append=False)
+    try:
+        return store.facts(), store.host_records()
+    finally:
+        store.close()
+
+
+def what_it_recorded(facts: list[dict]) -> list[tuple]:
+    """A run's facts without what names the run (its Start, the chain's hashes)."""
+    return [(f["kind"], {k: v for k, v in f.items() if k not in ("prev", "hash", "n")}) for f in facts[1:]]
+
+
+def test_runs_in_lanes_compute_and_record_what_runs_alone_do(program, tmp_path, monkeypatch):
+    runs = str(tmp_path / "runs")
+    monkeypatch.setenv("FLOW_SANDBOX_KEEP", "0")  # (the run alone gives its child back to none)
+    with flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs, durability="none") as host:
+        alone = host.run(program, {"n": 30})
+        monkeypatch.setenv("FLOW_SANDBOX_LANES", "4")
+        handles = [host.start(program, {"n": n}, detach=True) for n in (30, 10, 20, 30, 5, 30)]
+        results = [handle.wait(timeout=60) for handle in handles]
+    assert [r.output for r in results] == [465, 55, 210, 465, 15, 465]
+    expected = what_it_recorded(records(runs, alone.run_id)[0])
+    origins = []
+    for result in results:
+        facts, host_records = records(runs, result.run_id)
+        if facts[-1]["outcome"] == {"Completed": 465}:
+            assert what_it_recorded(facts) == expected
+        sandbox = [r for r in host_records if r["kind"] == "sandbox"][-1]
+        assert sandbox["missing"] == [] or "seccomp" not in sandbox["missing"]
+        origins.append(sandbox["origin"])
+    assert all("lane" in origin and "up to 4 runs" in origin for origin in origins), origins
+    assert "lane" not in [r for r in records(runs, alone.run_id)[1] if r["kind"] == "sandbox"][-1]["origin"]
+
+
+def test_a_child_serves_at_most_its_count_of_runs_and_is_let_go_after_its_last(program, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOW_SANDBOX_LANES", "2")
+    release = threading.Event()
+    calls = []
+
+    def echo(n):
+        calls.append(n)
+        release.wait(10)
+        return n
+
+    with flowrt.Host({"echo.echo": echo}, runs_dir=str(tmp_path / "runs"), durability="none") as host:
+        handles = [host.start(program, {"n": 2}, detach=True) for _ in range(5)]
+        assert wait_for(lambda: len(calls) == 5)
+        shared = host._spares().lanes.children()
+        assert len(shared) == 3 and len({child.pid for child in shared}) == 3  # 2 + 2 + 1
+        release.set()
+        assert [handle.wait(timeout=60).output for handle in handles] == [3] * 5
+        assert wait_for(lambda: host._spares().lanes.children() == [])
+        assert all(wait_for(lambda c=child: c._exited()) for child in shared)
+
+
+def test_a_shared_child_that_dies_halts_every_run_in_it_and_each_resumes_to_its_end(program, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOW_SANDBOX_LANES", "8")
+    runs = str(tmp_path / "runs")
+    with flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs, durability="none") as host:
+        handles = [host.start(program, {"n": 30_000}, detach=True) for _ in range(3)]
+        assert wait_for(lambda: host._spares().lanes.children())
+        time.sleep(0.3)  # (every run well into its calls)
+        (child,) = host._spares().lanes.children()
+        os.kill(child.pid, signal.SIGKILL)
+        results = [handle.wait(timeout=60) for handle in handles]
+        assert [r.status for r in results] == ["halted"] * 3
+        for result in results:
+            facts, host_records = records(runs, result.run_id)
+            assert facts[-1]["kind"] != "End"
+            halted = [r for r in host_records if r["kind"] == "halted"][-1]
+            assert halted["reason"] == "shared-child"
+        monkeypatch.setenv("FLOW_SANDBOX_LANES", "0")
+        resumed = [host.resume(result.run_id) for result in results]
+    assert [r.output for r in resumed] == [30_000 * 30_001 // 2] * 3
+
+
+def test_a_run_halted_on_its_own_leaves_the_others_in_its_child_running(program, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOW_SANDBOX_LANES", "4")
+    runs = str(tmp_path / "runs")
+    with flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs, durability="none") as host:
+        stopped = host.start(program, {"n": 100_000}, detach=True)
+        others = [host.start(program, {"n": 20_000}, detach=True) for _ in range(2)]
+        assert wait_for(lambda: host._spares().lanes.children())
+        time.sleep(0.2)
+        stopped.halt()
+        assert stopped.wait(timeout=60).status == "halted"
+        assert [handle.wait(timeout=60).output for handle in others] == [20_000 * 20_001 // 2] * 2
+        # Its lane was dropped: the child is let go with the others' last lane.
+        assert wait_for(lambda: host._spares().lanes.children() == [])
+        # Resumed (in a child of its own), it goes on from where the halt left it, to its End.
+        monkeypatch.setenv("FLOW_SANDBOX_LANES", "0")
+        resumed = host.resume(stopped.run_id)
+        assert resumed.status in ("completed", "faulted")
+        assert records(runs, stopped.run_id)[0][-1]["kind"] == "End"
