@@ -6,7 +6,7 @@ each child then runs its Python on cold caches: 20 children cost ~32 µs of CPU 
 child serving the 20 runs costs ~15 (scripts/bench/child_lanes.py; docs/impl.md, session 21). With
 `FLOW_SANDBOX_LANES=N` (N >= 2), a run hub (flowrt/run_hub.py) puts each live run from its start
 into a lane of a child that already serves runs of the same program, up to N at once, and starts
-such a child when none has room. Replays, resumes, `flow test`, runs with a wall-clock deadline
+such a child when none has room. Replays, resumes (a worker's drives among them), `flow test`
 and runs outside a hub keep a child of their own.
 
 What the runs in one child share is the process, so:

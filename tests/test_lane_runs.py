@@ -136,3 +136,31 @@ def test_a_run_halted_on_its_own_leaves_the_others_in_its_child_running(program,
         resumed = host.resume(stopped.run_id)
         assert resumed.status in ("completed", "faulted")
         assert records(runs, stopped.run_id)[0][-1]["kind"] == "End"
+
+
+SPIN = ECHO.replace("pub flow main(n: Int) -> Int !tool = loop(n, 0)",
+                    "pub flow main(n: Int) -> Int !tool = if n < 0 { spin(echo(n)) } else { loop(n, 0) }\n\n"
+                    "flow spin(n: Int) -> Int = spin(n + 1)")
+
+
+def test_a_run_that_computes_past_the_deadline_halts_the_runs_beside_it_and_none_is_faulted(tmp_path, monkeypatch):
+    """Lanes are cooperative: a run that never calls again holds up the others in its child. The
+    child then owes them a message past its wall-clock deadline and is killed; every run in it
+    halts (none Faulted), and resumed alone, the one that spins meets its own deadline."""
+    program = tmp_path / "spin.flow"
+    program.write_text(SPIN)
+    monkeypatch.setenv("FLOW_SANDBOX_LANES", "4")
+    monkeypatch.setenv("FLOW_SANDBOX_WALL_SECONDS", "1")
+    runs = str(tmp_path / "runs")
+    with flowrt.Host({"spin.echo": lambda n: n}, runs_dir=runs, durability="none") as host:
+        others = [host.start(str(program), {"n": 1_000_000}, detach=True) for _ in range(2)]
+        spinning = host.start(str(program), {"n": -1}, detach=True)
+        results = [handle.wait(timeout=60) for handle in [*others, spinning]]
+        assert [r.status for r in results] == ["halted"] * 3
+        for result in results:
+            halted = [r for r in records(runs, result.run_id)[1] if r["kind"] == "halted"][-1]
+            assert halted["reason"] == "shared-child", halted
+        monkeypatch.setenv("FLOW_SANDBOX_LANES", "0")
+        alone = host.resume(spinning.run_id)
+    assert alone.status == "halted"
+    assert [r for r in records(runs, spinning.run_id)[1] if r["kind"] == "halted"][-1]["reason"] == "deadline"

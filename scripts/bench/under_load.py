@@ -228,6 +228,9 @@ def main() -> None:
                          help="the one-host figures' durability (with fsync, use fewer --calls)")
     options.add_argument("--hosted-api", choices=("host", "async"), default="host",
                          help="the one-host figures' API: Host.start(detach=True), or await AsyncHost.run")
+    options.add_argument("--hosted-lanes", type=int, default=0,
+                         help="also measure each count of runs above one with FLOW_SANDBOX_LANES at this "
+                              "(runs sharing children, a lane each), in the same rounds")
     options.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     options.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     options.add_argument("--tree", help=argparse.SUPPRESS)
@@ -247,7 +250,7 @@ def main() -> None:
         trees = {"before": Path(args.against).resolve() / "scripts" / "bench" / "under_load.py", **trees}
     figures: dict[str, dict[str, list[float]]] = {tree: {} for tree in trees}
 
-    def take(name: str, kind: str, count: int, directory: str) -> None:
+    def take(name: str, kind: str, count: int, directory: str, lanes: int = 0) -> None:
         # Which tree goes first alternates by round: measured back to back, the first of two
         # processes ran 5-7% faster than the second of the same tree (A/A, one and two runs).
         order = list(trees.items())
@@ -260,7 +263,7 @@ def main() -> None:
                            "--tree", str(script.parents[2])]
             out = subprocess.run(command, capture_output=True, text=True, timeout=900,
                                  env={**os.environ, HOSTED_DURABILITY: args.hosted_durability,
-                                      HOSTED_API: args.hosted_api})
+                                      HOSTED_API: args.hosted_api, "FLOW_SANDBOX_LANES": str(lanes)})
             if out.returncode != 0:
                 raise SystemExit(f"{tree}: {out.stderr}")
             values = [float(v) for v in out.stdout.split()]
@@ -274,6 +277,8 @@ def main() -> None:
         for round_index in range(args.rounds):
             for count in hosted:
                 take(f"host{count}", f"host{count}", args.calls, directory)
+                if args.hosted_lanes and count > 1:
+                    take(f"host{count} lanes", f"host{count}", args.calls, directory, args.hosted_lanes)
             if args.only_hosted:
                 continue
             take("quiet none", "none", args.calls, directory)
@@ -289,7 +294,7 @@ def main() -> None:
           f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     medians = {tree: {name: statistics.median(values) for name, values in figures[tree].items()}
                for tree in trees}
-    report_hosted(medians, hosted, args.hosted_durability)
+    report_hosted(medians, hosted, args.hosted_durability, args.hosted_lanes)
     if not args.only_hosted:
         report(medians, runs)
 
@@ -316,31 +321,38 @@ def measure(kind: str, count: str, directory: str) -> None:
         print(*per_call(calls, place, kind))
 
 
-def report_hosted(medians: dict[str, dict[str, float]], hosted: list[int], durability: str) -> None:
-    """How one host scales: steady calls/s at each count of runs at once, against one run."""
+def report_hosted(medians: dict[str, dict[str, float]], hosted: list[int], durability: str, lanes: int = 0) -> None:
+    """How one host scales: steady calls/s at each count of runs at once, against one run (with
+    `lanes`, also each count above one with runs sharing children, a lane each)."""
     if not hosted:
         return
     trees = list(medians)
     synced = "no fsync" if durability == "none" else "fsync"
     print(f"  one host, runs at once (steady, {synced}): calls/s, x one run, host + children CPU per call")
-    for count in hosted:
+    rows = [(f"{count:>4} runs       ", f"host{count}") for count in hosted]
+    if lanes:
+        rows += [(f"{count:>4} runs, lanes", f"host{count} lanes") for count in hosted if count > 1]
+    for label, name in rows:
         cells = []
         for tree in trees:
-            rate, host_cpu, child_cpu = (medians[tree][f"host{count}{part}"] for part in ("", " cpu", " child cpu"))
+            rate, host_cpu, child_cpu = (medians[tree][f"{name}{part}"] for part in ("", " cpu", " child cpu"))
             base = medians[tree].get("host1")
             scale = f"{rate / base:.2f}x" if base else "-"
             cells.append(f"{rate:8.0f} {scale:>6} {host_cpu * 1e6:5.1f}+{child_cpu * 1e6:5.1f} us")
-        print(f"  {count:>4} runs " + "".join(f"   {tree}: {cell}" for tree, cell in zip(trees, cells)))
+        print(f"  {label} " + "".join(f"   {tree}: {cell}" for tree, cell in zip(trees, cells)))
     # What item 1's goal (most runs at 1.6x one run's calls/s) leaves a call of the CPUs there are,
     # host and children together, beside what such a call costs now: the goal's arithmetic.
     most, cpus = max(hosted), os.cpu_count() or 1
     for tree in trees:
         base = medians[tree].get("host1")
-        if base and most > 1:
-            spent = medians[tree][f"host{most} cpu"] + medians[tree][f"host{most} child cpu"]
-            print(f"  {tree}: {most} runs at 1.6x one run leave {cpus / (1.6 * base) * 1e6:.1f} us of "
-                  f"{cpus} CPUs a call; they spend {spent * 1e6:.1f} (host {medians[tree][f'host{most} cpu'] * 1e6:.1f}: "
-                  f"its one thread caps them at {1 / medians[tree][f'host{most} cpu'] / base:.2f}x one run)")
+        for name, how in ((f"host{most}", ""), (f"host{most} lanes", " in lanes")):
+            if not base or most < 2 or name not in medians[tree]:
+                continue
+            host_cpu = medians[tree][f"{name} cpu"]
+            spent = host_cpu + medians[tree][f"{name} child cpu"]
+            print(f"  {tree}: {most} runs{how} at 1.6x one run leave {cpus / (1.6 * base) * 1e6:.1f} us of "
+                  f"{cpus} CPUs a call; they spend {spent * 1e6:.1f} (host {host_cpu * 1e6:.1f}: "
+                  f"its one thread caps them at {1 / host_cpu / base:.2f}x one run)")
 
 
 def report(medians: dict[str, dict[str, float]], runs: int) -> None:
