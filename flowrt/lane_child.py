@@ -20,8 +20,9 @@ What the runs in one child share is the process, so:
   ends that run where it waits. Lane numbers are never used twice in one child, so nothing the
   child said for a dropped lane reaches another run.
 - **the child's limits**: RLIMIT_CPU counts its whole life, so a child takes no new run once it
-  has used `NEW_LANES_CPU_SECONDS` of CPU or holds `NEW_LANES_RESIDENT_BYTES`, and it is let go
-  once its last lane ends. A run computing without a call holds the other lanes up until it
+  has used `NEW_LANES_CPU_SECONDS` of CPU or holds `NEW_LANES_RESIDENT_BYTES`. One whose last
+  lane ended waits for the next runs of its program (at most `IDLE_SHARED` wait, as kept
+  children do: a short run then skips the fork, load and lockdown), and `close()` ends those. A run computing without a call holds the other lanes up until it
   calls (the lanes are cooperative), as a slow inline Tool holds up a hub.
 
 Each lane is a `Lane`, which a run's `Driver` speaks to as it speaks to a `Child`. One lane at a
@@ -54,6 +55,8 @@ LANES_VARIABLE = "FLOW_SANDBOX_LANES"
 NEW_LANES_CPU_SECONDS = 60.0
 #: ... nor one that holds this much memory.
 NEW_LANES_RESIDENT_BYTES = 256 << 20
+#: Shared children serving no run that wait for the next runs of their program, per host.
+IDLE_SHARED = 4
 
 
 def lanes_per_child() -> int:
@@ -99,7 +102,7 @@ class SharedChildren:
                 lane = shared.open_lane(size)
                 if lane is not None:
                     return lane
-        shared = SharedChild(child_for(), size, self._forget)
+        shared = SharedChild(child_for(), size, self._forget, self._keep_idle)
         shared.key = key
         lane = shared.open_lane(size)
         with self._lock:
@@ -120,17 +123,35 @@ class SharedChildren:
             if not children:
                 self._by_program.pop(shared.key, None)
 
-    def close(self) -> None:
-        """Take no more runs; the children serving runs now end with their last lane."""
+    def _keep_idle(self, shared: "SharedChild") -> bool:
+        """Whether `shared`, whose last run has ended, may wait for the next runs of its program:
+        at most `IDLE_SHARED` wait, and none once closed."""
         with self._lock:
+            if self._closed:
+                return False
+            idle = sum(1 for children in self._by_program.values() for each in children if not each.lanes)
+            return idle <= IDLE_SHARED  # (itself counted)
+
+    def close(self) -> None:
+        """Take no more runs: the children waiting for one are let go, those serving runs now
+        end with their last lane."""
+        with self._lock:  # (as `open_lane` is: no run takes a lane of one being let go)
             self._closed = True
+            idle = [shared for children in self._by_program.values() for shared in children if not shared.lanes]
+            for shared in idle:  # (one serving runs ends with its last, on its hub's thread)
+                shared.retired = True
+                shared.child.let_go()
+            for shared in idle:
+                self._by_program[shared.key].remove(shared)
+                if not self._by_program[shared.key]:
+                    del self._by_program[shared.key]
 
 
 class SharedChild:
     """One child and the lanes it serves; touched from the hub's thread only, but for
     `open_lane` (under the `SharedChildren` lock)."""
 
-    def __init__(self, child: Child, size: int, forget) -> None:
+    def __init__(self, child: Child, size: int, forget, keep_idle) -> None:
         self.child = child
         self.size = size
         self.key: tuple = ()
@@ -141,6 +162,7 @@ class SharedChild:
         self.died: ChildDied | None = None
         self.retired = False  # takes no new run
         self._forget = forget
+        self._keep_idle = keep_idle  # (whether it may wait, serving none, for the next run)
         child.check_halt = None
         launch.disown(child)  # (counted by its lanes instead: `live_count` is the runs driven)
 
@@ -236,11 +258,18 @@ class SharedChild:
             except (OSError, ChildDied):
                 pass
         if not self.lanes:
-            self.retired = True
-            self._forget(self)
-            self.child.let_go()
+            # (kept for the next runs of the program, as a kept child is, unless it takes no more)
+            if self.retired or self.died is not None or not self._keep_idle(self):
+                self.retire()
         elif self.reader is None:
             self.hand_reading_on(lane)
+
+    def retire(self) -> None:
+        """Take no new run; let the child go now if it serves none."""
+        self.retired = True
+        if not self.lanes:
+            self._forget(self)
+            self.child.let_go()
 
 
 class Lane:

@@ -76,7 +76,8 @@ def test_runs_in_lanes_compute_and_record_what_runs_alone_do(program, tmp_path, 
     assert "lane" not in [r for r in records(runs, alone.run_id)[1] if r["kind"] == "sandbox"][-1]["origin"]
 
 
-def test_a_child_serves_at_most_its_count_of_runs_and_is_let_go_after_its_last(program, tmp_path, monkeypatch):
+def test_a_child_serves_at_most_its_count_of_runs_waits_for_the_next_and_ends_with_the_host(program, tmp_path,
+                                                                                             monkeypatch):
     monkeypatch.setenv("FLOW_SANDBOX_LANES", "2")
     release = threading.Event()
     calls = []
@@ -93,8 +94,11 @@ def test_a_child_serves_at_most_its_count_of_runs_and_is_let_go_after_its_last(p
         assert len(shared) == 3 and len({child.pid for child in shared}) == 3  # 2 + 2 + 1
         release.set()
         assert [handle.wait(timeout=60).output for handle in handles] == [3] * 5
-        assert wait_for(lambda: host._spares().lanes.children() == [])
-        assert all(wait_for(lambda c=child: c._exited()) for child in shared)
+        # Serving none, they wait for the next runs of the program: the next one takes a lane.
+        assert sorted(c.pid for c in host._spares().lanes.children()) == sorted(c.pid for c in shared)
+        assert host.start(program, {"n": 2}, detach=True).wait(timeout=60).output == 3
+        assert sorted(c.pid for c in host._spares().lanes.children()) == sorted(c.pid for c in shared)
+    assert all(wait_for(lambda c=child: c._exited()) for child in shared)  # (closing the host ends them)
 
 
 def test_a_shared_child_that_dies_halts_every_run_in_it_and_each_resumes_to_its_end(program, tmp_path, monkeypatch):
@@ -129,8 +133,6 @@ def test_a_run_halted_on_its_own_leaves_the_others_in_its_child_running(program,
         stopped.halt()
         assert stopped.wait(timeout=60).status == "halted"
         assert [handle.wait(timeout=60).output for handle in others] == [20_000 * 20_001 // 2] * 2
-        # Its lane was dropped: the child is let go with the others' last lane.
-        assert wait_for(lambda: host._spares().lanes.children() == [])
         # Resumed (in a child of its own), it goes on from where the halt left it, to its End.
         monkeypatch.setenv("FLOW_SANDBOX_LANES", "0")
         resumed = host.resume(stopped.run_id)
