@@ -40,6 +40,7 @@ import queue
 import signal as signals
 import threading
 import time
+import weakref
 from typing import Callable
 
 from flowdata.policy import Limits
@@ -57,6 +58,15 @@ NEW_LANES_CPU_SECONDS = 60.0
 NEW_LANES_RESIDENT_BYTES = 256 << 20
 #: Shared children serving no run that wait for the next runs of their program, per host.
 IDLE_SHARED = 4
+
+
+_ALL: "weakref.WeakSet[SharedChildren]" = weakref.WeakSet()
+
+
+def shared_cpu_seconds() -> float:
+    """CPU seconds the shared children of this process have used so far, for benchmarks: one is
+    reaped (and its CPU counted with the reaped ones) only once it is let go."""
+    return sum((usage(child.pid) or (0.0,))[0] for shared in list(_ALL) for child in shared.children())
 
 
 def lanes_per_child() -> int:
@@ -85,6 +95,7 @@ class SharedChildren:
         self._lock = threading.Lock()
         self._by_program: dict[tuple, list[SharedChild]] = {}
         self._closed = False
+        _ALL.add(self)
 
     def take(self, program: str, limits: Limits, child_for: Callable[[], Child]) -> "Lane | None":
         """A lane for a live run of `program` in a hub, in a child that serves runs of it under

@@ -166,3 +166,26 @@ def test_a_run_that_computes_past_the_deadline_halts_the_runs_beside_it_and_none
         alone = host.resume(spinning.run_id)
     assert alone.status == "halted"
     assert [r for r in records(runs, spinning.run_id)[1] if r["kind"] == "halted"][-1]["reason"] == "deadline"
+
+
+def test_an_async_hosts_runs_share_children_too(program, tmp_path, monkeypatch):
+    import asyncio
+
+    monkeypatch.setenv("FLOW_SANDBOX_LANES", "3")
+    runs = str(tmp_path / "runs")
+
+    async def echo(n):
+        await asyncio.sleep(0)
+        return n
+
+    async def main() -> list:
+        host = flowrt.AsyncHost({"echo.echo": echo}, runs=runs, durability="none")
+        try:
+            return await asyncio.gather(*[host.run(program, {"n": n}) for n in (40, 30, 20, 10)])
+        finally:
+            await host.close()
+
+    results = asyncio.run(main())
+    assert [r.output for r in results] == [820, 465, 210, 55]
+    origins = [[r for r in records(runs, result.run_id)[1] if r["kind"] == "sandbox"][-1]["origin"] for result in results]
+    assert sum("lane" in origin for origin in origins) == 4, origins

@@ -66,7 +66,7 @@ def children_cpu() -> float:
     """CPU seconds of this process's reaped children, and of those its child template reaped
     (each run's sandbox child, started or forked: flowrt/child_template.py), of the run hub's
     sync processes so far (flowrt/sync_process.py, the first and its workers: they live as long
-    as the host), and of the children kept for a next run."""
+    as the host), and of the children kept for a next run or serving runs in lanes."""
     from flowrt import child_reaper, run_hub
 
     syncer = getattr(run_hub._shared, "_syncer", None)  # (None in a tree without one)
@@ -74,8 +74,12 @@ def children_cpu() -> float:
         from flowrt.kept_child import kept_cpu_seconds
     except ImportError:
         kept_cpu_seconds = float
+    try:  # and the children serving runs in lanes, alive (flowrt/lane_child.py; not in older trees)
+        from flowrt.lane_child import shared_cpu_seconds
+    except ImportError:
+        shared_cpu_seconds = float
     return child_reaper.children_cpu_seconds() + (syncer.cpu_seconds() if syncer is not None else 0.0) + \
-        kept_cpu_seconds()
+        kept_cpu_seconds() + shared_cpu_seconds()
 
 
 def cpu_seconds() -> float:
