@@ -28,7 +28,10 @@ What the runs in one child share is the process, so:
 Each lane is a `Lane`, which a run's `Driver` speaks to as it speaks to a `Child`. One lane at a
 time reads the child's pipe (through the hub, as a `Child` waits) and hands each message to its
 lane; the others wait on their queues and one of them takes over the reading when the reader has
-what it waited for.
+what it waited for. What the lanes post is held until every run of the hub waits, then written
+in one write (`RunHub.before_poll`): the child wakes once for a round's replies, not once a reply
+(20 runs in lanes: 26,000 calls/s against 24,500, medians of 6 alternating rounds), and each
+run's replies keep their order, the order its history records.
 """
 
 from __future__ import annotations
@@ -172,6 +175,7 @@ class SharedChild:
         self.heard = time.monotonic()  # when the child last said anything
         self.died: ChildDied | None = None
         self.retired = False  # takes no new run
+        self.held: list[bytes] = []  # frames posted, not yet written (`post`)
         self._forget = forget
         self._keep_idle = keep_idle  # (whether it may wait, serving none, for the next run)
         child.check_halt = None
@@ -189,6 +193,25 @@ class SharedChild:
         self.lanes[lane.number] = lane
         launch.own(lane)
         return lane
+
+    def post(self, message: dict) -> None:
+        """Post `message` to the child: with other lanes, held until every run of the hub waits,
+        and then written with the others' in one write, which wakes the child once for all."""
+        child = self.child
+        if not self.held and len(self.lanes) < 2:
+            child.post(message)  # (alone, nothing to wait for; after what is held, never before it)
+            return
+        if not self.held:
+            run_hub.current().before_poll(self.write_held)
+        self.held.append(child.framed(message))
+
+    def write_held(self) -> None:
+        held, self.held = self.held, []
+        if self.died is None and held:
+            try:
+                self.child.post_bytes(b"".join(held))
+            except (OSError, ChildDied):
+                pass  # (the lanes see the child's death when they read)
 
     def route(self, message: dict) -> None:
         """Hand `message` to its lane (one let go of already: dropped)."""
@@ -265,7 +288,7 @@ class SharedChild:
         launch.disown(lane)
         if self.died is None and not lane.ended:
             try:
-                self.child.post({"op": "drop", "lane": lane.number})
+                self.post({"op": "drop", "lane": lane.number})
             except (OSError, ChildDied):
                 pass
         if not self.lanes:
@@ -319,7 +342,7 @@ class Lane:
     def post(self, message: dict) -> None:
         self._check_alive()
         message["lane"] = self.number
-        self.shared.child.post(message)
+        self.shared.post(message)
 
     def _check_alive(self) -> None:
         if self.shared.died is not None:

@@ -169,6 +169,8 @@ class RunHub:
         self._idle_helpers = 0  # (read without the lock: a helper more or less is started)
         self._syncer: SyncProcess | None = None
         self._syncer_failed = False  # it could not be started: the helper threads sync
+        #: what is to be done once every run waits, before the hub polls (`before_poll`)
+        self._before_poll: list[Callable[[], None]] = []
 
     # -- from any thread -------------------------------------------------------------------
 
@@ -227,6 +229,11 @@ class RunHub:
 
     def queue(self) -> HubQueue:
         return HubQueue(self)
+
+    def before_poll(self, hook: Callable[[], None]) -> None:
+        """`hook()` once, on the hub's thread, when every run waits and before the hub polls
+        (a shared child's replies written together, flowrt/lane_child.py); it must not raise."""
+        self._before_poll.append(hook)
 
     def blocking(self, call: Callable[[Any], Any], argument: Any) -> Any:
         """`call(argument)` on one of the hub's helper threads (a sync of a run's history), its
@@ -319,6 +326,12 @@ class RunHub:
                     ready.append(glet)
             while ready:
                 ready.popleft().switch()
+            if self._before_poll:
+                hooks, self._before_poll = self._before_poll, []
+                for hook in hooks:
+                    hook()
+                if ready:
+                    continue
             with self._lock:
                 if not self._tasks:
                     self._thread = None

@@ -74,8 +74,7 @@ class ChildDied(ChildError):
         self.explanation = explanation
         #: it was forked from the child template, and died because the template ended
         self.template_lost = template_lost
-        #: the halt a run it served takes instead of a Faulted End: nothing the program did
-        #: killed it (its template ended; `flowrt.lane_child.LaneLost`: a child it shared died)
+        #: the halt its run takes, not a Faulted End (its template ended; `lane_child.LaneLost`)
         self.halt: type[DeadlineHalt] | None = TemplateLostHalt if template_lost else None
         if signal is not None:
             status = f"was killed by {_signal_name(signal)}"
@@ -373,12 +372,16 @@ class Child:
         host drives more runs than there are CPUs, the child's wake-ups wait for a CPU rather than
         preempt the host (`launch.schedule_as_batch`), and the child sleeps on the pipe without
         first looking for the next frame (`channel.CROWDED`)."""
+        self.post_bytes(self.framed(obj))
+
+    def framed(self, obj: dict) -> bytes:
+        """`obj`'s frame as `post` writes it, its flags (and the child's scheduling) as above."""
         live = launch.live_count()
         crowded = launch.crowded(live)
         if crowded is not self._batch:
             self._batch = crowded
             launch.schedule_as_batch(self.pid, crowded)
-        self.post_bytes(channel.encode(obj, live > 1 or self.contention.contended, crowded))
+        return channel.encode(obj, live > 1 or self.contention.contended, crowded)
 
     def post_bytes(self, data: bytes) -> None:
         """Queue encoded frames, as `post`, after everything `feed` was given."""

@@ -189,3 +189,40 @@ def test_an_async_hosts_runs_share_children_too(program, tmp_path, monkeypatch):
     assert [r.output for r in results] == [820, 465, 210, 55]
     origins = [[r for r in records(runs, result.run_id)[1] if r["kind"] == "sandbox"][-1]["origin"] for result in results]
     assert sum("lane" in origin for origin in origins) == 4, origins
+
+
+FAN_OUT = """
+use "std@v1/task"
+
+@tool pub flow slow(n: Int) -> Int
+
+pub flow main(n: Int) -> Int !tool = {
+    let a = task.spawn(flow() = slow(n))
+    let b = task.spawn(flow() = slow(n + 1))
+    let c = task.spawn(flow() = slow(n + 2))
+    task.wait(a) * 100 + task.wait(b) * 10 + task.wait(c)
+}
+"""
+
+
+def test_replies_that_come_back_out_of_order_reach_each_lane_in_the_order_recorded(tmp_path, monkeypatch):
+    """Several calls out at once in each run, answered in an order of the Tool's own: the
+    replies written to a shared child together keep each run's order, so every run replays
+    against its history."""
+    import random
+
+    program = tmp_path / "fan.flow"
+    program.write_text(FAN_OUT)
+    monkeypatch.setenv("FLOW_SANDBOX_LANES", "8")
+    pick = random.Random(7)
+
+    def slow(n):
+        time.sleep(pick.random() * 0.003)
+        return n % 10
+
+    runs = str(tmp_path / "runs")
+    with flowrt.Host({"fan.slow": slow}, runs_dir=runs, durability="none") as host:
+        handles = [host.start(str(program), {"n": n}, detach=True) for n in range(8)]
+        results = [handle.wait(timeout=60) for handle in handles]
+        assert [r.output for r in results] == [(n % 10) * 100 + (n + 1) % 10 * 10 + (n + 2) % 10 for n in range(8)]
+        assert [host.replay(r.run_id).verdict for r in results] == ["Matched"] * 8
