@@ -226,3 +226,29 @@ def test_replies_that_come_back_out_of_order_reach_each_lane_in_the_order_record
         results = [handle.wait(timeout=60) for handle in handles]
         assert [r.output for r in results] == [(n % 10) * 100 + (n + 1) % 10 * 10 + (n + 2) % 10 for n in range(8)]
         assert [host.replay(r.run_id).verdict for r in results] == ["Matched"] * 8
+
+
+def test_a_worker_takes_up_the_runs_a_shared_childs_death_halted(program, tmp_path, monkeypatch):
+    """The halts are the host's, not a person's: `flow worker` resumes them by itself."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("FLOW_SANDBOX_LANES", "4")
+    runs = str(tmp_path / "runs")
+    with flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs, durability="none") as host:
+        handles = [host.start(program, {"n": 10_000}, detach=True) for _ in range(2)]
+        assert wait_for(lambda: host._spares().lanes.children())
+        time.sleep(0.3)
+        (child,) = host._spares().lanes.children()
+        os.kill(child.pid, signal.SIGKILL)
+        halted = [handle.wait(timeout=60) for handle in handles]
+    assert [r.status for r in halted] == ["halted"] * 2
+    (tmp_path / "flow.toml").write_text('[tools]\n"echo" = { python = "echo_tool.py" }\n')
+    (tmp_path / "echo_tool.py").write_text('from flowrt.toolkit import serve\n\n'
+                                           'serve({"echo.echo": lambda n: n}, declared_in="echo.flow")\n')
+    done = subprocess.run([sys.executable, "-m", "flowrt.cli", "worker", "--runs", runs, "--once", "--allow"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for result in halted:
+        assert f"{result.run_id}: recovered (the child it shared with other runs ended)" in done.stdout, done.stdout
+        assert records(runs, result.run_id)[0][-1]["outcome"] == {"Completed": 10_000 * 10_001 // 2}
