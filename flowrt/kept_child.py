@@ -57,11 +57,15 @@ _ALL: "weakref.WeakSet[KeptChildren]" = weakref.WeakSet()
 def kept_cpu_seconds() -> float:
     """CPU seconds the children kept in this process have used so far, for benchmarks: a kept
     child is reaped (and its CPU counted with the reaped ones) only once it is let go."""
+    return cpu_seconds_of(child for kept in list(_ALL) for child in kept.children())
+
+
+def cpu_seconds_of(children) -> float:
+    """CPU seconds the live `children` have used so far (one gone meanwhile counts none)."""
     total = 0.0
-    for kept in list(_ALL):
-        for child in kept.children():
-            used = usage(child.pid)
-            total += used[0] if used is not None else 0.0
+    for child in children:
+        used = usage(child.pid)
+        total += used[0] if used is not None else 0.0
     return total
 
 

@@ -22,8 +22,9 @@ What the runs in one child share is the process, so:
 - **the child's limits**: RLIMIT_CPU counts its whole life, so a child takes no new run once it
   has used `NEW_LANES_CPU_SECONDS` of CPU or holds `NEW_LANES_RESIDENT_BYTES`. One whose last
   lane ended waits for the next runs of its program (at most `IDLE_SHARED` wait, as kept
-  children do: a short run then skips the fork, load and lockdown), and `close()` ends those. A run computing without a call holds the other lanes up until it
-  calls (the lanes are cooperative), as a slow inline Tool holds up a hub.
+  children do: a short run then skips the fork, load and lockdown), and `close()` ends those. A
+  run computing without a call holds the other lanes up until it calls (the lanes are
+  cooperative), as a slow inline Tool holds up a hub.
 
 Each lane is a `Lane`, which a run's `Driver` speaks to as it speaks to a `Child`. One lane at a
 time reads the child's pipe (through the hub, as a `Child` waits) and hands each message to its
@@ -50,7 +51,7 @@ from flowdata.policy import Limits
 from flowrt import run_hub
 from flowrt.halts import SharedChildHalt
 from flowrt import sandbox_launch as launch
-from flowrt.kept_child import usage
+from flowrt.kept_child import cpu_seconds_of, usage
 from flowrt.sandbox_process import IDLE_BEFORE_SLEEP, POLL_TICK, Child, ChildDied, ChildTimeout
 
 #: Set to N >= 2: live runs in a hub share children, up to N runs a child.
@@ -69,7 +70,7 @@ _ALL: "weakref.WeakSet[SharedChildren]" = weakref.WeakSet()
 def shared_cpu_seconds() -> float:
     """CPU seconds the shared children of this process have used so far, for benchmarks: one is
     reaped (and its CPU counted with the reaped ones) only once it is let go."""
-    return sum((usage(child.pid) or (0.0,))[0] for shared in list(_ALL) for child in shared.children())
+    return cpu_seconds_of(child for shared in list(_ALL) for child in shared.children())
 
 
 def lanes_per_child() -> int:
@@ -116,8 +117,7 @@ class SharedChildren:
                 lane = shared.open_lane(size)
                 if lane is not None:
                     return lane
-        shared = SharedChild(child_for(), size, self._forget, self._keep_idle)
-        shared.key = key
+        shared = SharedChild(child_for(), key, size, self._forget, self._keep_idle)
         lane = shared.open_lane(size)
         with self._lock:
             if not self._closed:  # (closed meanwhile: the child serves this run alone)
@@ -165,10 +165,10 @@ class SharedChild:
     """One child and the lanes it serves; touched from the hub's thread only, but for
     `open_lane` (under the `SharedChildren` lock)."""
 
-    def __init__(self, child: Child, size: int, forget, keep_idle) -> None:
+    def __init__(self, child: Child, key: tuple, size: int, forget, keep_idle) -> None:
         self.child = child
+        self.key = key  # (its `SharedChildren`'s: program, launch settings, hub)
         self.size = size
-        self.key: tuple = ()
         self.lanes: dict[int, Lane] = {}
         self.numbers = itertools.count()
         self.reader: Lane | None = None
@@ -178,7 +178,6 @@ class SharedChild:
         self.held: list[bytes] = []  # frames posted, not yet written (`post`)
         self._forget = forget
         self._keep_idle = keep_idle  # (whether it may wait, serving none, for the next run)
-        child.check_halt = None
         launch.disown(child)  # (counted by its lanes instead: `live_count` is the runs driven)
 
     def open_lane(self, size: int) -> "Lane | None":
@@ -219,9 +218,7 @@ class SharedChild:
         if lane is None:
             return
         lane.inbox.append(message)
-        if lane.waiting:
-            lane.waiting = False
-            lane.wake()
+        lane.wake()
 
     def route_buffered(self) -> None:
         child = self.child
@@ -241,8 +238,7 @@ class SharedChild:
         except ChildDied as died:
             self.lost(died)
             raise LaneLost(died) from None
-        except BaseException:  # (a halt of the reader's run: another lane reads on)
-            self.reader = None
+        except BaseException:  # (a halt of the reader's run: another lane reads on once it yields)
             self.hand_reading_on(lane)
             raise
         finally:
@@ -268,7 +264,6 @@ class SharedChild:
     def hand_reading_on(self, leaving: "Lane") -> None:
         for lane in self.lanes.values():
             if lane is not leaving and lane.waiting and lane.owed_since is not None:
-                lane.waiting = False
                 lane.wake()  # (it finds no message of its own and reads)
                 return
 
@@ -277,9 +272,7 @@ class SharedChild:
         self.died = died
         self._forget(self)
         for lane in list(self.lanes.values()):
-            if lane.waiting:
-                lane.waiting = False
-                lane.wake()
+            lane.wake()
 
     def release(self, lane: "Lane") -> None:
         """`lane`'s run is over: its lane dropped in the child unless it ended there; the child
@@ -404,7 +397,9 @@ class Lane:
         self._queue.get(timeout=seconds)
 
     def wake(self) -> None:
-        if self._queue is not None:
+        """Resume this lane's run if it waits on its queue (on the hub's thread)."""
+        if self.waiting:
+            self.waiting = False
             self._queue.put_here(True)
 
     def let_go(self) -> None:

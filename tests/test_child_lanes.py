@@ -46,6 +46,20 @@ def echo_reply(call: dict) -> dict:
     return reply
 
 
+def answer_until_ended(child: Child, runs: int, answer=echo_reply) -> tuple[dict, list[int]]:
+    """Answer every call (`answer(call)`) until `runs` lanes have ended: each lane's outcome, and
+    the lane of every message, in the order they came."""
+    ends, lanes_seen = {}, []
+    while len(ends) < runs:
+        message = child.recv(timeout=10)
+        lanes_seen.append(message["lane"])
+        if message["op"] == "call":
+            child.post(answer(message))
+        elif message["op"] == "end":
+            ends[message["lane"]] = message["outcome"]
+    return ends, lanes_seen
+
+
 def said_alone(base: dict, n: int) -> list[dict]:
     """What a child running the run alone says, every message in order (the lockdown's report
     aside, which `Child` takes)."""
@@ -66,14 +80,7 @@ def test_three_lanes_run_side_by_side_and_each_ends_as_it_would_alone(tmp_path):
     with Child.start() as child:
         for lane, n in enumerate((5, 3, 7)):
             child.send(run_load(base, n, lane))
-        ends, lanes_seen = {}, []
-        while len(ends) < 3:
-            message = child.recv(timeout=10)
-            lanes_seen.append(message["lane"])
-            if message["op"] == "call":
-                child.post(echo_reply(message))
-            elif message["op"] == "end":
-                ends[message["lane"]] = message["outcome"]
+        ends, lanes_seen = answer_until_ended(child, 3)
         assert ends == {0: {"Completed": 15}, 1: {"Completed": 6}, 2: {"Completed": 28}}
         assert child.lockdown_reported and child.layers["seccomp"]["applied"]
         # The lanes took turns: each lane's first call came before any lane's second.
@@ -85,16 +92,14 @@ def test_a_lane_whose_run_faults_leaves_the_others_running(tmp_path):
     with Child.start() as child:
         child.send(run_load(base, 3, 0))
         child.send(run_load(base, 3, 1))
-        ends = {}
-        while len(ends) < 2:
-            message = child.recv(timeout=10)
-            if message["op"] == "call":
-                reply = echo_reply(message)
-                if message["lane"] == 1:
-                    reply["outcome"] = {"Err": {"Unknown": "the service went away"}}
-                child.post(reply)
-            elif message["op"] == "end":
-                ends[message["lane"]] = message["outcome"]
+
+        def failing_in_lane_1(call: dict) -> dict:
+            reply = echo_reply(call)
+            if call["lane"] == 1:
+                reply["outcome"] = {"Err": {"Unknown": "the service went away"}}
+            return reply
+
+        ends = answer_until_ended(child, 2, failing_in_lane_1)[0]
         assert ends[0] == {"Completed": 6}
         assert ends[1]["Faulted"]["kind"] == "tool-problem"
         assert "the service went away" in ends[1]["Faulted"]["message"]
@@ -106,13 +111,7 @@ def test_a_lane_takes_another_run_once_its_run_has_ended(tmp_path):
         pid = child.pid
         for n in (2, 4):
             child.send(run_load(base, n, 0))
-            while True:
-                message = child.recv(timeout=10)
-                if message["op"] == "call":
-                    child.post(echo_reply(message))
-                elif message["op"] == "end":
-                    break
-            assert message["outcome"] == {"Completed": n * (n + 1) // 2}
+            assert answer_until_ended(child, 1)[0] == {0: {"Completed": n * (n + 1) // 2}}
         assert child.pid == pid
 
 
@@ -191,13 +190,6 @@ def test_a_dropped_lane_ends_where_it_waits_and_says_nothing_more(tmp_path):
         child.post({"op": "drop", "lane": 9})  # (a lane that has ended already, or never was: ignored)
         child.post(echo_reply(next(m for m in firsts if m["lane"] == 1)))
         child.send(run_load(base, 2, 2))
-        ends, lanes_seen = {}, set()
-        while len(ends) < 2:
-            message = child.recv(timeout=10)
-            lanes_seen.add(message["lane"])
-            if message["op"] == "call":
-                child.post(echo_reply(message))
-            elif message["op"] == "end":
-                ends[message["lane"]] = message["outcome"]
+        ends, lanes_seen = answer_until_ended(child, 2)
         assert ends == {1: {"Completed": 6}, 2: {"Completed": 3}}
         assert 0 not in lanes_seen

@@ -49,6 +49,22 @@ def records(runs: str, run_id: str) -> tuple[list[dict], list[dict]]:
         store.close()
 
 
+def last_record(runs: str, run_id: str, kind: str) -> dict:
+    """The run's last host record of `kind`."""
+    return [r for r in records(runs, run_id)[1] if r["kind"] == kind][-1]
+
+
+def killed_under(host, program: str, n: int, count: int) -> list:
+    """`count` runs of `n` calls started in lanes, their shared child killed with SIGKILL once
+    they are well into their calls: what each run came to."""
+    handles = [host.start(program, {"n": n}, detach=True) for _ in range(count)]
+    assert wait_for(lambda: host._spares().lanes.children())
+    time.sleep(0.3)  # (every run well into its calls)
+    (child,) = host._spares().lanes.children()
+    os.kill(child.pid, signal.SIGKILL)
+    return [handle.wait(timeout=60) for handle in handles]
+
+
 def what_it_recorded(facts: list[dict]) -> list[tuple]:
     """A run's facts without what names the run (its Start, the chain's hashes)."""
     return [(f["kind"], {k: v for k, v in f.items() if k not in ("prev", "hash", "n")}) for f in facts[1:]]
@@ -66,14 +82,14 @@ def test_runs_in_lanes_compute_and_record_what_runs_alone_do(program, tmp_path, 
     expected = what_it_recorded(records(runs, alone.run_id)[0])
     origins = []
     for result in results:
-        facts, host_records = records(runs, result.run_id)
+        facts = records(runs, result.run_id)[0]
         if facts[-1]["outcome"] == {"Completed": 465}:
             assert what_it_recorded(facts) == expected
-        sandbox = [r for r in host_records if r["kind"] == "sandbox"][-1]
+        sandbox = last_record(runs, result.run_id, "sandbox")
         assert sandbox["missing"] == [] or "seccomp" not in sandbox["missing"]
         origins.append(sandbox["origin"])
     assert all("lane" in origin and "up to 4 runs" in origin for origin in origins), origins
-    assert "lane" not in [r for r in records(runs, alone.run_id)[1] if r["kind"] == "sandbox"][-1]["origin"]
+    assert "lane" not in last_record(runs, alone.run_id, "sandbox")["origin"]
 
 
 def test_a_child_serves_at_most_its_count_of_runs_waits_for_the_next_and_ends_with_the_host(program, tmp_path,
@@ -105,18 +121,11 @@ def test_a_shared_child_that_dies_halts_every_run_in_it_and_each_resumes_to_its_
     monkeypatch.setenv("FLOW_SANDBOX_LANES", "8")
     runs = str(tmp_path / "runs")
     with flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs, durability="none") as host:
-        handles = [host.start(program, {"n": 30_000}, detach=True) for _ in range(3)]
-        assert wait_for(lambda: host._spares().lanes.children())
-        time.sleep(0.3)  # (every run well into its calls)
-        (child,) = host._spares().lanes.children()
-        os.kill(child.pid, signal.SIGKILL)
-        results = [handle.wait(timeout=60) for handle in handles]
+        results = killed_under(host, program, 30_000, 3)
         assert [r.status for r in results] == ["halted"] * 3
         for result in results:
-            facts, host_records = records(runs, result.run_id)
-            assert facts[-1]["kind"] != "End"
-            halted = [r for r in host_records if r["kind"] == "halted"][-1]
-            assert halted["reason"] == "shared-child"
+            assert records(runs, result.run_id)[0][-1]["kind"] != "End"
+            assert last_record(runs, result.run_id, "halted")["reason"] == "shared-child"
         monkeypatch.setenv("FLOW_SANDBOX_LANES", "0")
         resumed = [host.resume(result.run_id) for result in results]
     assert [r.output for r in resumed] == [30_000 * 30_001 // 2] * 3
@@ -160,12 +169,11 @@ def test_a_run_that_computes_past_the_deadline_halts_the_runs_beside_it_and_none
         results = [handle.wait(timeout=60) for handle in [*others, spinning]]
         assert [r.status for r in results] == ["halted"] * 3
         for result in results:
-            halted = [r for r in records(runs, result.run_id)[1] if r["kind"] == "halted"][-1]
-            assert halted["reason"] == "shared-child", halted
+            assert last_record(runs, result.run_id, "halted")["reason"] == "shared-child"
         monkeypatch.setenv("FLOW_SANDBOX_LANES", "0")
         alone = host.resume(spinning.run_id)
     assert alone.status == "halted"
-    assert [r for r in records(runs, spinning.run_id)[1] if r["kind"] == "halted"][-1]["reason"] == "deadline"
+    assert last_record(runs, spinning.run_id, "halted")["reason"] == "deadline"
 
 
 def test_an_async_hosts_runs_share_children_too(program, tmp_path, monkeypatch):
@@ -187,7 +195,7 @@ def test_an_async_hosts_runs_share_children_too(program, tmp_path, monkeypatch):
 
     results = asyncio.run(main())
     assert [r.output for r in results] == [820, 465, 210, 55]
-    origins = [[r for r in records(runs, result.run_id)[1] if r["kind"] == "sandbox"][-1]["origin"] for result in results]
+    origins = [last_record(runs, result.run_id, "sandbox")["origin"] for result in results]
     assert sum("lane" in origin for origin in origins) == 4, origins
 
 
@@ -236,12 +244,7 @@ def test_a_worker_takes_up_the_runs_a_shared_childs_death_halted(program, tmp_pa
     monkeypatch.setenv("FLOW_SANDBOX_LANES", "4")
     runs = str(tmp_path / "runs")
     with flowrt.Host({"echo.echo": lambda n: n}, runs_dir=runs, durability="none") as host:
-        handles = [host.start(program, {"n": 10_000}, detach=True) for _ in range(2)]
-        assert wait_for(lambda: host._spares().lanes.children())
-        time.sleep(0.3)
-        (child,) = host._spares().lanes.children()
-        os.kill(child.pid, signal.SIGKILL)
-        halted = [handle.wait(timeout=60) for handle in handles]
+        halted = killed_under(host, program, 10_000, 2)
     assert [r.status for r in halted] == ["halted"] * 2
     (tmp_path / "flow.toml").write_text('[tools]\n"echo" = { python = "echo_tool.py" }\n')
     (tmp_path / "echo_tool.py").write_text('from flowrt.toolkit import serve\n\n'

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
-from flowrt.kept_child import usage  # noqa: E402
+from flowrt.kept_child import cpu_seconds_of  # noqa: E402
 from flowrt.run import load_message, prepare  # noqa: E402
 from flowrt.sandbox_process import Child  # noqa: E402
 from recorded_calls import PROGRAM  # noqa: E402
@@ -46,7 +46,7 @@ def serve(children: list[Child], loads: list[tuple[Child, dict]]) -> tuple[float
     poller = select.poll()
     for fd in by_fd:
         poller.register(fd, select.POLLIN)
-    before = [usage(child.pid)[0] for child in children]
+    before = cpu_seconds_of(children)
     own = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     for child, load in loads:
@@ -70,7 +70,7 @@ def serve(children: list[Child], loads: list[tuple[Child, dict]]) -> tuple[float
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
     host = after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime
-    return wall, host, sum(usage(child.pid)[0] for child in children) - sum(before)
+    return wall, host, cpu_seconds_of(children) - before
 
 
 def arrangement(kind: str, runs: int, calls: int, base: dict) -> tuple[float, float, float]:
